@@ -1,0 +1,40 @@
+"""Backend of the dashboard tab, mounted by `hermes dashboard` / `hermes serve`
+at /api/plugins/chronos-git/ behind Hermes' session token.
+
+Hermes imports this file by path (no package context), so it finds the
+chronos-git package that owns this directory and reuses its router: the
+dashboard process shares nothing in memory with agents, only the store.
+"""
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _package():
+    for name in ("hermes_plugins.chronos_git", "chronos_git"):
+        mod = sys.modules.get(name)
+        if mod is not None and Path(mod.__file__).resolve().parent == _ROOT:
+            return mod
+    spec = importlib.util.spec_from_file_location("chronos_git", _ROOT / "__init__.py",
+                                                  submodule_search_locations=[str(_ROOT)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["chronos_git"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_pkg = _package()
+_glue = importlib.import_module(_pkg.__name__ + ".hermes_glue")
+_service = importlib.import_module(_pkg.__name__ + ".service")
+_router = importlib.import_module(_pkg.__name__ + ".api.router")
+
+
+def _svc():
+    settings = _glue.read_settings()
+    return _service.Chronos.get(_glue.store_dir_for(settings), settings)
+
+
+router = _router.build_router(_svc)

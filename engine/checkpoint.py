@@ -1,0 +1,109 @@
+"""Checkpoint metadata: what a snapshot commit says about itself.
+
+The commit message is written for `git log` first (a subject and a few
+`Key: value` lines) and ends with one line of canonical JSON that the code
+reads back, so humans and programs see the same facts.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pygit2
+
+SCHEMA = "chronos-git.checkpoint.v1"
+KINDS = ("full", "declared", "partial", "safety", "manual")
+
+
+def canonical_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass
+class CheckpointMeta:
+    description: str
+    kind: str = "full"
+    tool: str | None = None
+    session_id: str | None = None
+    turn_id: str | None = None
+    tool_call_id: str | None = None
+    time: float = field(default_factory=time.time)
+    skipped: list[dict] = field(default_factory=list)
+    nested_repos: list[str] = field(default_factory=list)
+    added_bytes: int = 0
+    files: int = 0
+    note: str | None = None      # why a checkpoint is partial, what a safety checkpoint guards
+
+    def to_message(self) -> str:
+        subject = f"chronos checkpoint: {self.description}".replace("\n", " ")[:200]
+        lines = [subject, ""]
+        lines.append(f"Kind: {self.kind}")
+        for label, value in (("Tool", self.tool), ("Session", self.session_id),
+                             ("Turn", self.turn_id), ("Tool-Call", self.tool_call_id),
+                             ("Note", self.note)):
+            if value:
+                lines.append(f"{label}: {value}".replace("\n", " "))
+        lines.append(f"Files: {self.files}")
+        if self.skipped:
+            lines.append(f"Skipped: {len(self.skipped)} path(s): "
+                         + ", ".join(s["path"] for s in self.skipped[:5])
+                         + (" ..." if len(self.skipped) > 5 else ""))
+        if self.nested_repos:
+            lines.append("Nested repositories excluded: " + ", ".join(self.nested_repos[:10]))
+        lines.append("")
+        payload = {"schema": SCHEMA, **{k: v for k, v in self.__dict__.items()}}
+        lines.append(canonical_json(payload))
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_message(cls, message: str) -> "CheckpointMeta":
+        last = message.rstrip("\n").rsplit("\n", 1)[-1]
+        try:
+            data = json.loads(last)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            return cls(description=message.split("\n", 1)[0], kind="foreign")
+        data.pop("schema", None)
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass
+class Checkpoint:
+    id: str
+    tree_id: str
+    parent_id: str | None
+    meta: CheckpointMeta
+
+    @classmethod
+    def from_commit(cls, commit: pygit2.Commit) -> "Checkpoint":
+        return cls(id=str(commit.id), tree_id=str(commit.tree_id),
+                   parent_id=str(commit.parent_ids[0]) if commit.parent_ids else None,
+                   meta=CheckpointMeta.from_message(commit.message))
+
+    def summary(self, index: int | None = None) -> dict:
+        m = self.meta
+        out = {
+            "id": self.id,
+            "short_id": self.id[:8],
+            "time": m.time,
+            "time_iso": datetime.fromtimestamp(m.time, timezone.utc).isoformat(timespec="seconds"),
+            "description": m.description,
+            "kind": m.kind,
+            "tool": m.tool,
+            "session_id": m.session_id,
+            "turn_id": m.turn_id,
+            "tool_call_id": m.tool_call_id,
+            "files": m.files,
+            "skipped": m.skipped,
+            "nested_repos": m.nested_repos,
+            "added_bytes": m.added_bytes,
+        }
+        if m.note:
+            out["note"] = m.note
+        if index is not None:
+            out["index"] = index
+        return out

@@ -1,0 +1,120 @@
+"""Thread- and process-wide locks built on flock(2).
+
+flock locks die with their process, so a SIGKILLed holder never blocks the
+next one; git's own `*.lock` files do not, and are cleared by the store while
+it holds the matching lock here (see Store.clear_stale_git_locks).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+_registry_guard = threading.Lock()
+_exclusive: dict[str, "_ExclusiveState"] = {}
+_shared: dict[str, "_SharedState"] = {}
+
+
+class _ExclusiveState:
+    def __init__(self):
+        self.rlock = threading.RLock()
+        self.depth = 0
+        self.fd = -1
+
+
+class _SharedState:
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.readers = 0
+        self.reader_threads: dict[int, int] = {}
+        self.writer = False
+        self.fd = -1
+
+
+def _open(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+@contextmanager
+def exclusive(path: Path):
+    """Re-entrant (per thread) exclusive lock shared by every thread and process."""
+    key = str(path)
+    with _registry_guard:
+        st = _exclusive.setdefault(key, _ExclusiveState())
+    with st.rlock:
+        if st.depth == 0:
+            st.fd = _open(path)
+            fcntl.flock(st.fd, fcntl.LOCK_EX)
+        st.depth += 1
+        try:
+            yield
+        finally:
+            st.depth -= 1
+            if st.depth == 0:
+                fcntl.flock(st.fd, fcntl.LOCK_UN)
+                os.close(st.fd)
+                st.fd = -1
+
+
+class ReadWriteLock:
+    """Many writers of objects share it; compaction takes it alone."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        key = str(path)
+        with _registry_guard:
+            self._st = _shared.setdefault(key, _SharedState())
+
+    @contextmanager
+    def shared(self):
+        st = self._st
+        tid = threading.get_ident()
+        with st.cond:
+            if st.reader_threads.get(tid):
+                st.reader_threads[tid] += 1          # re-entry by the same thread
+                nested = True
+            else:
+                while st.writer:
+                    st.cond.wait()
+                if st.readers == 0:
+                    st.fd = _open(self.path)
+                    fcntl.flock(st.fd, fcntl.LOCK_SH)
+                st.readers += 1
+                st.reader_threads[tid] = 1
+                nested = False
+        try:
+            yield
+        finally:
+            with st.cond:
+                st.reader_threads[tid] -= 1
+                if st.reader_threads[tid] == 0:
+                    del st.reader_threads[tid]
+                if not nested:
+                    st.readers -= 1
+                    if st.readers == 0:
+                        fcntl.flock(st.fd, fcntl.LOCK_UN)
+                        os.close(st.fd)
+                        st.fd = -1
+                    st.cond.notify_all()
+
+    @contextmanager
+    def exclusive(self):
+        st = self._st
+        with st.cond:
+            while st.writer or st.readers:
+                st.cond.wait()
+            st.writer = True
+            st.fd = _open(self.path)
+        try:
+            fcntl.flock(st.fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            with st.cond:
+                fcntl.flock(st.fd, fcntl.LOCK_UN)
+                os.close(st.fd)
+                st.fd = -1
+                st.writer = False
+                st.cond.notify_all()

@@ -1,0 +1,217 @@
+"""Restoring a checkpoint: plan per file, safety checkpoint, then minimal writes.
+
+Only files that differ are rewritten (atomically: temp file + rename), files
+absent from the target are removed in clean mode, and nothing the current
+snapshot did not capture (ignored, too large, nested repositories) is ever
+touched.  The safety checkpoint is the current state, so restoring it undoes
+the restore exactly.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+import pygit2
+from pygit2.enums import DeltaStatus, DiffOption
+
+from . import faults
+from .checkpoint import CheckpointMeta
+from .diff import working_tree
+from .errors import ChronosError
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+ACTIONS = ("restore", "create", "delete", "skip")
+
+
+@dataclass
+class PlanItem:
+    path: str
+    action: str
+    reason: str | None = None
+    blob: str | None = None          # target content (restore/create)
+    mode: int | None = None          # target git file mode
+    current_blob: str | None = None  # content now (restore/delete)
+
+    def to_dict(self) -> dict:
+        out = {"path": self.path, "action": self.action}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def plan(ws, target_tree_id: str, current_tree_id: str, *, paths: list[str] | None = None,
+         clean: bool = True) -> list[PlanItem]:
+    repo = ws.store.repo()
+    rels = [ws.rel(p) for p in paths] if paths else None
+    # INCLUDE_TYPECHANGE: a file <-> symlink change is one "restore", not a delete plus an add
+    # (the add would be skipped as "present on disk" after the delete removed it)
+    d = repo.diff(repo[current_tree_id], repo[target_tree_id], flags=DiffOption.INCLUDE_TYPECHANGE)
+    items: list[PlanItem] = []
+    for delta in d.deltas:
+        if delta.status == DeltaStatus.DELETED:
+            path = delta.old_file.path
+        else:
+            path = delta.new_file.path
+        if rels and not any(path == r or path.startswith(r + "/") for r in rels):
+            continue
+        full = os.path.join(ws.root_bytes, os.fsencode(path))
+        if delta.status == DeltaStatus.ADDED:
+            nested = ws._nested_ancestor(path.split("/"))
+            if nested or os.path.lexists(full):
+                items.append(PlanItem(path, "skip", reason=(
+                    "inside a nested repository" if nested else
+                    "present on disk but not captured now (ignored, too large or special); left untouched")))
+            else:
+                items.append(PlanItem(path, "create", blob=str(delta.new_file.id), mode=delta.new_file.mode))
+        elif delta.status == DeltaStatus.DELETED:
+            if clean:
+                items.append(PlanItem(path, "delete", current_blob=str(delta.old_file.id)))
+            else:
+                items.append(PlanItem(path, "skip", reason="not in the checkpoint; kept because clean is off",
+                                      current_blob=str(delta.old_file.id)))
+        else:
+            items.append(PlanItem(path, "restore", blob=str(delta.new_file.id), mode=delta.new_file.mode,
+                                  current_blob=str(delta.old_file.id)))
+    return items
+
+
+def restore(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
+            dry_run: bool = False, meta: CheckpointMeta | None = None, on_plan=None) -> dict:
+    """Restore checkpoint `spec`. `on_plan(items, safety, target)` runs before any write."""
+    target = ws.resolve(spec)
+    if dry_run:
+        items = plan(ws, target.tree_id, working_tree(ws), paths=paths, clean=clean)
+        return _result(target, None, items, clean, dry_run=True)
+    ws.root.mkdir(parents=True, exist_ok=True)
+    with ws.store.writing(), ws.lock():
+        safety_meta = meta or CheckpointMeta(description="")
+        safety_meta.kind = "safety"
+        safety_meta.description = safety_meta.description or f"safety checkpoint before restoring {target.id[:8]}"
+        safety_meta.note = f"state before restoring {target.id}; restore this to undo"
+        safety = ws.snapshot(safety_meta)
+        items = plan(ws, target.tree_id, safety.tree_id, paths=paths, clean=clean)
+        if on_plan is not None:
+            on_plan(items, safety.checkpoint, target)
+        _apply(ws, items)
+    return _result(target, safety.checkpoint.id, items, clean, dry_run=False)
+
+
+def _result(target, safety_id, items, clean, *, dry_run) -> dict:
+    return {
+        "restored_checkpoint": target.id,
+        "safety_checkpoint": safety_id,
+        "dry_run": dry_run,
+        "clean": clean,
+        "files_changed": sum(1 for i in items if i.action in ("restore", "create")),
+        "untracked_removed": sum(1 for i in items if i.action == "delete"),
+        "skipped": sum(1 for i in items if i.action == "skip"),
+        "plan": [i.to_dict() for i in items],
+    }
+
+
+def _apply(ws, items: list[PlanItem]) -> None:
+    repo = ws._open_repo()
+    root = ws.root_bytes
+    done: list[PlanItem] = []
+    deletes = sorted((i for i in items if i.action == "delete"), key=lambda i: -i.path.count("/"))
+    writes = [i for i in items if i.action in ("restore", "create")]
+    for it in deletes:
+        full = os.path.join(root, os.fsencode(it.path))
+        try:
+            os.unlink(full)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            it.action, it.reason = "skip", "became a directory; left untouched"
+            continue
+        _prune_empty_parents(root, full)
+        done.append(it)
+        faults.hit("mid_restore")
+    for it in writes:
+        full = os.path.join(root, os.fsencode(it.path))
+        try:
+            _write_blob(repo, full, it.blob, it.mode)
+        except _Conflict as exc:
+            it.action, it.reason = "skip", str(exc)
+            continue
+        done.append(it)
+        faults.hit("mid_restore")
+    index = repo.index
+    for it in done:
+        try:
+            if it.action == "delete":
+                if it.path in index:
+                    index.remove(it.path)
+            else:
+                index.add(it.path)
+        except (pygit2.GitError, OSError):
+            pass                        # the next snapshot re-hashes it
+    index.write_tree()
+    index.write()
+
+
+class _Conflict(ChronosError):
+    pass
+
+
+def _prune_empty_parents(root: bytes, full: bytes) -> None:
+    parent = os.path.dirname(full)
+    while parent != root and parent.startswith(root + b"/"):
+        try:
+            os.rmdir(parent)
+        except OSError:
+            return
+        parent = os.path.dirname(parent)
+
+
+def _make_parents(root: bytes, full: bytes) -> None:
+    parent = os.path.dirname(full)
+    probe = parent
+    while probe != root and probe.startswith(root + b"/"):
+        if os.path.lexists(probe) and not os.path.isdir(probe):
+            raise _Conflict(f"{os.fsdecode(os.path.relpath(probe, root))} is a file where a directory is needed")
+        probe = os.path.dirname(probe)
+    os.makedirs(parent, exist_ok=True)
+
+
+def _write_blob(repo, full: bytes, blob_id: str, mode: int) -> None:
+    root = os.fsencode(repo.workdir).rstrip(b"/")
+    _make_parents(root, full)
+    data = repo[blob_id].data
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        try:
+            os.rmdir(full)
+        except OSError:
+            raise _Conflict("a non-empty directory is in the way") from None
+        st = None
+    tmp = os.path.join(os.path.dirname(full), b"." + os.path.basename(full) + b".chronos-restore-%d" % os.getpid())
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    if mode == pygit2.GIT_FILEMODE_LINK:
+        os.symlink(data, tmp)
+    else:
+        executable = mode == pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+        if st is not None and stat.S_ISREG(st.st_mode):
+            perm = stat.S_IMODE(st.st_mode)
+            perm = perm | ((perm & 0o444) >> 2) if executable else perm & ~0o111
+        else:
+            perm = (0o777 if executable else 0o666) & ~_UMASK
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, perm)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        finally:
+            os.close(fd)
+        os.chmod(tmp, perm)
+    os.replace(tmp, full)

@@ -1,0 +1,274 @@
+"""Retention and compaction without the git CLI.
+
+Retention keeps, per workspace, the newest `max_checkpoints` checkpoints whose
+new bytes fit the size budget, and never one that is pinned (an unresolved
+journal operation refers to it).  Older checkpoints are cut off git-natively:
+the oldest kept commit goes into `<store>/shallow`, so git and libgit2 treat
+it as a root and `git fsck` stays clean.  Checkpoint ids never change.
+
+Compaction then packs every reachable object with libgit2's PackBuilder and
+deletes what the new pack makes redundant, in three phases so tool calls are
+only held up for the short bookkeeping steps:
+
+  A (exclusive)  decide retention, write `shallow`, list roots and old files
+  B (no lock)    walk and pack everything reachable from those roots
+  C (exclusive)  pack what became reachable meanwhile, delete old packs and
+                 loose objects (unreachable ones only past a grace period)
+
+A crash at any point leaves extra objects, never missing ones.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pygit2
+
+from . import faults, locking
+from .checkpoint import CheckpointMeta
+from .fsutil import atomic_write
+
+
+def _shallow_path(store) -> Path:
+    return store.root / "shallow"
+
+
+def _read_shallow(store) -> set[str]:
+    try:
+        return {l.strip() for l in _shallow_path(store).read_text().splitlines() if l.strip()}
+    except FileNotFoundError:
+        return set()
+
+
+def plan_retention(ws, *, max_checkpoints: int, size_budget_bytes: int,
+                   pinned: set[str]) -> tuple[list[pygit2.Commit], list[pygit2.Commit]]:
+    """(kept, dropped) commits of one workspace chain, newest first."""
+    chain = list(ws.iter_commits())
+    if not chain:
+        return [], []
+    keep_n = len(chain)
+    if max_checkpoints and max_checkpoints > 0:
+        keep_n = min(keep_n, max_checkpoints)
+    if size_budget_bytes and size_budget_bytes > 0:
+        total = 0
+        for i, c in enumerate(chain[:keep_n]):
+            total += CheckpointMeta.from_message(c.message).added_bytes
+            if total > size_budget_bytes and i > 0:
+                keep_n = i
+                break
+    for i, c in enumerate(chain):
+        if str(c.id) in pinned:
+            keep_n = max(keep_n, i + 1)
+    return chain[:keep_n], chain[keep_n:]
+
+
+def _roots(store) -> tuple[list[pygit2.Oid], list[pygit2.Oid]]:
+    """(commit roots, tree roots): every ref, each workspace HEAD and index tree."""
+    repo = store.repo()
+    commits, trees = [], []
+    for name in repo.references:
+        try:
+            obj = repo.references[name].peel(pygit2.Commit)
+        except (pygit2.GitError, ValueError, KeyError):
+            continue
+        commits.append(obj.id)
+    for ws in store.workspaces():
+        if not (ws.gitdir / "commondir").exists():
+            continue
+        try:
+            wrepo = pygit2.Repository(str(ws.gitdir))
+        except pygit2.GitError:
+            continue
+        if not wrepo.head_is_unborn:
+            commits.append(wrepo.head.target)
+        if (ws.gitdir / "index").exists():
+            trees.append(wrepo.index.write_tree())
+    return commits, trees
+
+
+def _walk(repo, commits, trees, seen: set) -> list[pygit2.Oid]:
+    """Objects reachable from the roots and not yet in `seen` (which is updated)."""
+    new: list[pygit2.Oid] = []
+    stack_c = [c for c in commits]
+    stack_t = [t for t in trees]
+    while stack_c:
+        cid = stack_c.pop()
+        if cid in seen:
+            continue
+        seen.add(cid)
+        new.append(cid)
+        c = repo[cid]
+        stack_t.append(c.tree_id)
+        stack_c.extend(c.parent_ids)        # libgit2 honours `shallow`: boundaries have none
+        while stack_t:
+            tid = stack_t.pop()
+            if tid in seen:
+                continue
+            seen.add(tid)
+            new.append(tid)
+            for entry in repo[tid]:
+                if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
+                    continue                # gitlink: not ours to keep
+                if entry.id in seen:
+                    continue
+                if entry.type_str == "tree":
+                    stack_t.append(entry.id)
+                else:
+                    seen.add(entry.id)
+                    new.append(entry.id)
+    return new
+
+
+def _odb_files(store) -> tuple[list[Path], list[tuple[Path, str]]]:
+    objects = store.root / "objects"
+    packs = sorted((objects / "pack").glob("pack-*.pack")) if (objects / "pack").exists() else []
+    loose = []
+    for d in objects.iterdir():
+        if len(d.name) == 2 and d.is_dir():
+            for f in d.iterdir():
+                if len(f.name) == 38:
+                    loose.append((f, d.name + f.name))
+    return packs, loose
+
+
+def _write_pack(repo, oids, pack_dir: Path) -> int:
+    if not oids:
+        return 0
+    pb = pygit2.PackBuilder(repo)
+    for oid in oids:
+        pb.add(oid)
+    pb.write(str(pack_dir))
+    return len(oids)
+
+
+def store_size(store) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(store.root / "objects"):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | None = None,
+            size_budget_bytes: int | None = None, grace_s: float | None = None,
+            dry_run: bool = False, progress=None) -> dict:
+    cfg = store.config
+    max_checkpoints = cfg.max_checkpoints if max_checkpoints is None else max_checkpoints
+    size_budget_bytes = (int(cfg.size_budget_mb * 1024 * 1024) if size_budget_bytes is None
+                         else size_budget_bytes)
+    grace_s = cfg.compact_grace_s if grace_s is None else grace_s
+    pinned = set(pinned or ())
+    say = progress or (lambda msg: None)
+    t0 = time.monotonic()
+    report: dict = {"dropped": [], "dry_run": dry_run, "size_before": store_size(store)}
+
+    with locking.exclusive(store.meta_dir / "compact.lock"):
+        # ---- phase A: decide, cut, list ------------------------------------
+        with store.maintenance.exclusive():
+            if not dry_run:
+                store.clear_stale_temp_objects()
+                store.clear_stale_git_lock(store.root / "packed-refs.lock")
+            shallow = _read_shallow(store)
+            kept_ids: set[str] = set()
+            new_boundaries: set[str] = set()
+            for ws in store.workspaces():
+                kept, dropped = plan_retention(ws, max_checkpoints=max_checkpoints,
+                                               size_budget_bytes=size_budget_bytes, pinned=pinned)
+                kept_ids.update(str(c.id) for c in kept)
+                if dropped:
+                    new_boundaries.add(str(kept[-1].id))
+                    report["dropped"].append({
+                        "workspace": os.fsdecode(ws.root_bytes), "workspace_id": ws.id,
+                        "kept": len(kept),
+                        "checkpoints": [{"id": str(c.id),
+                                         "description": CheckpointMeta.from_message(c.message).description,
+                                         "time": c.commit_time} for c in dropped],
+                    })
+            if dry_run:
+                report["elapsed_s"] = round(time.monotonic() - t0, 3)
+                return report
+            # keep boundaries still in use, add the new ones; foreign entries stay
+            ours = {s for s in shallow if s in kept_ids or s in new_boundaries}
+            foreign = {s for s in shallow if s not in kept_ids and not _is_chronos_commit(store, s)}
+            want = sorted(ours | new_boundaries | foreign)
+            if set(want) != shallow:
+                if want:
+                    atomic_write(_shallow_path(store), ("\n".join(want) + "\n").encode(), mode=0o600)
+                else:
+                    _shallow_path(store).unlink(missing_ok=True)
+            store._local.__dict__.pop("repo", None)     # reopen: libgit2 caches grafts
+            commits_a, trees_a = _roots(store)
+            old_packs, old_loose = _odb_files(store)
+        say(f"retention decided; packing objects reachable from {len(commits_a)} refs")
+
+        # ---- phase B: pack what is reachable (no lock held) ----------------
+        repo = pygit2.Repository(str(store.root))
+        t_write = time.time() - 1.0
+        seen: set = set()
+        reachable = _walk(repo, commits_a, trees_a, seen)
+        pack_dir = store.root / "objects" / "pack"
+        pack_dir.mkdir(exist_ok=True)
+        _write_pack(repo, reachable, pack_dir)
+        say(f"packed {len(reachable)} objects")
+        faults.hit("mid_compact")
+
+        # ---- phase C: catch up, delete the redundant ------------------------
+        with store.maintenance.exclusive():
+            store._local.__dict__.pop("repo", None)
+            commits_c, trees_c = _roots(store)
+            repo = pygit2.Repository(str(store.root))
+            extra = _walk(repo, commits_c, trees_c, seen)
+            _write_pack(repo, extra, pack_dir)
+            now = time.time()
+            removed_loose = 0
+            for path, hexid in old_loose:
+                oid = pygit2.Oid(hex=hexid)
+                try:
+                    if oid in seen or now - path.stat().st_mtime > grace_s:
+                        path.unlink()
+                        removed_loose += 1
+                except FileNotFoundError:
+                    pass
+            for pack in old_packs:
+                try:
+                    if pack.stat().st_mtime >= t_write:
+                        continue            # our new pack happened to get an old pack's name
+                except FileNotFoundError:
+                    continue
+                for sibling in (pack, pack.with_suffix(".idx"), pack.with_suffix(".rev"),
+                                pack.with_suffix(".bitmap"), pack.with_suffix(".keep")):
+                    if sibling.suffix != ".keep":
+                        sibling.unlink(missing_ok=True)
+            for d in (store.root / "objects").iterdir():
+                if len(d.name) == 2 and d.is_dir():
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        pass
+            store._local.__dict__.pop("repo", None)
+    report.update({
+        "objects_packed": len(reachable) + len(extra),
+        "loose_removed": removed_loose,
+        "packs_replaced": len(old_packs),
+        "size_after": store_size(store),
+        "elapsed_s": round(time.monotonic() - t0, 3),
+    })
+    log = store.meta_dir / "retention.log"
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"time": time.time(), "dropped": report["dropped"],
+                             "size_before": report["size_before"],
+                             "size_after": report["size_after"]}) + "\n")
+    return report
+
+
+def _is_chronos_commit(store, hexid: str) -> bool:
+    try:
+        obj = store.repo()[hexid]
+    except (KeyError, ValueError):
+        return True          # gone: it was ours and is no longer needed
+    return isinstance(obj, pygit2.Commit) and obj.message.startswith("chronos checkpoint:")

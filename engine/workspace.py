@@ -1,0 +1,372 @@
+"""A workspace: a directory whose states are kept as checkpoints in the store."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+from pygit2 import GitError
+
+from . import faults, locking
+from .checkpoint import Checkpoint, CheckpointMeta
+from .durability import fsync_scope
+from .errors import CheckpointNotFound, PathError, StoreError, WorkspaceRefused
+from .fsutil import atomic_write
+from .scan import Scanner, update_all
+from .store import signature
+
+UNBORN_HEAD = b"ref: refs/heads/chronos-unborn\n"
+MIN_PREFIX = 7
+
+
+def canonical_root(path: os.PathLike | str) -> Path:
+    p = os.fsencode(os.path.abspath(os.fsdecode(path)))
+    return Path(os.fsdecode(os.path.realpath(p)))
+
+
+def _refused_roots() -> set[Path]:
+    roots = {Path("/")}
+    for home in (os.environ.get("HOME"), os.path.expanduser("~")):
+        if home and home != "/":
+            roots.add(canonical_root(home))
+    return roots
+
+
+def _glob_escape(rel: str) -> str:
+    """A literal path inside a gitignore pattern (callers anchor it with a leading `/`)."""
+    return "".join("\\" + ch if ch in "\\*?[" else ch for ch in rel)
+
+
+@dataclass
+class SnapshotResult:
+    checkpoint: Checkpoint | None      # None only for commit=False
+    tree_id: str
+    created: bool
+    partial: bool
+    report: dict
+
+    def to_dict(self) -> dict:
+        out = {"checkpoint": self.checkpoint.id if self.checkpoint else None,
+               "created": self.created, "partial": self.partial, "tree": self.tree_id}
+        out.update(self.report)
+        return out
+
+
+class Workspace:
+    def __init__(self, store, root: Path, verify: bool = True):
+        self.store = store
+        self.root = root
+        self.root_bytes = os.fsencode(root)
+        self.id = hashlib.sha256(self.root_bytes).hexdigest()[:16]
+        self.gitdir = store.root / "worktrees" / self.id
+        self.ref = f"refs/chronos/snapshots/{self.id}"
+        self._lock_path = store.meta_dir / "ws" / f"{self.id}.lock"
+        self._repo: pygit2.Repository | None = None
+        if verify:
+            self._refuse_bad_roots()
+
+    # -------------------------------------------------------------- identity
+    def _refuse_bad_roots(self) -> None:
+        if self.root in _refused_roots():
+            raise WorkspaceRefused(
+                f"refusing to use {self.root} as a workspace: snapshotting the filesystem root "
+                "or a home directory would capture far more than a project")
+        store = canonical_root(self.store.root)
+        if store == self.root or self.root.is_relative_to(store):
+            raise WorkspaceRefused(f"workspace {self.root} lies inside the chronos store {store}")
+
+    def lock(self):
+        return locking.exclusive(self._lock_path)
+
+    def rel(self, path: os.PathLike | str) -> str:
+        """Path relative to the root (as libgit2 wants it); raises if outside."""
+        raw = os.fsencode(path)
+        if not os.path.isabs(raw):
+            raw = os.path.join(self.root_bytes, raw)
+        norm = os.path.normpath(raw)
+        # resolve symlinked parents but not the leaf: the leaf may itself be a link we store
+        parent, leaf = os.path.split(norm)
+        parent = os.path.realpath(parent)
+        rel = os.path.relpath(os.path.join(parent, leaf), self.root_bytes)
+        if rel == b"." or rel.startswith(b"../") or rel == b"..":
+            raise PathError(f"{os.fsdecode(path)} is outside the workspace {self.root}")
+        return os.fsdecode(rel)
+
+    def contains(self, path: os.PathLike | str) -> bool:
+        try:
+            self.rel(path)
+            return True
+        except PathError:
+            return False
+
+    # ---------------------------------------------------------------- gitdir
+    def _exclude_lines(self) -> list[str]:
+        lines = ["# written by chronos-git: settings ignored_patterns"]
+        lines += list(self.store.config.ignored_patterns)
+        store = canonical_root(self.store.root)
+        if store.is_relative_to(self.root):
+            rel = _glob_escape(os.fsdecode(os.path.relpath(os.fsencode(store), self.root_bytes)))
+            lines.append("/" + rel + "/")
+            # the journal keeps its witness file beside the store (journal_refs.witness_path_for)
+            lines.append("/" + rel + ".journal-checkpoint.json")
+        return lines
+
+    def _ensure_gitdir(self) -> None:
+        if (self.gitdir / "commondir").exists():
+            self._sync_exclude()
+            return
+        tmp_parent = self.store.meta_dir / "tmp"
+        tmp_parent.mkdir(exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"ws-{self.id}-", dir=tmp_parent))
+        try:
+            (tmp / "commondir").write_bytes(b"../..\n")
+            (tmp / "gitdir").write_bytes(os.path.join(self.root_bytes, b".git") + b"\n")
+            (tmp / "HEAD").write_bytes(UNBORN_HEAD)
+            (tmp / "locked").write_text("chronos-git shadow workspace: keep (never prune)\n")
+            exclude = self.gitdir / "exclude"
+            cfg = pygit2.Config(str(tmp / "config.worktree"))
+            cfg["core.excludesFile"] = str(exclude)
+            del cfg
+            (tmp / "exclude").write_text("\n".join(self._exclude_lines()) + "\n")
+            (tmp / "chronos-workspace").write_bytes(self.root_bytes + b"\n")
+            try:
+                os.rename(tmp, self.gitdir)
+            except OSError:
+                if not (self.gitdir / "commondir").exists():
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _sync_exclude(self) -> None:
+        want = ("\n".join(self._exclude_lines()) + "\n").encode()
+        path = self.gitdir / "exclude"
+        try:
+            if path.read_bytes() == want:
+                return
+        except FileNotFoundError:
+            pass
+        atomic_write(path, want, durable=False)
+        self._repo = None
+
+    def _open_repo(self) -> pygit2.Repository:
+        """The workspace's own repository handle; only used under the workspace lock."""
+        if self._repo is None:
+            self._ensure_gitdir()
+            self._repo = pygit2.Repository(str(self.gitdir))
+            if os.fsencode(self._repo.workdir).rstrip(b"/") != self.root_bytes.rstrip(b"/"):
+                raise StoreError(f"workspace gitdir {self.gitdir} points at {self._repo.workdir}, "
+                                 f"expected {self.root}")
+        return self._repo
+
+    # ------------------------------------------------------------- snapshots
+    def snapshot(self, meta: CheckpointMeta, *, paths: list[str] | None = None,
+                 deadline: float | None = None, commit: bool = True) -> SnapshotResult:
+        """Commit the workspace (or just `paths`) as a checkpoint.
+
+        `paths` is the declared-path fast path: only those entries are refreshed,
+        everything else comes from the persistent index.  `deadline`
+        (time.monotonic) bounds the work: past it the scan stops and what was
+        done so far becomes a checkpoint marked partial.
+        """
+        if not self.root.is_dir():
+            raise WorkspaceRefused(f"workspace {self.root} does not exist or is not a directory")
+        with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
+            repo = self._open_repo()
+            self._clear_stale_git_locks()
+            index = repo.index
+            index.read(False)          # another process may have written it
+            scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
+            if paths is not None and self._tip_commit(repo) is None:
+                paths = None           # undeclared entries come from the index: no baseline yet, scan all
+            if paths is None:
+                update_all(repo, index, scanner)
+            else:
+                self._update_paths(repo, index, scanner, paths)
+            report = scanner.report
+            tree = index.write_tree()   # before index.write(): the TREE cache lands in the file
+            faults.hit("mid_snapshot")
+            index.write()
+            partial = report.aborted
+            if paths is not None and meta.kind in ("full", "manual"):
+                meta.kind = "declared"      # not a full picture: other entries may be stale
+            if partial:
+                meta.kind = "partial"
+                meta.note = meta.note or "snapshot budget exhausted; unchanged-since-last entries come from the previous checkpoint"
+            info = {"skipped": report.skipped, "nested_repos": report.nested_repos,
+                    "files": len(index), "kind": meta.kind}
+            if report.fallback:
+                info["fallback"] = True
+            if not commit:
+                return SnapshotResult(None, str(tree), False, partial, info)
+            tip = self._tip_commit(repo)
+            if tip is not None and tip.tree_id == tree:
+                return SnapshotResult(Checkpoint.from_commit(tip), str(tree), False, partial, info)
+            meta.skipped = report.skipped
+            meta.nested_repos = report.nested_repos
+            meta.added_bytes = report.added_bytes
+            meta.files = len(index)
+            cid = self._commit(repo, tree, meta, tip)
+            return SnapshotResult(Checkpoint.from_commit(repo[cid]), str(tree), True, partial, info)
+
+    def _clear_stale_git_locks(self) -> None:
+        """git `*.lock` files of everything this workspace writes, left by a killed process.
+
+        Only called under the workspace lock, which every writer of these files
+        holds: a lock file seen here has no live owner.
+        """
+        for lock_file in (self.gitdir / "index.lock", self.gitdir / "HEAD.lock",
+                          self.store.root / (self.ref + ".lock")):
+            self.store.clear_stale_git_lock(lock_file)
+
+    def _commit(self, repo, tree, meta: CheckpointMeta, tip) -> pygit2.Oid:
+        sig = signature(meta.time)
+        parents = [tip.id] if tip is not None else []
+        cid = repo.create_commit(self.ref, sig, sig, meta.to_message(), tree, parents)
+        repo.set_head(cid)             # detached at the newest checkpoint: restore baseline, fsck-clean
+        return cid
+
+    def _update_paths(self, repo, index, scanner: Scanner, paths: list[str]) -> None:
+        rels = []
+        for p in paths:
+            rel = self.rel(p)
+            parts = rel.split("/")
+            if ".git" in parts:
+                scanner.report.skip(rel, "inside_git_dir")
+                continue
+            nested = self._nested_ancestor(parts)
+            if nested:
+                scanner.report.nested(nested)
+                scanner.report.skip(rel, "inside_nested_repo")
+                continue
+            rels.append(rel)
+        for rel in rels:
+            full = os.path.join(self.root_bytes, os.fsencode(rel))
+            try:
+                st = os.lstat(full)
+            except (FileNotFoundError, NotADirectoryError):
+                if rel in index:
+                    index.remove(rel)
+                else:
+                    try:
+                        index.remove_directory(rel)
+                    except (GitError, OSError):
+                        pass
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                update_all(repo, index, scanner, pathspecs=[rel])
+                continue
+            if rel not in index and repo.path_is_ignored(rel):
+                scanner.report.skip(rel, "ignored")
+                continue
+            if scanner.visit(rel) != 0:
+                if rel in index:
+                    index.remove(rel)
+                continue
+            try:
+                index.add(rel)
+            except (GitError, OSError) as exc:
+                if not os.path.lexists(full) and rel in index:
+                    index.remove(rel)
+                else:
+                    scanner.report.skip(rel, f"unreadable: {exc}")
+
+    def _nested_ancestor(self, parts: list[str]) -> str | None:
+        for i in range(1, len(parts)):
+            d = "/".join(parts[:i])
+            if os.path.lexists(os.path.join(self.root_bytes, os.fsencode(d), b".git")):
+                return d
+        return None
+
+    # ---------------------------------------------------------------- history
+    def _tip_commit(self, repo) -> pygit2.Commit | None:
+        ref = repo.references.get(self.ref)
+        return repo[ref.target] if ref is not None else None
+
+    def tip(self) -> Checkpoint | None:
+        c = self._tip_commit(self.store.repo())
+        return Checkpoint.from_commit(c) if c is not None else None
+
+    def iter_commits(self):
+        repo = self.store.repo()
+        c = self._tip_commit(repo)
+        while c is not None:
+            yield c
+            if not c.parent_ids:
+                return
+            try:
+                c = repo[c.parent_ids[0]]
+            except KeyError:
+                return             # below the retention boundary
+            
+    def checkpoints(self, limit: int | None = None) -> list[Checkpoint]:
+        out = []
+        for c in self.iter_commits():
+            out.append(Checkpoint.from_commit(c))
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def resolve(self, spec: str) -> Checkpoint:
+        """A full id, a unique prefix (>= 7 hex digits), a 1-based index (1 = newest) or `latest`."""
+        spec = (spec or "").strip()
+        if not spec:
+            raise CheckpointNotFound("no checkpoint given")
+        low = spec.lower()
+        if low in ("latest", "head", "newest"):
+            tip = self.tip()
+            if tip is None:
+                raise CheckpointNotFound(f"workspace {self.root} has no checkpoints yet")
+            return tip
+        if spec.isdigit() and len(spec) < MIN_PREFIX:
+            n = int(spec)
+            if n < 1:
+                raise CheckpointNotFound("checkpoint indexes start at 1 (1 = newest)")
+            for i, c in enumerate(self.iter_commits(), 1):
+                if i == n:
+                    return Checkpoint.from_commit(c)
+            raise CheckpointNotFound(f"there is no checkpoint #{n} (the workspace has fewer)")
+        if not all(ch in "0123456789abcdef" for ch in low):
+            raise CheckpointNotFound(
+                f"{spec!r} is not a checkpoint: use a full id, a prefix of at least {MIN_PREFIX} hex "
+                "digits, an index (1 = newest) or 'latest'")
+        if len(low) < MIN_PREFIX:
+            raise CheckpointNotFound(f"checkpoint prefix {spec!r} is too short (need {MIN_PREFIX}+ hex digits)")
+        matches = [c for c in self.iter_commits() if str(c.id).startswith(low)]
+        if not matches:
+            # a checkpoint of this workspace that fell off the chain (e.g. referenced by the journal)
+            try:
+                obj = self.store.repo().revparse_single(low)
+                if isinstance(obj, pygit2.Commit) and obj.message.startswith("chronos checkpoint:"):
+                    return Checkpoint.from_commit(obj)
+            except (KeyError, ValueError, GitError):
+                pass
+            raise CheckpointNotFound(f"no checkpoint {spec!r} in workspace {self.root}")
+        if len(matches) > 1:
+            raise CheckpointNotFound(f"checkpoint prefix {spec!r} is ambiguous ({len(matches)} matches)")
+        return Checkpoint.from_commit(matches[0])
+
+    def lookup_commit(self, checkpoint_id: str) -> pygit2.Commit:
+        try:
+            obj = self.store.repo()[checkpoint_id]
+        except (KeyError, ValueError):
+            raise CheckpointNotFound(
+                f"checkpoint {checkpoint_id} is not in the store (dropped by retention?)") from None
+        if not isinstance(obj, pygit2.Commit):
+            raise CheckpointNotFound(f"{checkpoint_id} is not a checkpoint")
+        return obj
+
+    def count(self) -> int:
+        return sum(1 for _ in self.iter_commits())
+
+    def describe(self) -> dict:
+        tip = self.tip()
+        return {"root": os.fsdecode(self.root_bytes), "id": self.id, "ref": self.ref,
+                "gitdir": str(self.gitdir), "exists": self.root.is_dir(),
+                "latest": tip.summary() if tip else None}

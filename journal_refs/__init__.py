@@ -1,0 +1,9 @@
+"""The tool-call journal: a chain of git commits on `refs/chronos/journal`.
+
+Knows the shadow repository (it lives in the same object graph) but nothing
+about Hermes, HTTP or how tools are run.
+"""
+from .journal import Journal, IntegrityError, JournalError, TransitionError
+from .owner import ProcessIdentity
+
+__all__ = ["Journal", "IntegrityError", "JournalError", "TransitionError", "ProcessIdentity"]

@@ -1,0 +1,538 @@
+"""The journal: append-only, compare-and-swap, fsynced, tamper-evident.
+
+Each event is a commit whose first parent is the previous event, so git's
+object hashes chain the history.  The commit tree holds `state.json` (the
+derived state after the event) and, for file tools, the pre- and post-image
+blobs of declared paths, which keeps them reachable as long as the journal.
+
+After every append the head is mirrored to a *local checkpoint* file that
+lives beside the store (so it survives the store's deletion):
+
+    ref == checkpoint               fine
+    ref descends from checkpoint    crash lag between ref and file: healed
+    anything else                   tampering or corruption: the gate closes
+
+Damage below the head (an edited older event) is found by `verify`, which
+walks the whole chain; it records what it found in `<store>/chronos/
+journal-alarm.json`, so every process's gate closes (open, refresh and append
+check that file) until a later verify of a repaired chain finds it clean.
+
+Crash points (CHRONOS_GIT_FAULT): mid_append (objects written, ref not
+moved: the event never happened), after_ref_update (ref moved, checkpoint
+not: healed on the next open).
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pygit2
+
+from ..engine import faults, locking
+from ..engine.durability import fsync_scope
+from ..engine.fsutil import atomic_write
+from ..engine.store import signature
+from .events import CHECKPOINT_SCHEMA, SCHEMA, canonical, message, parse_message
+from .owner import ProcessIdentity
+from .state import JournalState, TransitionError
+
+REF = "refs/chronos/journal"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+__all__ = ["Journal", "JournalError", "IntegrityError", "TransitionError", "REF"]
+
+
+class JournalError(Exception):
+    code = "journal_error"
+
+
+class IntegrityError(JournalError):
+    code = "integrity"
+
+
+class _AlarmRaised(IntegrityError):
+    """The persisted result of a failed verify (see `Journal._check_alarm`)."""
+
+
+def witness_path_for(store_root: Path) -> Path:
+    return store_root.parent / (store_root.name + ".journal-checkpoint.json")
+
+
+class Journal:
+    """One per store per process; thread-safe."""
+
+    def __init__(self, store, *, witness_path: Path | None = None):
+        self.store = store
+        self.witness_path = Path(witness_path) if witness_path else witness_path_for(store.root)
+        self._lock_path = store.meta_dir / "journal.lock"
+        self.alarm_path = store.meta_dir / "journal-alarm.json"
+        self._integrity_from_alarm = False
+        self._guard = threading.RLock()
+        self.head: str | None = None
+        self.state = JournalState()
+        self.integrity = "ok"            # or a message: the gate is closed
+        self.poisoned: str | None = None  # an outcome could not be recorded in this process
+        self.opened = False
+        self.healed: str | None = None
+        self.me = ProcessIdentity.current()
+
+    # ------------------------------------------------------------------ open
+    def open(self) -> "Journal":
+        with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
+            if self.opened:
+                return self
+            self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
+            try:
+                self._open_locked()
+                self._check_alarm()
+            except IntegrityError as exc:
+                self.integrity = str(exc)
+                self._integrity_from_alarm = isinstance(exc, _AlarmRaised)
+            self.opened = True
+            return self
+
+    def _repo(self) -> pygit2.Repository:
+        return self.store.repo()
+
+    def _ref_tip(self) -> str | None:
+        try:
+            ref = self._repo().references.get(REF)
+        except pygit2.GitError as exc:
+            raise IntegrityError(f"journal ref unreadable: {exc}") from None
+        return str(ref.target) if ref is not None else None
+
+    def _read_witness(self) -> dict | None:
+        try:
+            raw = self.witness_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            w = json.loads(raw)
+            if w.get("schema") != CHECKPOINT_SCHEMA or "journal_id" not in w:
+                raise ValueError("wrong schema")
+            return w
+        except ValueError as exc:
+            raise IntegrityError(f"local journal checkpoint {self.witness_path} is not valid ({exc}): "
+                                 "it was edited or damaged") from None
+
+    def _write_witness(self, journal_id: str, head: str | None, seq: int) -> None:
+        data = canonical({"schema": CHECKPOINT_SCHEMA, "journal_id": journal_id, "head": head,
+                          "seq": seq, "store": str(self.store.root)}).encode()
+        atomic_write(self.witness_path, data, mode=0o600, durable=True)
+
+    def _check_alarm(self) -> None:
+        """O(1): one failed stat when all is well."""
+        try:
+            raw = self.alarm_path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _AlarmRaised(f"the journal alarm {self.alarm_path} is unreadable ({exc})") from None
+        try:
+            what = json.loads(raw).get("problem") or "damage"
+        except (ValueError, AttributeError):
+            what = "damage (the alarm file itself is not valid JSON)"
+        raise _AlarmRaised(
+            f"`journal verify` found the journal damaged: {what}. Recorded in {self.alarm_path}; "
+            "protected calls stay refused until a verify of the repaired chain comes back clean "
+            "(or the store and its checkpoint file are moved away to start a new journal)")
+
+    def _raise_alarm(self, problems: list[str], tip: str | None) -> None:
+        data = canonical({"problem": problems[0], "problems": problems, "head": tip,
+                          "detected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                          "detected_by": self.me.to_dict()}).encode()
+        atomic_write(self.alarm_path, data, mode=0o600, durable=True)
+
+    def _load_state_at(self, commit_id: str) -> JournalState:
+        repo = self._repo()
+        try:
+            commit = repo[commit_id]
+            blob = repo[commit.tree["state.json"].id]
+            return JournalState.from_json(blob.data)
+        except (KeyError, ValueError, pygit2.GitError) as exc:
+            raise IntegrityError(f"journal event {commit_id[:12]} is unreadable or corrupt ({exc})") from None
+
+    def _open_locked(self) -> None:
+        tip = self._ref_tip()
+        w = self._read_witness()
+        if tip is None:
+            if w is not None and w.get("head"):
+                raise IntegrityError(
+                    f"the journal is missing from {self.store.root} but its local checkpoint "
+                    f"{self.witness_path} records {w.get('seq', 0) + 1} events up to {w['head'][:12]}: "
+                    "the journal or the whole store was deleted or replaced. If that was deliberate, "
+                    "move the checkpoint file away to start a new journal.")
+            journal_id = (w or {}).get("journal_id") or str(uuid.uuid4())
+            if w is None:
+                self._write_witness(journal_id, None, -1)
+            self.state = JournalState()
+            self.head = None
+            self._append_locked({"kind": "genesis", "operation_id": None, "journal_id": journal_id,
+                                 "created_by": self.me.to_dict()}, blobs={})
+            return
+        state = self._load_state_at(tip)
+        if w is None:
+            raise IntegrityError(
+                f"the local journal checkpoint {self.witness_path} is missing while the journal has "
+                f"{state.seq + 1} events: it was deleted, or the store was copied from elsewhere")
+        if w["journal_id"] != state.journal_id:
+            raise IntegrityError(f"the local journal checkpoint belongs to journal {w['journal_id']}, "
+                                 f"but the store holds journal {state.journal_id}")
+        whead = w.get("head")
+        repo = self._repo()
+        if whead == tip:
+            if w.get("seq") != state.seq:
+                raise IntegrityError(f"the local journal checkpoint says seq {w.get('seq')} at "
+                                     f"{tip[:12]}, the journal says {state.seq}: the checkpoint was edited")
+        elif whead is None:
+            if w.get("seq", -1) != -1:
+                raise IntegrityError(f"the local journal checkpoint records no head but seq {w.get('seq')}: "
+                                     "the checkpoint was edited")
+            self.healed = "the first event was written but the checkpoint was not (crash); healed"
+        else:
+            try:
+                exists = pygit2.Oid(hex=whead) in repo.odb if len(whead) == 40 else False
+            except (ValueError, pygit2.GitError):
+                exists = False
+            if not exists:
+                raise IntegrityError(
+                    f"the journal head {tip[:12]} does not contain the checkpointed event "
+                    f"{whead[:12]} (seq {w.get('seq')}): the journal was replaced or its history rewritten")
+            if repo.descendant_of(tip, whead):
+                wseq = self._load_state_at(whead).seq
+                if w.get("seq") != wseq:
+                    raise IntegrityError(
+                        f"the local journal checkpoint says seq {w.get('seq')} at {whead[:12]}, but that "
+                        f"event is seq {wseq}: the checkpoint was edited")
+                self.healed = (f"journal ref was {state.seq - w.get('seq', 0)} event(s) ahead of its "
+                               "checkpoint (crash between the two writes); healed")
+            elif repo.descendant_of(whead, tip):
+                raise IntegrityError(
+                    f"the journal ref was rolled back: it points at {tip[:12]} (seq {state.seq}) but the "
+                    f"local checkpoint records {whead[:12]} (seq {w.get('seq')})")
+            else:
+                raise IntegrityError(
+                    f"the journal has diverged from its local checkpoint: head {tip[:12]} does not "
+                    f"descend from checkpointed {whead[:12]}: history was rewritten")
+        if self.healed:
+            self._write_witness(state.journal_id, tip, state.seq)
+        self.head, self.state = tip, state
+
+    # --------------------------------------------------------------- refresh
+    def refresh(self) -> None:
+        """Follow appends made by other processes (O(1) unless the ref moved)."""
+        with self._guard:
+            if not self.opened:
+                self.open()
+                return
+            if self.integrity != "ok":
+                return
+            try:
+                self._follow_ref()
+                self._check_alarm()
+            except IntegrityError as exc:
+                self.integrity = str(exc)
+                self._integrity_from_alarm = isinstance(exc, _AlarmRaised)
+
+    def _follow_ref(self) -> None:
+        tip = self._ref_tip()
+        if tip == self.head:
+            return
+        if tip is None:
+            raise IntegrityError(f"the journal ref {REF} disappeared (last seen at {self.head[:12]})")
+        repo = self._repo()
+        if self.head is not None and not repo.descendant_of(tip, self.head):
+            raise IntegrityError(f"the journal ref moved to {tip[:12]}, which does not descend from "
+                                 f"{self.head[:12]}: history was rolled back or rewritten")
+        state = self._load_state_at(tip)
+        if state.journal_id != self.state.journal_id and self.state.journal_id is not None:
+            raise IntegrityError("the journal ref now points at a different journal")
+        self.head, self.state = tip, state
+
+    # ---------------------------------------------------------------- append
+    def append(self, kind: str, fields: dict, *, blobs: dict[str, str] | None = None) -> dict:
+        """Append one event durably; returns the payload with `id` (commit) added."""
+        with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
+            if not self.opened:
+                self.open()
+            if self.integrity != "ok":
+                raise IntegrityError(self.integrity)
+            try:
+                self._follow_ref()
+                self._check_alarm()
+            except IntegrityError as exc:
+                self.integrity = str(exc)
+                self._integrity_from_alarm = isinstance(exc, _AlarmRaised)
+                raise
+            self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
+            return self._append_locked({"kind": kind, **fields}, blobs=blobs or {})
+
+    def _append_locked(self, fields: dict, *, blobs: dict[str, str]) -> dict:
+        payload = {"schema": SCHEMA, "seq": self.state.seq + 1, "timestamp_ns": time.time_ns(), **fields}
+        new_state = self.state.apply(payload)           # validates the transition
+        repo = self._repo()
+        with fsync_scope(True):
+            tb = repo.TreeBuilder()
+            tb.insert("state.json", repo.create_blob(new_state.to_json().encode()), pygit2.GIT_FILEMODE_BLOB)
+            for name, oid in sorted(blobs.items()):
+                tb.insert(name, pygit2.Oid(hex=oid), pygit2.GIT_FILEMODE_BLOB)
+            tree = tb.write()
+            sig = signature(payload["timestamp_ns"] / 1e9)
+            parents = [pygit2.Oid(hex=self.head)] if self.head else []
+            commit = repo.create_commit(None, sig, sig, message(payload), tree, parents)
+            faults.hit("mid_append")
+            self._move_ref(repo, str(commit))
+        faults.hit("after_ref_update")
+        self._write_witness(new_state.journal_id, str(commit), new_state.seq)
+        self.head, self.state = str(commit), new_state
+        return {**payload, "id": str(commit)}
+
+    def _move_ref(self, repo, new: str) -> None:
+        """Compare-and-swap: the ref must still be where we last saw it."""
+        try:
+            if self.head is None:
+                repo.references.create(REF, pygit2.Oid(hex=new), force=False)
+                return
+            ref = repo.references.get(REF)
+            if ref is None or str(ref.target) != self.head:
+                raise IntegrityError(f"the journal ref moved underneath the journal lock "
+                                     f"(expected {self.head[:12]}): another writer ignores the lock")
+            ref.set_target(pygit2.Oid(hex=new), "chronos-git journal append")
+        except pygit2.AlreadyExistsError:
+            raise IntegrityError("the journal ref appeared underneath the journal lock") from None
+        except (pygit2.GitError, OSError) as exc:
+            if "does not match" in str(exc) or "not the first parent" in str(exc):
+                raise IntegrityError(f"compare-and-swap of {REF} failed: {exc}") from None
+            raise JournalError(f"could not move {REF}: {exc}") from None
+
+    # --------------------------------------------------------------- queries
+    def unresolved(self) -> list[dict]:
+        """Operations that close the gate: uncertain, or started by a dead owner."""
+        self.refresh()
+        out = []
+        for op, info in sorted(self.state.open.items(), key=lambda kv: kv[1].get("started_seq", 0)):
+            owner = ProcessIdentity.from_dict(info.get("owner"))
+            if info["state"] == "uncertain":
+                out.append(self._describe(op, info, "uncertain"))
+            elif owner is None or not owner.alive():
+                out.append(self._describe(op, info, "pending"))
+        return out
+
+    def running(self) -> list[dict]:
+        self.refresh()
+        out = []
+        for op, info in self.state.open.items():
+            owner = ProcessIdentity.from_dict(info.get("owner"))
+            if info["state"] == "running" and owner is not None and owner.alive():
+                out.append(self._describe(op, info, "running"))
+        return out
+
+    @staticmethod
+    def _describe(op: str, info: dict, state: str) -> dict:
+        d = {"operation_id": op, "tool": info.get("tool"), "state": state,
+             "session_id": info.get("session_id"), "tool_call_id": info.get("tool_call_id"),
+             "workspace": info.get("workspace"), "pre_checkpoint": info.get("pre_checkpoint"),
+             "started_seq": info.get("started_seq"), "owner": info.get("owner")}
+        if info.get("reason"):
+            d["reason"] = info["reason"]
+        if info.get("evidence") is not None:
+            d["evidence"] = info["evidence"]
+        if info.get("declared"):
+            d["declared_paths"] = [x["path"] for x in info["declared"]]
+        return d
+
+    def pinned_checkpoints(self) -> set[str]:
+        """Checkpoints that open or replayable operations refer to: retention keeps them."""
+        self.refresh()
+        out = set()
+        for info in list(self.state.open.values()) + list(self.state.replayable.values()):
+            if info.get("pre_checkpoint"):
+                out.add(info["pre_checkpoint"])
+        return out
+
+    def event(self, commit_id: str) -> dict:
+        commit = self._repo()[commit_id]
+        payload, _ = parse_message(commit.message)
+        return {**payload, "id": str(commit.id)}
+
+    def events(self, limit: int | None = 50, *, kinds: set[str] | None = None) -> list[dict]:
+        """Newest first."""
+        self.refresh()
+        out = []
+        repo = self._repo()
+        cid = self.head
+        while cid and (limit is None or len(out) < limit):
+            commit = repo[cid]
+            payload, _ = parse_message(commit.message)
+            if kinds is None or payload["kind"] in kinds:
+                out.append({**payload, "id": cid})
+            cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+        return out
+
+    def find_started(self, operation_id: str, *, max_events: int | None = None) -> dict | None:
+        for ev in self.events(max_events, kinds={"started"}):
+            if ev.get("operation_id") == operation_id:
+                return ev
+        return None
+
+    def export_checkpoint(self) -> dict:
+        self.refresh()
+        return {"schema": CHECKPOINT_SCHEMA, "journal_id": self.state.journal_id, "head": self.head,
+                "seq": self.state.seq, "store": str(self.store.root),
+                "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def status(self) -> dict:
+        self.refresh()
+        return {
+            "integrity": self.integrity if not self.poisoned else f"poisoned: {self.poisoned}",
+            "head": self.head,
+            "events": self.state.seq + 1,
+            "journal_id": self.state.journal_id,
+            "unresolved": self.unresolved() if self.integrity == "ok" else [],
+            "running": self.running() if self.integrity == "ok" else [],
+            "replayable": sorted(self.state.replayable),
+            "totals": self.state.totals,
+            "healed": self.healed,
+            "checkpoint_file": str(self.witness_path),
+        }
+
+    # ---------------------------------------------------------------- verify
+    def verify(self, checkpoint: dict | None = None) -> dict:
+        """Re-hash and replay the whole chain; O(history).  Never raises for bad data.
+
+        Damage in the chain itself is recorded as the journal alarm (every
+        process's gate closes); a clean verify of the whole store clears it.
+        """
+        t0 = time.monotonic()
+        problems: list[str] = []
+        chain_problems: list[str] = []
+        witness_problems: list[str] = []
+        healed = None
+        with self._guard, self.store.writing():     # compaction never swaps packs underneath
+            if not self.opened:
+                self.open()
+            if self.integrity != "ok" and not self._integrity_from_alarm:
+                problems.append(self.integrity)
+            repo = self._repo()
+            # the ref and the local checkpoint are read together, under the append lock:
+            # an append in between must not look like a mismatch
+            with locking.exclusive(self._lock_path):
+                try:
+                    tip = self._ref_tip()
+                except IntegrityError as exc:
+                    tip = None
+                    problems.append(str(exc))
+                try:
+                    w = self._read_witness()
+                    if w is None:
+                        witness_problems.append(f"local checkpoint {self.witness_path} is missing")
+                    elif w.get("head") != tip:
+                        healed = self._heal_lag(repo, w, tip)
+                        if healed is None:
+                            witness_problems.append(
+                                f"local checkpoint records head {str(w.get('head'))[:12]} "
+                                f"(seq {w.get('seq')}), the journal is at {str(tip)[:12]}")
+                except IntegrityError as exc:
+                    witness_problems.append(str(exc))
+            chain: list[str] = []
+            cid = tip
+            try:
+                while cid:
+                    chain.append(cid)
+                    commit = repo[cid]
+                    cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+            except (KeyError, ValueError, pygit2.GitError) as exc:
+                chain_problems.append(f"the chain is broken at event {cid[:12] if cid else '?'}: {exc}")
+            chain.reverse()
+            state = JournalState()
+            import hashlib
+            for i, cid in enumerate(chain if not chain_problems else ()):
+                try:
+                    typ, data = repo.odb.read(cid)
+                    if hashlib.sha1(b"commit %d\0" % len(data) + data).hexdigest() != cid:
+                        raise ValueError("object hash mismatch")
+                    commit = repo[cid]
+                    payload, raw = parse_message(commit.message)
+                    if canonical(payload) != raw:
+                        raise ValueError("payload is not in canonical form")
+                    if payload.get("schema") != SCHEMA:
+                        raise ValueError(f"unknown schema {payload.get('schema')!r}")
+                    if i == 0 and (payload.get("kind") != "genesis" or commit.parent_ids):
+                        raise ValueError("the chain does not start with a genesis event")
+                    state = state.apply(payload)
+                    stored = repo[commit.tree["state.json"].id].data.decode()
+                    if stored != state.to_json():
+                        raise ValueError("stored state.json differs from the replayed state")
+                except (ValueError, KeyError, TransitionError, pygit2.GitError) as exc:
+                    chain_problems.append(f"event #{i} ({cid[:12]}): {exc}")
+                    break
+            problems += chain_problems + witness_problems
+            if chain_problems:
+                try:
+                    self._raise_alarm(chain_problems, tip)
+                except OSError as exc:
+                    problems.append(f"could not record the journal alarm {self.alarm_path}: {exc}")
+            elif not problems:
+                self.alarm_path.unlink(missing_ok=True)
+                if self._integrity_from_alarm:
+                    self.integrity, self._integrity_from_alarm = "ok", False
+            internal_ok = not problems
+            ext = None
+            ext_ours = False
+            if checkpoint is not None:
+                ext = self._check_exported(checkpoint, tip)
+                # a checkpoint of this journal that does not fit proves a rewrite; a foreign
+                # or malformed file is only a wrong argument and must not close the gate
+                ext_ours = (isinstance(checkpoint, dict) and checkpoint.get("schema") == CHECKPOINT_SCHEMA
+                            and checkpoint.get("journal_id") == self.state.journal_id)
+                if ext != "ok":
+                    problems.append(ext)
+        ok = not problems
+        if self.integrity == "ok" and (not internal_ok or (not ok and ext_ours)):
+            self.integrity = problems[0]
+        return {"integrity": "ok" if ok else problems[0], "problems": problems, "events": len(chain),
+                "head": tip, "journal_id": state.journal_id, "external_checkpoint": ext,
+                "healed": healed, "seconds": round(time.monotonic() - t0, 3)}
+
+    def _heal_lag(self, repo, w: dict, tip: str | None) -> str | None:
+        """The local checkpoint consistently behind the ref (a crash between the two writes):
+        bring it up to date like `open` does.  None if it is anything else."""
+        whead = w.get("head")
+        try:
+            if not tip or not whead or not repo.descendant_of(tip, whead):
+                return None
+            if self._load_state_at(whead).seq != w.get("seq"):
+                return None
+            tip_state = self._load_state_at(tip)
+        except (ValueError, KeyError, pygit2.GitError, IntegrityError):
+            return None
+        if tip_state.journal_id != w.get("journal_id"):
+            return None
+        self._write_witness(tip_state.journal_id, tip, tip_state.seq)
+        return (f"local checkpoint was {tip_state.seq - w.get('seq', 0)} event(s) behind the journal "
+                "(crash between the two writes); healed")
+
+    def _check_exported(self, cp: dict, tip: str | None) -> str:
+        if cp.get("schema") != CHECKPOINT_SCHEMA:
+            return "the exported checkpoint has an unknown schema"
+        if cp.get("journal_id") != self.state.journal_id:
+            return (f"the exported checkpoint belongs to journal {cp.get('journal_id')}, "
+                    f"this is {self.state.journal_id}")
+        head = cp.get("head")
+        repo = self._repo()
+        try:
+            commit = repo[head]
+        except (KeyError, ValueError, TypeError):
+            return (f"the exported checkpoint's head {str(head)[:12]} is not in the store: "
+                    "history was rewritten or replaced")
+        if tip != head and not (tip and repo.descendant_of(tip, head)):
+            return (f"the exported checkpoint's head {head[:12]} is not an ancestor of the journal head "
+                    f"{str(tip)[:12]}: history was rewritten")
+        payload, _ = parse_message(commit.message)
+        if payload.get("seq") != cp.get("seq"):
+            return "the exported checkpoint's sequence number does not match its event"
+        return "ok"

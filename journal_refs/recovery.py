@@ -1,0 +1,66 @@
+"""Settling operations cut off by a crash, by evidence on disk.
+
+For a file operation the journal holds, per declared path, the content before
+(pre-image) and the content the call was about to produce (post-image).
+Comparing each path now with both tells what happened:
+
+    every path at its post-image   -> completed   (nothing is written again)
+    every path at its pre-image    -> not applied (may be replayed once)
+    anything else                  -> uncertain, with the per-path evidence
+
+Operations without declared paths (shell commands, external APIs) cannot be
+settled this way and wait for an operator.
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+import pygit2
+
+ABSENT = None          # a pre/post image of "no file"
+UNKNOWN = "unknown"    # post-image not computable before the call (e.g. fuzzy patch)
+
+
+def content_id(path: str | bytes) -> str | None:
+    """Blob id of what is at `path` now: file bytes, or the link text of a symlink."""
+    p = os.fsencode(path)
+    try:
+        st = os.lstat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        return ABSENT
+    if stat.S_ISLNK(st.st_mode):
+        return str(pygit2.hash(os.readlink(p)))
+    if stat.S_ISREG(st.st_mode):
+        return str(pygit2.hashfile(p))
+    return "special:" + ("dir" if stat.S_ISDIR(st.st_mode) else "other")
+
+
+def evidence(declared: list[dict]) -> tuple[str, list[dict]]:
+    """(verdict, per-path evidence); verdict is completed | not_applied | partial."""
+    items = []
+    all_post = True
+    all_pre = True
+    for d in declared:
+        now = content_id(d["path"])
+        post = d.get("post", UNKNOWN)
+        at_pre = now == d.get("pre")
+        at_post = post != UNKNOWN and now == post
+        all_post &= at_post
+        all_pre &= at_pre
+        items.append({"path": d["path"], "now": now, "pre": d.get("pre"), "post": post,
+                      "at_pre": at_pre, "at_post": at_post})
+    if declared and all_post:
+        return "completed", items
+    if declared and all_pre:
+        return "not_applied", items
+    return "partial", items
+
+
+def describe(items: list[dict]) -> str:
+    parts = []
+    for it in items:
+        where = ("at post-image" if it["at_post"] else "at pre-image" if it["at_pre"]
+                 else "neither pre- nor post-image")
+        parts.append(f"{it['path']}: {where}")
+    return "; ".join(parts)

@@ -1,0 +1,748 @@
+"""The one service layer behind every surface (model tools, /chronos, both
+CLIs, the HTTP API): protected calls, checkpoints, the journal and recovery.
+
+Every public method returns a JSON-able dict; errors are raised as
+ChronosError / JournalError subclasses with messages meant for people, and
+each surface turns them into its own envelope.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from .engine import faults
+from .engine import diff as diff_mod
+from .engine import restore as restore_mod
+from .engine import retention
+from .engine.checkpoint import CheckpointMeta
+from .engine.errors import ChronosError, PathError
+from .engine.fsutil import atomic_write
+from .engine.store import Store
+from .journal_refs import IntegrityError, Journal, JournalError, TransitionError
+from .journal_refs import recovery
+from .journal_refs.events import args_hash, canonical, fingerprint, sha256_hex
+from .journal_refs.recovery import ABSENT, UNKNOWN
+from .settings import Settings
+
+FILE_TOOLS = ("write_file", "patch")
+
+
+class Blocked(ChronosError):
+    """The recovery gate is closed; `details` is the structured refusal."""
+    code = "chronos_blocked"
+
+
+@dataclass
+class Declared:
+    """A path a call declares it will change, and what it should contain after (if known)."""
+    path: str                                 # absolute
+    post: bytes | None | str = UNKNOWN        # bytes, None (= deleted) or UNKNOWN
+
+
+@dataclass
+class Call:
+    tool: str
+    args: dict
+    workspace: str
+    session_id: str | None = None
+    turn_id: str | None = None
+    tool_call_id: str | None = None
+    declared: list[Declared] | None = None    # None: not a file tool (full snapshot)
+    replay_of: str | None = None
+    actor: str | None = None
+
+
+@dataclass
+class Ticket:
+    operation_id: str
+    call: Call
+    pre_checkpoint: str | None
+    snapshot: dict
+    started_ns: int
+    fingerprint: str
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    status: str                    # ok | error
+    result_hash: str | None = None
+    exit_code: int | None = None
+    uncertain_reason: str | None = None   # exception / cancelled / timeout: outcome unknown
+
+
+def default_store_dir() -> Path:
+    env = os.environ.get("CHRONOS_GIT_STORE")
+    if env:
+        return Path(env)
+    home = os.environ.get("HERMES_HOME") or os.path.join(os.path.expanduser("~"), ".hermes")
+    return Path(home) / "plugin-data" / "chronos-git"
+
+
+class Chronos:
+    _instances: dict[str, "Chronos"] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, store_dir: Path, settings: Settings):
+        self.settings = settings
+        self.store = Store.open(store_dir, settings.engine_config())
+        self.journal = Journal(self.store)
+        self._started = False
+        self._start_lock = threading.Lock()
+        self.startup: dict = {}
+        self._completed: dict[tuple[str, str], dict] = {}   # (session, fingerprint) -> op info
+        self.last_snapshot: dict | None = None
+
+    @classmethod
+    def get(cls, store_dir: os.PathLike | str | None = None, settings: Settings | None = None) -> "Chronos":
+        store_dir = Path(os.path.abspath(store_dir or settings and settings.store_dir or default_store_dir()))
+        settings = settings or Settings()
+        with cls._guard:
+            inst = cls._instances.get(str(store_dir))
+            if inst is None or inst.settings != settings:
+                inst = cls(store_dir, settings)
+                cls._instances[str(store_dir)] = inst
+            return inst
+
+    # --------------------------------------------------------------- startup
+    def start(self) -> dict:
+        """Open the journal and settle crashed file operations by evidence (once per process)."""
+        with self._start_lock:
+            if self._started:
+                return self.startup
+            self.journal.open()
+            settled = []
+            if self.journal.integrity == "ok":
+                settled = self.settle_by_evidence()
+            self.startup = {"integrity": self.journal.integrity, "healed": self.journal.healed,
+                            "settled": settled}
+            self._started = True
+            return self.startup
+
+    def settle_by_evidence(self, operation_id: str | None = None) -> list[dict]:
+        """Crashed file operations: completed / not applied / uncertain by comparing disk with images."""
+        out = []
+        for op in self.journal.unresolved():
+            if operation_id and op["operation_id"] != operation_id:
+                continue
+            if op["state"] != "pending":
+                continue
+            info = self.journal.state.open[op["operation_id"]]
+            declared = info.get("declared")
+            if not declared:
+                out.append({"operation_id": op["operation_id"], "tool": op["tool"],
+                            "result": "needs_operator",
+                            "why": "no declared paths: a shell command or external effect cannot be "
+                                   "settled by evidence"})
+                continue
+            verdict, items = recovery.evidence(declared)
+            text = recovery.describe(items)
+            if verdict == "completed":
+                self.journal.append("recovered", {
+                    "operation_id": op["operation_id"], "outcome": "completed", "evidence": items,
+                    "actor": "chronos-git recovery", "note": "all declared paths at their post-image"})
+            elif verdict == "not_applied":
+                replayable = all(d.get("post", UNKNOWN) != UNKNOWN for d in declared)
+                self.journal.append("recovered", {
+                    "operation_id": op["operation_id"], "outcome": "not_applied", "evidence": items,
+                    "replayable": replayable, "actor": "chronos-git recovery",
+                    "note": "all declared paths at their pre-image"})
+            else:
+                self.journal.append("uncertain", {
+                    "operation_id": op["operation_id"], "reason": "partial", "evidence": items})
+            out.append({"operation_id": op["operation_id"], "tool": op["tool"], "result": verdict,
+                        "evidence": text, "paths": [i["path"] for i in items]})
+        self._queue_alerts(out)
+        return out
+
+    # alerts survive the process that settled them: the next model session reads them once
+    def _alerts_path(self) -> Path:
+        return self.store.meta_dir / "pending-alerts.json"
+
+    def _queue_alerts(self, settled: list[dict]) -> None:
+        if not settled:
+            return
+        import json
+        with self.store.lock("alerts"):
+            try:
+                cur = json.loads(self._alerts_path().read_text())
+            except (FileNotFoundError, ValueError):
+                cur = []
+            known = {a["operation_id"] for a in cur}
+            cur += [s for s in settled if s["operation_id"] not in known]
+            atomic_write(self._alerts_path(), json.dumps(cur).encode())
+
+    def take_alerts(self) -> list[dict]:
+        """Settlements no model session has been told about yet (read once)."""
+        import json
+        with self.store.lock("alerts"):
+            try:
+                cur = json.loads(self._alerts_path().read_text())
+            except (FileNotFoundError, ValueError):
+                return []
+            self._alerts_path().unlink(missing_ok=True)
+            return cur
+
+    # ------------------------------------------------------------------ gate
+    def gate(self) -> dict | None:
+        """None when protected calls may run, else the structured refusal."""
+        self.start()
+        j = self.journal
+        j.refresh()
+        reasons = []
+        ops = []
+        if j.integrity != "ok":
+            reasons.append(f"journal integrity: {j.integrity}")
+        elif j.poisoned:
+            reasons.append(f"an outcome could not be recorded in this process: {j.poisoned}")
+        else:
+            ops = j.unresolved()
+        if not reasons and not ops:
+            return None
+        lines = []
+        for op in ops:
+            what = "outcome unknown (uncertain)" if op["state"] == "uncertain" else "cut off by a crash (pending)"
+            lines.append(f"{op['operation_id'][:12]} {op['tool']} {what}"
+                         + (f": {op['reason']}" if op.get("reason") else ""))
+        msg = ("chronos-git recovery gate is closed: "
+               + "; ".join(reasons + lines)
+               + ". Protected tool calls are refused until an operator reconciles: "
+                 "`chronos-git journal status`, then `chronos-git journal resolve <op> --outcome "
+                 "completed|not_applied --evidence <text>` or `chronos-git journal recover <op> --rollback`"
+                 " (in Hermes: `hermes chronos-git journal ...` or /chronos resolve). Read-only tools still work.")
+        return {"status": "error", "error": "chronos_blocked", "blocked": True,
+                "operation_ids": [o["operation_id"] for o in ops], "operations": ops,
+                "integrity": j.integrity, "message": msg,
+                "mode": self.settings.gate_mode}
+
+    def check_gate(self) -> dict | None:
+        """Raise Blocked in block mode; return the warning in warn mode."""
+        g = self.gate()
+        if g is None:
+            return None
+        if self.settings.gate_mode == "block" or g["integrity"] != "ok":
+            exc = Blocked(g["message"])
+            exc.details = dict(g)         # g holds "message" too: not passable as **kwargs
+            raise exc
+        return g
+
+    # ------------------------------------------------------- protected calls
+    def begin(self, call: Call, *, gate: bool = True, budget_s: float | None = None) -> Ticket:
+        """Gate, pre-snapshot, durable intent.  After this returns the call may run."""
+        self.start()
+        warning = self.check_gate() if gate else None
+        ws = self.store.workspace(call.workspace)
+        snap = self._snapshot_for(ws, call, "before", budget_s)
+        repo = self.store.repo()
+        declared_fields = []
+        blobs = {}
+        if call.declared is not None:
+            for i, d in enumerate(call.declared):
+                pre = self._blob_of_path(repo, d.path)
+                if isinstance(d.post, bytes):
+                    post = str(repo.create_blob(d.post))
+                else:
+                    post = d.post              # None (deleted) or UNKNOWN
+                declared_fields.append({"path": d.path, "pre": pre, "post": post})
+                if pre:
+                    blobs[f"pre-{i:04d}"] = pre
+                if post not in (ABSENT, UNKNOWN):
+                    blobs[f"post-{i:04d}"] = post
+        op = uuid.uuid4().hex
+        fp = fingerprint(call.tool, call.args)
+        fields = {
+            "operation_id": op, "tool": call.tool, "args_hash": args_hash(call.args),
+            "fingerprint": fp, "session_id": call.session_id, "tool_call_id": call.tool_call_id,
+            "turn_id": call.turn_id, "owner": self.journal.me.to_dict(),
+            "workspace": os.fsdecode(ws.root_bytes), "pre_checkpoint": snap.get("checkpoint"),
+            "snapshot": {k: snap[k] for k in ("kind", "partial", "created", "error", "skipped_count")
+                         if k in snap},
+        }
+        if call.declared is not None:
+            fields["declared"] = declared_fields
+            fields["args"] = self._file_args(call)
+        elif self.settings.store_args:
+            fields["args"] = call.args
+        if call.replay_of:
+            fields["replay_of"] = call.replay_of
+        if call.actor:
+            fields["actor"] = call.actor
+        self.journal.append("started", fields, blobs=blobs)
+        faults.hit("after_intent")
+        t = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp)
+        if warning:
+            t.extra["gate_warning"] = warning["message"]
+        return t
+
+    def finish(self, ticket: Ticket, outcome: Outcome) -> dict:
+        """Post-snapshot and outcome.  Never raises: a failure poisons the gate instead."""
+        faults.hit("after_dispatch")
+        call = ticket.call
+        post = {}
+        try:
+            ws = self.store.workspace(call.workspace)
+            post = self._snapshot_for(ws, call, "after", None)
+        except Exception as exc:      # the outcome must still be recorded
+            post = {"error": str(exc)}
+        info = {"operation_id": ticket.operation_id, "pre_checkpoint": ticket.pre_checkpoint,
+                "post_checkpoint": post.get("checkpoint"), "snapshot": ticket.snapshot,
+                "recorded": True}
+        try:
+            strict = self.settings.strict_errors and outcome.status == "error"
+            if outcome.uncertain_reason or strict:
+                reason = outcome.uncertain_reason or "error result (strict_errors)"
+                self.journal.append("uncertain", {"operation_id": ticket.operation_id, "reason": reason,
+                                                  "post_checkpoint": post.get("checkpoint")})
+                info["outcome"] = "uncertain"
+                info["reason"] = reason
+            else:
+                fields = {"operation_id": ticket.operation_id, "status": outcome.status,
+                          "result_hash": outcome.result_hash, "post_checkpoint": post.get("checkpoint"),
+                          "duration_ms": round((time.time_ns() - ticket.started_ns) / 1e6, 3)}
+                if outcome.exit_code is not None:
+                    fields["exit_code"] = outcome.exit_code
+                self.journal.append("returned", fields)
+                info["outcome"] = "returned"
+                info["status"] = outcome.status
+                if outcome.status == "ok" and call.session_id:
+                    self._completed[(call.session_id, ticket.fingerprint)] = {
+                        "operation_id": ticket.operation_id, "post_checkpoint": post.get("checkpoint"),
+                        "tool": call.tool}
+        except Exception as exc:
+            self.journal.poisoned = (f"recording the outcome of {ticket.operation_id[:12]} "
+                                     f"({call.tool}) failed: {exc}")
+            info.update(recorded=False, outcome_unknown=True, error=self.journal.poisoned)
+        return info
+
+    def completed_before(self, session_id: str | None, tool: str, args: dict) -> dict | None:
+        if not session_id:
+            return None
+        return self._completed.get((session_id, fingerprint(tool, args)))
+
+    def _snapshot_for(self, ws, call: Call, when: str, budget_s: float | None) -> dict:
+        if not self.settings.auto_snapshot:
+            return {"kind": "none", "note": "auto_snapshot is off"}
+        meta = CheckpointMeta(description=f"{when} {call.tool}", tool=call.tool,
+                              session_id=call.session_id, turn_id=call.turn_id,
+                              tool_call_id=call.tool_call_id)
+        try:
+            if call.declared is not None and ws.tip() is not None:
+                # the rest of the tree comes from the persistent index, so a baseline must exist
+                inside = [d.path for d in call.declared if ws.contains(d.path)]
+                if not inside:
+                    return {"kind": "none", "note": "declared paths are outside the workspace; "
+                                                    "their pre-images are kept in the journal"}
+                res = ws.snapshot(meta, paths=inside)
+            else:
+                budget = budget_s if budget_s is not None else self.settings.snapshot_budget_s
+                res = ws.snapshot(meta, deadline=time.monotonic() + budget if budget else None)
+        except Exception as exc:
+            out = {"kind": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            self.last_snapshot = {"time": time.time(), **out}
+            return out
+        out = {"checkpoint": res.checkpoint.id if res.checkpoint else None, "kind": res.report["kind"],
+               "partial": res.partial, "created": res.created,
+               "skipped_count": len(res.report.get("skipped", ()))}
+        self.last_snapshot = {"time": time.time(), "workspace": os.fsdecode(ws.root_bytes), **out}
+        return out
+
+    def turn_checkpoint(self, workspace: str, *, session_id: str | None = None,
+                        turn_id: str | None = None) -> dict:
+        """A full scan at the start of each user turn: edits made between turns get a
+        checkpoint of their own, and the declared-path fast path starts from a fresh index."""
+        if not self.settings.auto_snapshot:
+            return {"kind": "none"}
+        return self._snapshot_for(self.store.workspace(workspace),
+                                  Call(tool="turn start", args={}, workspace=workspace,
+                                       session_id=session_id, turn_id=turn_id), "at", None)
+
+    def _blob_of_path(self, repo, path: str) -> str | None:
+        p = os.fsencode(path)
+        try:
+            st = os.lstat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            return ABSENT
+        if stat.S_ISLNK(st.st_mode):
+            return str(repo.create_blob(os.readlink(p)))
+        if stat.S_ISREG(st.st_mode):
+            return str(repo.create_blob_fromdisk(os.fsdecode(p)))
+        return None
+
+    @staticmethod
+    def _file_args(call: Call) -> dict:
+        """File-tool args as journaled: content lives in the post-image blob, not inline."""
+        out = {}
+        for k, v in call.args.items():
+            if isinstance(v, str) and len(v) > 512:
+                out[k] = {"sha256": sha256_hex(v), "chars": len(v)}
+            else:
+                out[k] = v
+        return out
+
+    # ------------------------------------------------------- standalone runs
+    def run_command(self, workspace: str, argv: list[str], *, tool: str = "terminal",
+                    stdout=None, stderr=None) -> tuple[int | None, dict]:
+        """A protected shell call: gate, snapshot, intent, run, outcome, post-snapshot."""
+        import subprocess
+        call = Call(tool=tool, args={"argv": argv, "cwd": workspace}, workspace=workspace,
+                    session_id=os.environ.get("CHRONOS_GIT_SESSION"), actor="cli")
+        if self.settings.is_read_only(tool):
+            rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
+            return rc, {"journaled": False, "read_only": True, "exit_code": rc}
+        ticket = self.begin(call)
+        try:
+            rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
+        except BaseException as exc:
+            info = self.finish(ticket, Outcome(status="error", uncertain_reason=f"exception: {type(exc).__name__}"))
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return None, {**info, "error": f"could not run {argv[0]}: {exc}"}
+        info = self.finish(ticket, Outcome(status="ok" if rc == 0 else "error",
+                                           result_hash=sha256_hex(str(rc)), exit_code=rc))
+        return rc, {**info, "exit_code": rc}
+
+    def write_file(self, workspace: str, path: str, content: bytes, *, tool: str = "write_file",
+                   session_id: str | None = None, gate: bool = True, replay_of: str | None = None,
+                   actor: str | None = "cli") -> dict:
+        """A protected declared-path write with write_file semantics (parents created, replaced whole)."""
+        abspath = path if os.path.isabs(path) else os.path.join(workspace, path)
+        abspath = os.path.normpath(abspath)
+        call = Call(tool=tool, args={"path": abspath, "content": content.decode("utf-8", "replace")},
+                    workspace=workspace, session_id=session_id, declared=[Declared(abspath, content)],
+                    replay_of=replay_of, actor=actor)
+        ticket = self.begin(call, gate=gate)
+        try:
+            write_atomically(abspath, content)
+        except OSError as exc:
+            info = self.finish(ticket, Outcome(status="error", uncertain_reason=f"exception: {type(exc).__name__}"))
+            raise ChronosError(f"could not write {abspath}: {exc}", **info) from None
+        info = self.finish(ticket, Outcome(status="ok", result_hash=sha256_hex(str(len(content)))))
+        return {**info, "path": abspath, "bytes_written": len(content)}
+
+    # ------------------------------------------------------------ time machine
+    def snapshot(self, workspace: str, message: str = "manual checkpoint", *, tool: str | None = None,
+                 session_id: str | None = None, turn_id: str | None = None,
+                 tool_call_id: str | None = None, paths: list[str] | None = None) -> dict:
+        ws = self.store.workspace(workspace)
+        meta = CheckpointMeta(description=message, kind="manual", tool=tool, session_id=session_id,
+                              turn_id=turn_id, tool_call_id=tool_call_id)
+        res = ws.snapshot(meta, paths=paths)
+        self.maybe_compact(ws)
+        return {"status": "ok", "workspace": os.fsdecode(ws.root_bytes), **res.to_dict(),
+                "checkpoint_info": res.checkpoint.summary() if res.checkpoint else None}
+
+    def log(self, workspace: str, limit: int | None = 20) -> dict:
+        ws = self.store.workspace(workspace)
+        cps = ws.checkpoints(limit)
+        return {"status": "ok", "workspace": os.fsdecode(ws.root_bytes),
+                "checkpoints": [c.summary(i) for i, c in enumerate(cps, 1)]}
+
+    def show(self, workspace: str, spec: str) -> dict:
+        ws = self.store.workspace(workspace)
+        cp = ws.resolve(spec)
+        out = {"status": "ok", "checkpoint": cp.summary()}
+        if cp.parent_id:
+            try:
+                out["changes"] = diff_mod.diff(ws, cp.parent_id, cp.id, patch=True, max_patch_chars=50_000)
+            except ChronosError:
+                pass
+        return out
+
+    def diff(self, workspace: str, from_spec: str | None = None, to_spec: str | None = None, *,
+             patch: bool = True, max_chars: int = diff_mod.DEFAULT_MAX_PATCH_CHARS,
+             paths: list[str] | None = None) -> dict:
+        ws = self.store.workspace(workspace)
+        return {"status": "ok", **diff_mod.diff(ws, from_spec, to_spec, patch=patch,
+                                                max_patch_chars=max_chars, paths=paths)}
+
+    def restore(self, workspace: str, spec: str, *, paths: list[str] | None = None,
+                clean: bool | None = None, dry_run: bool = False, gate: bool = True,
+                actor: str = "cli", session_id: str | None = None, tool: str = "chronos.restore") -> dict:
+        """Restore a checkpoint, journaled as an operation of its own (safety checkpoint = pre)."""
+        self.start()
+        clean = self.settings.clean_untracked_on_rollback if clean is None else clean
+        ws = self.store.workspace(workspace)
+        if dry_run:
+            return {"status": "ok", **restore_mod.restore(ws, spec, paths=paths, clean=clean, dry_run=True)}
+        if gate:
+            self.check_gate()
+        holder: dict = {}
+
+        def on_plan(items, safety, target):
+            declared = []
+            blobs = {}
+            for i, it in enumerate(x for x in items if x.action != "skip"):
+                full = os.fsdecode(os.path.join(ws.root_bytes, os.fsencode(it.path)))
+                post = it.blob if it.action in ("restore", "create") else ABSENT
+                pre = it.current_blob if it.action in ("restore", "delete") else ABSENT
+                declared.append({"path": full, "pre": pre, "post": post})
+                if pre:
+                    blobs[f"pre-{i:04d}"] = pre
+                if post:
+                    blobs[f"post-{i:04d}"] = post
+            op = uuid.uuid4().hex
+            args = {"checkpoint": target.id, "paths": paths, "clean": clean}
+            self.journal.append("started", {
+                "operation_id": op, "tool": tool, "args_hash": args_hash(args), "args": args,
+                "fingerprint": fingerprint(tool, args), "session_id": session_id, "actor": actor,
+                "owner": self.journal.me.to_dict(), "workspace": os.fsdecode(ws.root_bytes),
+                "pre_checkpoint": safety.id, "declared": declared,
+                "snapshot": {"kind": "safety", "created": True}}, blobs=blobs)
+            holder.update(op=op, t=time.time_ns())
+
+        result = restore_mod.restore(ws, spec, paths=paths, clean=clean, on_plan=on_plan,
+                                     meta=CheckpointMeta(description="", session_id=session_id,
+                                                         tool=tool))
+        if holder:
+            faults.hit("after_dispatch")
+            self.journal.append("returned", {"operation_id": holder["op"], "status": "ok",
+                                             "result_hash": sha256_hex(canonical(result["plan"])),
+                                             "post_checkpoint": result["restored_checkpoint"],
+                                             "duration_ms": round((time.time_ns() - holder["t"]) / 1e6, 3)})
+            result["operation_id"] = holder["op"]
+        return {"status": "ok", **result}
+
+    def compact(self, *, dry_run: bool = False, max_checkpoints: int | None = None,
+                grace_s: float | None = None, progress=None) -> dict:
+        self.start()
+        pinned = self.journal.pinned_checkpoints() if self.journal.integrity == "ok" else None
+        if pinned is None:
+            raise IntegrityError("refusing to compact while the journal integrity is in doubt "
+                                 f"({self.journal.integrity}): it could drop checkpoints still needed")
+        rep = retention.compact(self.store, pinned=pinned, max_checkpoints=max_checkpoints,
+                                grace_s=grace_s, dry_run=dry_run, progress=progress)
+        if rep["dropped"] and not dry_run:
+            self.journal.append("maintenance", {
+                "operation_id": None, "action": "compact",
+                "dropped": [{"workspace": d["workspace"], "checkpoints": [c["id"] for c in d["checkpoints"]]}
+                            for d in rep["dropped"]],
+                "size_before": rep["size_before"], "size_after": rep["size_after"]})
+        return {"status": "ok", **rep}
+
+    def needs_compaction(self, ws) -> bool:
+        limit = self.settings.max_checkpoints
+        if not limit:
+            return False
+        slack = max(10, limit // 10)
+        n = 0
+        for _ in ws.iter_commits():
+            n += 1
+            if n > limit + slack:
+                return True
+        return False
+
+    def maybe_compact(self, ws) -> dict | None:
+        if self.needs_compaction(ws):
+            return self.compact()
+        return None
+
+    def workspaces(self) -> dict:
+        out = []
+        for ws in self.store.workspaces():
+            d = ws.describe()
+            d["checkpoints"] = ws.count()
+            out.append(d)
+        out.sort(key=lambda d: -(d["latest"]["time"] if d["latest"] else 0))
+        return {"status": "ok", "workspaces": out}
+
+    def health(self, workspace: str | None = None) -> dict:
+        self.start()
+        j = self.journal.status()
+        out = {"status": "ok", "store": str(self.store.root),
+               "store_bytes": retention.store_size(self.store),
+               "journal": {k: j[k] for k in ("integrity", "events", "head", "healed")},
+               "gate": "open" if self.gate() is None else "closed",
+               "unresolved": len(j["unresolved"]),
+               "settings": self.settings.model_dump(),
+               "last_snapshot": self.last_snapshot,
+               "workspaces": len(self.store.workspaces())}
+        if workspace:
+            ws = self.store.workspace(workspace)
+            out["workspace"] = ws.describe()
+            out["workspace"]["checkpoints"] = ws.count()
+        return out
+
+    # ----------------------------------------------------------------- journal
+    def journal_status(self) -> dict:
+        self.start()
+        st = self.journal.status()
+        st["settled_at_start"] = self.startup.get("settled", [])
+        st["gate"] = "open" if self.gate() is None else "closed"
+        return {"status": "ok", **st}
+
+    def journal_verify(self, checkpoint: dict | None = None) -> dict:
+        self.start()
+        res = self.journal.verify(checkpoint)
+        return {"status": "ok" if res["integrity"] == "ok" else "error", **res,
+                **({"error": res["integrity"]} if res["integrity"] != "ok" else {})}
+
+    def journal_checkpoint(self) -> dict:
+        self.start()
+        if self.journal.integrity != "ok":
+            raise IntegrityError(f"refusing to export a checkpoint of a journal in doubt: {self.journal.integrity}")
+        return {"status": "ok", "checkpoint": self.journal.export_checkpoint()}
+
+    def journal_log(self, limit: int | None = 50) -> dict:
+        self.start()
+        return {"status": "ok", "events": self.journal.events(limit)}
+
+    def journal_show(self, operation_id: str) -> dict:
+        self.start()
+        op = self._match_op(operation_id, include_closed=True)
+        evs = [e for e in self.journal.events(None) if e.get("operation_id") == op]
+        return {"status": "ok", "operation_id": op, "events": list(reversed(evs))}
+
+    def _match_op(self, prefix: str, *, include_closed: bool = False) -> str:
+        prefix = (prefix or "").strip().lower()
+        if len(prefix) < 6:
+            raise ChronosError("give at least 6 characters of the operation id")
+        candidates = set(self.journal.state.open) | set(self.journal.state.replayable)
+        matches = [o for o in candidates if o.startswith(prefix)]
+        if not matches and include_closed:
+            matches = sorted({e["operation_id"] for e in self.journal.events(None, kinds={"started"})
+                              if e["operation_id"].startswith(prefix)})
+        if not matches:
+            raise ChronosError(f"no operation {prefix!r} is open" + ("" if include_closed else
+                               " (it may be closed already: see `journal log`)"))
+        if len(matches) > 1:
+            raise ChronosError(f"operation prefix {prefix!r} is ambiguous")
+        return matches[0]
+
+    def resolve(self, operation_id: str, outcome: str, evidence: str, *, actor: str = "operator") -> dict:
+        self.start()
+        if outcome not in ("completed", "not_applied"):
+            raise ChronosError("outcome must be 'completed' or 'not_applied' (use recover --rollback to roll back)")
+        if not (evidence or "").strip():
+            raise ChronosError("resolving needs non-empty --evidence: what shows the outcome?")
+        op = self._require_unresolved(operation_id)
+        ev = self.journal.append("resolved", {"operation_id": op, "outcome": outcome,
+                                              "evidence": evidence.strip(), "actor": actor})
+        return {"status": "ok", "operation_id": op, "outcome": outcome, "event": ev["seq"],
+                "gate": "open" if self.gate() is None else "closed"}
+
+    def _require_unresolved(self, prefix: str) -> str:
+        op = self._match_op(prefix)
+        unresolved = {o["operation_id"]: o for o in self.journal.unresolved()}
+        if op not in unresolved:
+            if op in self.journal.state.open:
+                owner = self.journal.state.open[op].get("owner") or {}
+                raise ChronosError(f"operation {op[:12]} is still running (pid {owner.get('pid')} is alive); "
+                                   "stop that process first")
+            raise ChronosError(f"operation {op[:12]} is not unresolved")
+        return op
+
+    def recover(self, operation_id: str | None = None, *, replay: bool = False,
+                rollback: bool = False, actor: str = "operator") -> dict:
+        self.start()
+        if replay and rollback:
+            raise ChronosError("choose --replay or --rollback, not both")
+        if rollback:
+            if not operation_id:
+                raise ChronosError("--rollback needs an operation id")
+            return self._rollback(operation_id, actor)
+        settled = self.settle_by_evidence(self._match_op(operation_id) if operation_id else None)
+        out = {"status": "ok", "settled": settled}
+        if replay:
+            targets = ([self._match_op(operation_id)] if operation_id else sorted(self.journal.state.replayable))
+            out["replayed"] = [self._replay(op, actor) for op in targets]
+        out["unresolved"] = self.journal.unresolved()
+        out["gate"] = "open" if self.gate() is None else "closed"
+        return out
+
+    def _replay(self, op: str, actor: str) -> dict:
+        info = self.journal.state.replayable.get(op)
+        if info is None:
+            raise ChronosError(f"operation {op[:12]} is not replayable (not settled as not applied, "
+                               "or replayed already)")
+        declared = info["declared"]
+        verdict, items = recovery.evidence(declared)
+        if verdict != "not_applied":
+            raise ChronosError(f"refusing to replay {op[:12]}: its paths no longer equal their pre-image "
+                               f"({recovery.describe(items)})")
+        repo = self.store.repo()
+        calls = [Declared(d["path"], None if d["post"] is None else repo[d["post"]].data) for d in declared]
+        ticket = self.begin(Call(tool=info.get("tool") or "replay", args={"replay_of": op},
+                                 workspace=info.get("workspace") or os.getcwd(),
+                                 session_id=info.get("session_id"), declared=calls, replay_of=op,
+                                 actor=actor), gate=False)
+        self.journal.append("replayed", {"operation_id": op, "replay_operation_id": ticket.operation_id,
+                                         "actor": actor})
+        for d in calls:
+            if d.post is None:
+                try:
+                    os.unlink(d.path)
+                except FileNotFoundError:
+                    pass
+            else:
+                write_atomically(d.path, d.post)
+        fin = self.finish(ticket, Outcome(status="ok"))
+        return {"operation_id": op, "replay_operation_id": ticket.operation_id,
+                "paths": [d.path for d in calls], **{k: fin[k] for k in ("post_checkpoint", "outcome")}}
+
+    def _rollback(self, prefix: str, actor: str) -> dict:
+        op = self._require_unresolved(prefix)
+        info = self.journal.state.open[op]
+        pre = info.get("pre_checkpoint")
+        workspace = info.get("workspace")
+        restored_outside = []
+        paths_in = []
+        if info.get("declared"):
+            repo = self.store.repo()
+            ws = self.store.workspace(workspace) if workspace else None
+            for d in info["declared"]:
+                if ws is not None and ws.contains(d["path"]) and pre:
+                    paths_in.append(d["path"])
+                else:      # outside the workspace: the journal's pre-image is the backup
+                    if d["pre"] is None:
+                        try:
+                            os.unlink(d["path"])
+                        except FileNotFoundError:
+                            pass
+                    else:
+                        write_atomically(d["path"], repo[d["pre"]].data)
+                    restored_outside.append(d["path"])
+        elif pre and workspace:
+            changed = self.diff(workspace, pre, None, patch=False)["files"]
+            paths_in = sorted({f["path"] for f in changed} | {f.get("old_path") for f in changed if f.get("old_path")})
+        else:
+            raise ChronosError(f"operation {op[:12]} has no pre-checkpoint to roll back to")
+        res = None
+        if paths_in:
+            res = self.restore(workspace, pre, paths=paths_in, clean=True, gate=False, actor=actor,
+                               tool="chronos.rollback")
+        evidence = (f"rolled back to pre-checkpoint {str(pre)[:12]}: {len(paths_in) + len(restored_outside)} "
+                    f"path(s) restored" + (f"; safety checkpoint {res['safety_checkpoint'][:12]}" if res else ""))
+        self.journal.append("resolved", {"operation_id": op, "outcome": "rolled_back", "evidence": evidence,
+                                         "actor": actor,
+                                         "rollback": {"pre_checkpoint": pre,
+                                                      "safety_checkpoint": res["safety_checkpoint"] if res else None,
+                                                      "paths": paths_in + restored_outside}})
+        return {"status": "ok", "operation_id": op, "outcome": "rolled_back", "evidence": evidence,
+                "restore": res, "gate": "open" if self.gate() is None else "closed"}
+
+
+def write_atomically(path: str, content: bytes) -> None:
+    """write_file semantics: parents created, whole file replaced via temp + rename."""
+    p = os.fsencode(path)
+    os.makedirs(os.path.dirname(p) or b".", exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(p).st_mode)
+    except FileNotFoundError:
+        mode = None
+    tmp = p + b".chronos-tmp-%d" % os.getpid()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644 if mode is None else mode)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, p)
