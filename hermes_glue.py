@@ -103,8 +103,11 @@ class Plugin:
     def svc(self):
         with self._svc_lock:
             if self._svc is None:
+                import atexit
                 from .service import Chronos
                 self._svc = Chronos.get(self.store_dir(), self.settings)
+                self._svc.background = True      # watchers and a background first snapshot
+                atexit.register(self._svc.flush)
             return self._svc
 
     @staticmethod

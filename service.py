@@ -99,6 +99,9 @@ class Chronos:
         self.startup: dict = {}
         self._completed: dict[tuple[str, str], dict] = {}   # (session, fingerprint) -> op info
         self.last_snapshot: dict | None = None
+        self.background = False        # long-lived host (Hermes): watchers, background first snapshot
+        self._bg: dict[str, dict] = {} # workspace id -> {"thread", "kind", "started"}
+        self._bg_lock = threading.Lock()
 
     @classmethod
     def get(cls, store_dir: os.PathLike | str | None = None, settings: Settings | None = None) -> "Chronos":
@@ -144,19 +147,22 @@ class Chronos:
                 continue
             verdict, items = recovery.evidence(declared)
             text = recovery.describe(items)
-            if verdict == "completed":
-                self.journal.append("recovered", {
-                    "operation_id": op["operation_id"], "outcome": "completed", "evidence": items,
-                    "actor": "chronos-git recovery", "note": "all declared paths at their post-image"})
-            elif verdict == "not_applied":
-                replayable = all(d.get("post", UNKNOWN) != UNKNOWN for d in declared)
-                self.journal.append("recovered", {
-                    "operation_id": op["operation_id"], "outcome": "not_applied", "evidence": items,
-                    "replayable": replayable, "actor": "chronos-git recovery",
-                    "note": "all declared paths at their pre-image"})
-            else:
-                self.journal.append("uncertain", {
-                    "operation_id": op["operation_id"], "reason": "partial", "evidence": items})
+            try:
+                if verdict == "completed":
+                    self.journal.append("recovered", {
+                        "operation_id": op["operation_id"], "outcome": "completed", "evidence": items,
+                        "actor": "chronos-git recovery", "note": "all declared paths at their post-image"})
+                elif verdict == "not_applied":
+                    replayable = all(d.get("post", UNKNOWN) != UNKNOWN for d in declared)
+                    self.journal.append("recovered", {
+                        "operation_id": op["operation_id"], "outcome": "not_applied", "evidence": items,
+                        "replayable": replayable, "actor": "chronos-git recovery",
+                        "note": "all declared paths at their pre-image"})
+                else:
+                    self.journal.append("uncertain", {
+                        "operation_id": op["operation_id"], "reason": "partial", "evidence": items})
+            except TransitionError:
+                continue        # another process settled it between our look and our append
             out.append({"operation_id": op["operation_id"], "tool": op["tool"], "result": verdict,
                         "evidence": text, "paths": [i["path"] for i in items]})
         self._queue_alerts(out)
@@ -332,7 +338,13 @@ class Chronos:
         meta = CheckpointMeta(description=f"{when} {call.tool}", tool=call.tool,
                               session_id=call.session_id, turn_id=call.turn_id,
                               tool_call_id=call.tool_call_id)
+        budget = budget_s if budget_s is not None else self.settings.snapshot_budget_s
         try:
+            if self.background:
+                ws.enable_watcher()
+                waited = self._wait_for_baseline(ws, call, budget)
+                if waited is not None:
+                    return self._note_snapshot(ws, waited)
             if call.declared is not None and ws.tip() is not None:
                 # the rest of the tree comes from the persistent index, so a baseline must exist
                 inside = [d.path for d in call.declared if ws.contains(d.path)]
@@ -340,18 +352,78 @@ class Chronos:
                     return {"kind": "none", "note": "declared paths are outside the workspace; "
                                                     "their pre-images are kept in the journal"}
                 res = ws.snapshot(meta, paths=inside)
+            elif ws.tip() is None:
+                res = ws.snapshot(meta)          # the first snapshot: one bulk import, no budget walk
             else:
-                budget = budget_s if budget_s is not None else self.settings.snapshot_budget_s
                 res = ws.snapshot(meta, deadline=time.monotonic() + budget if budget else None)
         except Exception as exc:
-            out = {"kind": "failed", "error": f"{type(exc).__name__}: {exc}"}
-            self.last_snapshot = {"time": time.time(), **out}
-            return out
+            return self._note_snapshot(ws, {"kind": "failed", "error": f"{type(exc).__name__}: {exc}"})
         out = {"checkpoint": res.checkpoint.id if res.checkpoint else None, "kind": res.report["kind"],
-               "partial": res.partial, "created": res.created,
+               "partial": res.partial, "created": res.created, "scan": res.report.get("scan"),
                "skipped_count": len(res.report.get("skipped", ()))}
+        return self._note_snapshot(ws, out)
+
+    def _note_snapshot(self, ws, out: dict) -> dict:
         self.last_snapshot = {"time": time.time(), "workspace": os.fsdecode(ws.root_bytes), **out}
         return out
+
+    # ------------------------------------------------- background snapshots
+    def _wait_for_baseline(self, ws, call: Call, budget: float) -> dict | None:
+        """In a long-lived host the first snapshot runs in the background: never
+        block a call on it beyond the budget.  Returns a no-checkpoint record
+        when the call must go ahead without one (it is still journaled)."""
+        if ws.tip() is None:
+            self._start_background(ws, "baseline")
+        with self._bg_lock:
+            job = self._bg.get(ws.id)
+        if job is None or job["kind"] != "baseline":
+            return None
+        if call.declared is None:
+            job["thread"].join(budget)
+        if not job["thread"].is_alive():
+            return None
+        return {"kind": "none", "pending_baseline": True,
+                "note": (f"the first checkpoint of this workspace is still being taken in the background "
+                         f"(running for {time.time() - job['started']:.1f} s); "
+                         + ("declared paths are protected by their pre-images in the journal"
+                            if call.declared is not None else "this call has no checkpoint"))}
+
+    def _start_background(self, ws, kind: str, meta: CheckpointMeta | None = None) -> None:
+        with self._bg_lock:
+            job = self._bg.get(ws.id)
+            if job is not None and job["thread"].is_alive():
+                return
+
+            def run():
+                try:
+                    ws.snapshot(meta or CheckpointMeta(description="first checkpoint of the workspace"
+                                                       if kind == "baseline" else "turn start"),
+                                force_scan=True)
+                except Exception as exc:
+                    job["error"] = f"{type(exc).__name__}: {exc}"
+                finally:
+                    job["finished"] = time.time()
+
+            job = {"kind": kind, "started": time.time(), "thread": threading.Thread(
+                target=run, name=f"chronos-git-{kind}", daemon=True)}
+            self._bg[ws.id] = job
+            job["thread"].start()
+
+    def flush(self) -> None:
+        """Write stat caches that declared-path snapshots left in memory (at exit)."""
+        for ws in list(self.store._workspaces.values()):
+            try:
+                ws.flush_index()
+            except Exception:
+                pass
+
+    def background_state(self, ws) -> dict | None:
+        with self._bg_lock:
+            job = self._bg.get(ws.id)
+        if job is None:
+            return None
+        return {"kind": job["kind"], "running": job["thread"].is_alive(), "started": job["started"],
+                "finished": job.get("finished"), "error": job.get("error")}
 
     def turn_checkpoint(self, workspace: str, *, session_id: str | None = None,
                         turn_id: str | None = None) -> dict:
@@ -359,9 +431,16 @@ class Chronos:
         checkpoint of their own, and the declared-path fast path starts from a fresh index."""
         if not self.settings.auto_snapshot:
             return {"kind": "none"}
-        return self._snapshot_for(self.store.workspace(workspace),
-                                  Call(tool="turn start", args={}, workspace=workspace,
-                                       session_id=session_id, turn_id=turn_id), "at", None)
+        ws = self.store.workspace(workspace)
+        meta = CheckpointMeta(description="at turn start", tool="turn start", session_id=session_id,
+                              turn_id=turn_id)
+        if self.background:
+            # overlaps the model's thinking; the turn's first tool call waits on the workspace lock
+            ws.enable_watcher()
+            self._start_background(ws, "baseline" if ws.tip() is None else "turn", meta)
+            return {"kind": "background"}
+        res = ws.snapshot(meta, force_scan=True)
+        return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created}
 
     def _blob_of_path(self, repo, path: str) -> str | None:
         p = os.fsencode(path)
@@ -516,14 +595,20 @@ class Chronos:
         if pinned is None:
             raise IntegrityError("refusing to compact while the journal integrity is in doubt "
                                  f"({self.journal.integrity}): it could drop checkpoints still needed")
-        rep = retention.compact(self.store, pinned=pinned, max_checkpoints=max_checkpoints,
-                                grace_s=grace_s, dry_run=dry_run, progress=progress)
-        if rep["dropped"] and not dry_run:
+
+        def journal_decision(dropped):
             self.journal.append("maintenance", {
-                "operation_id": None, "action": "compact",
-                "dropped": [{"workspace": d["workspace"], "checkpoints": [c["id"] for c in d["checkpoints"]]}
-                            for d in rep["dropped"]],
-                "size_before": rep["size_before"], "size_after": rep["size_after"]})
+                "operation_id": None, "action": "retention",
+                "dropped": [{"workspace": d["workspace"], "boundary": d["boundary"],
+                             "checkpoints": [c["id"] for c in d["checkpoints"]]} for d in dropped]})
+
+        rep = retention.compact(self.store, pinned=pinned, max_checkpoints=max_checkpoints,
+                                grace_s=grace_s, dry_run=dry_run, progress=progress,
+                                on_decided=journal_decision)
+        if not dry_run:
+            self.journal.append("maintenance", {
+                "operation_id": None, "action": "compact", "size_before": rep["size_before"],
+                "size_after": rep["size_after"], "objects_packed": rep["objects_packed"]})
         return {"status": "ok", **rep}
 
     def needs_compaction(self, ws) -> bool:
@@ -567,6 +652,10 @@ class Chronos:
             ws = self.store.workspace(workspace)
             out["workspace"] = ws.describe()
             out["workspace"]["checkpoints"] = ws.count()
+            out["workspace"]["watcher"] = ws.watcher_state()
+            out["workspace"]["background"] = self.background_state(ws)
+            if ws.last_bulk:
+                out["workspace"]["first_snapshot_seconds"] = ws.last_bulk
         return out
 
     # ----------------------------------------------------------------- journal

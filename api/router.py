@@ -3,16 +3,20 @@ dashboard at /api/plugins/chronos-git/ (dashboard/plugin_api.py) and served
 standalone by `python -m chronos_git.api`.
 
 Every response is the service's JSON envelope; errors are
-{"status": "error", "error": ...} with 400 (bad input), 404 (unknown
+{"status": "error", "error": ...} with 400 (bad input, including request
+validation: never FastAPI's 422), 404 (unknown
 checkpoint), 409 (recovery gate closed / journal integrity) or 500.
 Long git work runs in FastAPI's thread pool (plain `def` endpoints).
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Literal
 
 from fastapi import APIRouter, Body, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 
 from ..engine.errors import ChronosError, CheckpointNotFound, PathError, WorkspaceRefused
@@ -64,13 +68,35 @@ def _error(exc: Exception) -> JSONResponse:
     return JSONResponse({"status": "error", "error": msg}, status_code=code)
 
 
+class _EnvelopeRoute(APIRoute):
+    """Request validation errors become the 400 envelope too (FastAPI answers 422
+    with {"detail": [...]} otherwise, and a router cannot add app exception handlers)."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def route(request):
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                problems = []
+                for e in exc.errors():
+                    loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("body", "query", "path"))
+                    problems.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
+                return JSONResponse({"status": "error", "error": "invalid request: " + "; ".join(problems)},
+                                    status_code=400)
+        return route
+
+
 def build_router(get_service: Callable, default_workspace: Callable[[], str | None] | None = None) -> APIRouter:
     """`get_service()` returns the Chronos service; `default_workspace()` the
     workspace used when a request names none (else the most recent one)."""
-    router = APIRouter()
+    router = APIRouter(route_class=_EnvelopeRoute)
 
     def ws_of(given: str | None) -> str:
         if given:
+            if not os.path.isabs(given):   # the server's cwd means nothing to an HTTP client
+                raise ChronosError(f"workspace must be an absolute path, got {given!r}")
             return given
         if default_workspace:
             d = default_workspace()

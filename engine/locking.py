@@ -2,7 +2,7 @@
 
 flock locks die with their process, so a SIGKILLed holder never blocks the
 next one; git's own `*.lock` files do not, and are cleared by the store while
-it holds the matching lock here (see Store.clear_stale_git_locks).
+it holds the matching lock here (see Store.clear_stale_git_lock).
 """
 from __future__ import annotations
 

@@ -49,6 +49,7 @@ def plan(ws, target_tree_id: str, current_tree_id: str, *, paths: list[str] | No
     # INCLUDE_TYPECHANGE: a file <-> symlink change is one "restore", not a delete plus an add
     # (the add would be skipped as "present on disk" after the delete removed it)
     d = repo.diff(repo[current_tree_id], repo[target_tree_id], flags=DiffOption.INCLUDE_TYPECHANGE)
+    current = repo[current_tree_id]
     items: list[PlanItem] = []
     for delta in d.deltas:
         if delta.status == DeltaStatus.DELETED:
@@ -60,7 +61,9 @@ def plan(ws, target_tree_id: str, current_tree_id: str, *, paths: list[str] | No
         full = os.path.join(ws.root_bytes, os.fsencode(path))
         if delta.status == DeltaStatus.ADDED:
             nested = ws._nested_ancestor(path.split("/"))
-            if nested or os.path.lexists(full):
+            # a captured directory in the way is emptied by this plan's deletes, not "uncaptured"
+            in_the_way = os.path.lexists(full) and not _is_captured_dir(current, path)
+            if nested or in_the_way:
                 items.append(PlanItem(path, "skip", reason=(
                     "inside a nested repository" if nested else
                     "present on disk but not captured now (ignored, too large or special); left untouched")))
@@ -112,13 +115,25 @@ def _result(target, safety_id, items, clean, *, dry_run) -> dict:
     }
 
 
+def _is_captured_dir(tree, path: str) -> bool:
+    try:
+        return tree[path].type_str == "tree"
+    except (KeyError, ValueError, TypeError, UnicodeError):
+        return False
+
+
+def _is_ignore_rules(path: str) -> bool:
+    return path == ".gitignore" or path.endswith("/.gitignore")
+
+
 def _apply(ws, items: list[PlanItem]) -> None:
     repo = ws._open_repo()
     root = ws.root_bytes
     done: list[PlanItem] = []
     deletes = sorted((i for i in items if i.action == "delete"), key=lambda i: -i.path.count("/"))
     writes = [i for i in items if i.action in ("restore", "create")]
-    for it in deletes:
+
+    def delete(it: PlanItem) -> None:
         full = os.path.join(root, os.fsencode(it.path))
         try:
             os.unlink(full)
@@ -126,19 +141,41 @@ def _apply(ws, items: list[PlanItem]) -> None:
             pass
         except IsADirectoryError:
             it.action, it.reason = "skip", "became a directory; left untouched"
-            continue
+            return
         _prune_empty_parents(root, full)
         done.append(it)
         faults.hit("mid_restore")
-    for it in writes:
+
+    def write(it: PlanItem, *, final: bool = True) -> bool:
         full = os.path.join(root, os.fsencode(it.path))
         try:
             _write_blob(repo, full, it.blob, it.mode)
         except _Conflict as exc:
-            it.action, it.reason = "skip", str(exc)
-            continue
+            if final:
+                it.action, it.reason = "skip", str(exc)
+            return False
         done.append(it)
         faults.hit("mid_restore")
+        return True
+
+    # .gitignore files first: whether a file absent from the target is ignored (kept) or
+    # untracked (deleted in clean mode) is decided by the rules being restored, not by the
+    # ones being replaced (else undoing a restore that removed a .gitignore deletes the
+    # files it ignores)
+    rules = [i for i in deletes + writes if _is_ignore_rules(i.path)]
+    for it in rules:
+        if it.action == "delete":
+            delete(it)
+            deletes.remove(it)
+        elif write(it, final=False):
+            writes.remove(it)
+    for it in deletes:
+        if rules and repo.path_is_ignored(it.path):
+            it.action, it.reason = "skip", "ignored by the restored .gitignore rules; left untouched"
+            continue
+        delete(it)
+    for it in writes:
+        write(it)
     index = repo.index
     for it in done:
         try:

@@ -133,14 +133,31 @@ def _odb_files(store) -> tuple[list[Path], list[tuple[Path, str]]]:
     return packs, loose
 
 
-def _write_pack(repo, oids, pack_dir: Path) -> int:
+def _write_pack(repo, oids, pack_dir: Path) -> set[str]:
+    """Pack `oids` into pack_dir; returns the pack names (stems) that now hold them.
+
+    The pack is built in a scratch directory first, so we know its name even
+    when an identical pack already exists (same content, same name).
+    """
     if not oids:
-        return 0
-    pb = pygit2.PackBuilder(repo)
-    for oid in oids:
-        pb.add(oid)
-    pb.write(str(pack_dir))
-    return len(oids)
+        return set()
+    import shutil
+    import tempfile
+    scratch = Path(tempfile.mkdtemp(prefix="tmp-compact-", dir=pack_dir))
+    try:
+        pb = pygit2.PackBuilder(repo)
+        for oid in oids:
+            pb.add(oid)
+        pb.write(str(scratch))
+        names = set()
+        for f in sorted(scratch.iterdir(), key=lambda f: f.suffix != ".pack"):   # .pack before .idx
+            target = pack_dir / f.name
+            if not target.exists():
+                os.replace(f, target)
+            names.add(f.stem)
+        return names
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def store_size(store) -> int:
@@ -156,7 +173,9 @@ def store_size(store) -> int:
 
 def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | None = None,
             size_budget_bytes: int | None = None, grace_s: float | None = None,
-            dry_run: bool = False, progress=None) -> dict:
+            dry_run: bool = False, progress=None, on_decided=None) -> dict:
+    """`on_decided(dropped)` runs after the decision and before anything is cut
+    (the service journals it there)."""
     cfg = store.config
     max_checkpoints = cfg.max_checkpoints if max_checkpoints is None else max_checkpoints
     size_budget_bytes = (int(cfg.size_budget_mb * 1024 * 1024) if size_budget_bytes is None
@@ -168,34 +187,47 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
     report: dict = {"dropped": [], "dry_run": dry_run, "size_before": store_size(store)}
 
     with locking.exclusive(store.meta_dir / "compact.lock"):
-        # ---- phase A: decide, cut, list ------------------------------------
+        # ---- phase 0: decide (read-only) and have the decision recorded -----
+        boundaries: dict[str, str] = {}            # workspace id -> oldest kept checkpoint
+        for ws in store.workspaces():
+            kept, dropped = plan_retention(ws, max_checkpoints=max_checkpoints,
+                                           size_budget_bytes=size_budget_bytes, pinned=pinned)
+            if dropped:
+                boundaries[ws.id] = str(kept[-1].id)
+                report["dropped"].append({
+                    "workspace": os.fsdecode(ws.root_bytes), "workspace_id": ws.id,
+                    "kept": len(kept), "boundary": str(kept[-1].id),
+                    "checkpoints": [{"id": str(c.id),
+                                     "description": CheckpointMeta.from_message(c.message).description,
+                                     "time": c.commit_time} for c in dropped],
+                })
+        if dry_run:
+            report["elapsed_s"] = round(time.monotonic() - t0, 3)
+            return report
+        if report["dropped"]:
+            # before anything is cut: a crash from here on cannot make a drop silent
+            _log(store, {"time": time.time(), "phase": "decided", "dropped": report["dropped"]})
+            if on_decided is not None:
+                on_decided(report["dropped"])
+
+        # ---- phase A: cut at the decided boundaries, list roots and files ----
         with store.maintenance.exclusive():
-            if not dry_run:
-                store.clear_stale_temp_objects()
-                store.clear_stale_git_lock(store.root / "packed-refs.lock")
+            store.clear_stale_temp_objects()
+            store.clear_stale_git_lock(store.root / "packed-refs.lock")
             shallow = _read_shallow(store)
             kept_ids: set[str] = set()
             new_boundaries: set[str] = set()
             for ws in store.workspaces():
-                kept, dropped = plan_retention(ws, max_checkpoints=max_checkpoints,
-                                               size_budget_bytes=size_budget_bytes, pinned=pinned)
-                kept_ids.update(str(c.id) for c in kept)
-                if dropped:
-                    new_boundaries.add(str(kept[-1].id))
-                    report["dropped"].append({
-                        "workspace": os.fsdecode(ws.root_bytes), "workspace_id": ws.id,
-                        "kept": len(kept),
-                        "checkpoints": [{"id": str(c.id),
-                                         "description": CheckpointMeta.from_message(c.message).description,
-                                         "time": c.commit_time} for c in dropped],
-                    })
-            if dry_run:
-                report["elapsed_s"] = round(time.monotonic() - t0, 3)
-                return report
+                boundary = boundaries.get(ws.id)
+                for c in ws.iter_commits():
+                    kept_ids.add(str(c.id))
+                    if str(c.id) == boundary:
+                        new_boundaries.add(boundary)
+                        break
             # keep boundaries still in use, add the new ones; foreign entries stay
-            ours = {s for s in shallow if s in kept_ids or s in new_boundaries}
+            still_cut = {s for s in shallow if s in kept_ids}
             foreign = {s for s in shallow if s not in kept_ids and not _is_chronos_commit(store, s)}
-            want = sorted(ours | new_boundaries | foreign)
+            want = sorted(still_cut | new_boundaries | foreign)
             if set(want) != shallow:
                 if want:
                     atomic_write(_shallow_path(store), ("\n".join(want) + "\n").encode(), mode=0o600)
@@ -208,12 +240,11 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
 
         # ---- phase B: pack what is reachable (no lock held) ----------------
         repo = pygit2.Repository(str(store.root))
-        t_write = time.time() - 1.0
         seen: set = set()
         reachable = _walk(repo, commits_a, trees_a, seen)
         pack_dir = store.root / "objects" / "pack"
         pack_dir.mkdir(exist_ok=True)
-        _write_pack(repo, reachable, pack_dir)
+        ours = _write_pack(repo, reachable, pack_dir)
         say(f"packed {len(reachable)} objects")
         faults.hit("mid_compact")
 
@@ -223,7 +254,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             commits_c, trees_c = _roots(store)
             repo = pygit2.Repository(str(store.root))
             extra = _walk(repo, commits_c, trees_c, seen)
-            _write_pack(repo, extra, pack_dir)
+            ours |= _write_pack(repo, extra, pack_dir)
             now = time.time()
             removed_loose = 0
             for path, hexid in old_loose:
@@ -235,11 +266,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                 except FileNotFoundError:
                     pass
             for pack in old_packs:
-                try:
-                    if pack.stat().st_mtime >= t_write:
-                        continue            # our new pack happened to get an old pack's name
-                except FileNotFoundError:
-                    continue
+                if pack.stem in ours:
+                    continue                # our new pack has an old pack's name: same content
                 for sibling in (pack, pack.with_suffix(".idx"), pack.with_suffix(".rev"),
                                 pack.with_suffix(".bitmap"), pack.with_suffix(".keep")):
                     if sibling.suffix != ".keep":
@@ -258,12 +286,14 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
         "size_after": store_size(store),
         "elapsed_s": round(time.monotonic() - t0, 3),
     })
-    log = store.meta_dir / "retention.log"
-    with open(log, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"time": time.time(), "dropped": report["dropped"],
-                             "size_before": report["size_before"],
-                             "size_after": report["size_after"]}) + "\n")
+    _log(store, {"time": time.time(), "phase": "done", "dropped": len(report["dropped"]),
+                 "size_before": report["size_before"], "size_after": report["size_after"]})
     return report
+
+
+def _log(store, record: dict) -> None:
+    with open(store.meta_dir / "retention.log", "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
 
 
 def _is_chronos_commit(store, hexid: str) -> bool:

@@ -1,10 +1,18 @@
 """Bringing a workspace's persistent index up to date with the files on disk.
 
-libgit2's `git_index_add_all` walks the work tree against the index's stat
-cache and calls us back only for paths that changed, which is where we skip
-what must not be captured (nested repositories, oversize files, FIFOs) and
-where a snapshot budget can stop the work.  pygit2 does not pass a callback,
-so we call the C function through pygit2's own cffi handle.
+The index is the stat cache: a diff of the index against the work tree lists
+only the paths whose stat data changed, and each of them is then added to or
+removed from the index on its own.  That is where we skip what must not be
+captured (nested repositories, oversize files, FIFOs) and where a snapshot
+budget can stop the work.
+
+We deliberately do not call libgit2's `git_index_add_all`.  It walks the same
+diff with `git_diff_foreach`, which loads every changed file through mmap(2):
+a file truncated by another process meanwhile (any in-place rewrite) kills
+ours with SIGBUS.  The work-tree diff hashes with read(2) and
+`git_index_add_bypath` streams the file, so a file changing or vanishing under
+us costs at most that one entry (skipped and reported, or picked up by the
+next snapshot), never the snapshot and never the process.
 """
 from __future__ import annotations
 
@@ -15,21 +23,9 @@ from dataclasses import dataclass, field
 
 import pygit2
 from pygit2 import GitError
+from pygit2.enums import DeltaStatus, DiffOption
 
-try:  # pygit2 internals, checked once; without them we fall back to plain add_all
-    from pygit2 import C as _C, ffi as _ffi
-    from pygit2.errors import check_error as _check_error
-    from pygit2.utils import StrArray as _StrArray
-    _HAVE_CALLBACK = hasattr(_C, "git_index_add_all")
-except Exception:  # pragma: no cover - depends on pygit2 build
-    _HAVE_CALLBACK = False
-
-ADD_DISABLE_PATHSPEC_MATCH = 4
-TRANSIENT_MARKERS = (
-    "changed before we could read it", "could not find", "failed to read", "error reading",
-    "failed to stat", "no such file", "not found", "unable to", "invalid path",
-    "index is locked", "failed to open",
-)
+DIFF_FLAGS = DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
 RETRIES = 3
 
 
@@ -39,7 +35,7 @@ class ScanReport:
     nested_repos: list[str] = field(default_factory=list)
     added_bytes: int = 0
     aborted: bool = False          # the deadline stopped the scan: the result is partial
-    fallback: bool = False         # per-path fallback was needed
+    fallback: bool = False         # the work tree changed under the scan (the diff was retried)
     _seen_skip: set = field(default_factory=set)
 
     def skip(self, path: str, reason: str, size: int | None = None) -> None:
@@ -67,7 +63,7 @@ class Scanner:
         return os.path.join(self.root, os.fsencode(rel))
 
     def visit(self, rel: str) -> int:
-        """0 = let libgit2 add/remove the path, 1 = skip it, -1 = stop (budget)."""
+        """0 = bring the index entry up to date, 1 = skip the path, -1 = stop (budget)."""
         if self.deadline is not None and time.monotonic() > self.deadline:
             self.report.aborted = True
             return -1
@@ -81,7 +77,7 @@ class Scanner:
         try:
             st = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):
-            return 0                       # a deletion: libgit2 removes the entry
+            return 0                       # a deletion: the entry is removed
         mode = st.st_mode
         if stat.S_ISREG(mode):
             if self.cap and st.st_size > self.cap:
@@ -100,99 +96,60 @@ class Scanner:
         return 1
 
 
-def _add_all_with_callback(index: pygit2.Index, scanner: Scanner, pathspecs: list[str] | None,
-                           literal: bool) -> None:
-    if not _HAVE_CALLBACK:
-        index.add_all(pathspecs or [])
-        return
-
-    error: list[BaseException] = []
-
-    @_ffi.callback("git_index_matched_path_cb")
-    def cb(path, _spec, _payload):
-        try:
-            return scanner.visit(os.fsdecode(_ffi.string(path)))
-        except BaseException as exc:  # never let an exception cross the C boundary
-            error.append(exc)
-            return -1
-
-    flags = ADD_DISABLE_PATHSPEC_MATCH if literal else 0
-    with _StrArray(pathspecs or None) as arr:
-        err = _C.git_index_add_all(index._index, arr.ptr, flags, cb, _ffi.NULL)
-    if error:
-        raise error[0]
-    if scanner.report.aborted:
-        return
-    _check_error(err, io=True)
-
-
-def _transient(exc: BaseException) -> bool:
-    msg = str(exc).lower()
-    return any(m in msg for m in TRANSIENT_MARKERS)
-
-
 def update_all(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
                pathspecs: list[str] | None = None) -> ScanReport:
     """Bring the whole index (or the given paths) up to date; never raises for one bad file."""
-    last: BaseException | None = None
-    for attempt in range(RETRIES + 1):
-        try:
-            _add_all_with_callback(index, scanner, pathspecs, literal=bool(pathspecs))
-            last = None
-            break
-        except (GitError, OSError) as exc:
-            if scanner.report.aborted:
-                break
-            last = exc
-            if not _transient(exc):
-                break
-            time.sleep(0.01 * (attempt + 1) ** 2)
-    if last is not None:
-        _per_path(repo, index, scanner, pathspecs)
+    diff = _workdir_diff(index, scanner.report)
+    if diff is not None:
+        _apply(index, scanner, diff, pathspecs)
     _drop_uncapturable(index, scanner.report)
     return scanner.report
 
 
-def _per_path(repo, index, scanner: Scanner, pathspecs) -> None:
-    """Last resort: one path at a time, skipping (and reporting) what fails."""
-    scanner.report.fallback = True
-    flags = (pygit2.enums.DiffOption.INCLUDE_UNTRACKED
-             | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS)
-    diff = None
-    for _ in range(3):
+def _workdir_diff(index: pygit2.Index, report: ScanReport):
+    """Index vs work tree (stat cache first, read(2)-hashing where stat data changed)."""
+    last: BaseException | None = None
+    for attempt in range(RETRIES + 1):
         try:
-            diff = index.diff_to_workdir(flags=flags)
-            break
-        except (GitError, OSError):
-            time.sleep(0.02)
-    if diff is None:
-        scanner.report.skip(".", "workspace_unreadable")
-        return
+            return index.diff_to_workdir(flags=DIFF_FLAGS)
+        except (GitError, OSError) as exc:    # a directory vanished mid-walk, and the like
+            last = exc
+            report.fallback = True
+            time.sleep(0.01 * (attempt + 1) ** 2)
+    report.skip(".", f"workspace_unreadable: {last}")
+    return None
+
+
+def _apply(index: pygit2.Index, scanner: Scanner, diff, pathspecs) -> None:
+    """One path at a time, skipping (and reporting) what fails."""
     prefixes = [p.rstrip("/") for p in pathspecs] if pathspecs else None
-    for delta in diff.deltas:
-        if delta.status == pygit2.enums.DeltaStatus.DELETED:
+    for delta in diff.deltas:                 # deltas only: no content is loaded here
+        if delta.status == DeltaStatus.DELETED:
             rel = delta.old_file.path
         else:
             rel = delta.new_file.path
         if prefixes and not any(rel == p or rel.startswith(p + "/") for p in prefixes):
             continue
-        if scanner.deadline is not None and time.monotonic() > scanner.deadline:
-            scanner.report.aborted = True
+        verdict = scanner.visit(rel)
+        if verdict < 0:
             return
+        if verdict > 0 or rel.endswith("/"):
+            continue
+        full = scanner._full(rel)
         try:
-            if delta.status == pygit2.enums.DeltaStatus.DELETED:
+            try:
+                mode = os.lstat(full).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                mode = None
+            if mode is not None and (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                index.add(rel)
+            elif rel in index:                # gone, or a directory now (its files come as own deltas)
                 index.remove(rel)
-                continue
-            verdict = scanner.visit(rel)
-            if verdict != 0:
-                continue
-            if rel.endswith("/"):
-                continue
-            index.add(rel)
         except (GitError, OSError) as exc:
-            if not os.path.lexists(scanner._full(rel.rstrip("/"))):
+            if not os.path.lexists(full):
                 try:
-                    index.remove(rel)
+                    if rel in index:
+                        index.remove(rel)
                 except (GitError, OSError):
                     pass
                 continue

@@ -185,7 +185,8 @@ class Store:
         return True
 
     def clear_stale_temp_objects(self) -> int:
-        """Remove libgit2/git temp files (aborted loose objects and packs). Caller holds maintenance exclusively."""
+        """Remove libgit2/git/our temp files (aborted loose objects and packs). Caller holds maintenance exclusively."""
+        import shutil
         n = 0
         now = time.time()
         objects = self.root / "objects"
@@ -193,11 +194,16 @@ class Store:
             if not d.is_dir():
                 continue
             for f in d.iterdir():
-                if f.name.startswith(("tmp_", "pack_git2_", ".tmp-")) or f.name.endswith(".tmp"):
-                    try:
-                        if now - f.stat().st_mtime > STALE_TMP_AGE_S or d.name == "pack":
+                if not (f.name.startswith(("tmp_", "pack_git2_", ".tmp-", "tmp-compact-"))
+                        or f.name.endswith(".tmp")):
+                    continue
+                try:
+                    if d.name == "pack" or now - f.stat().st_mtime > STALE_TMP_AGE_S:
+                        if f.is_dir():
+                            shutil.rmtree(f, ignore_errors=True)
+                        else:
                             f.unlink()
-                            n += 1
-                    except FileNotFoundError:
-                        pass
+                        n += 1
+                except FileNotFoundError:
+                    pass
         return n

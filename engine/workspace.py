@@ -68,6 +68,9 @@ class Workspace:
         self.ref = f"refs/chronos/snapshots/{self.id}"
         self._lock_path = store.meta_dir / "ws" / f"{self.id}.lock"
         self._repo: pygit2.Repository | None = None
+        self._watcher = None
+        self._index_unsaved = False
+        self.last_bulk: dict | None = None
         if verify:
             self._refuse_bad_roots()
 
@@ -167,13 +170,18 @@ class Workspace:
 
     # ------------------------------------------------------------- snapshots
     def snapshot(self, meta: CheckpointMeta, *, paths: list[str] | None = None,
-                 deadline: float | None = None, commit: bool = True) -> SnapshotResult:
+                 deadline: float | None = None, commit: bool = True,
+                 force_scan: bool = False) -> SnapshotResult:
         """Commit the workspace (or just `paths`) as a checkpoint.
 
         `paths` is the declared-path fast path: only those entries are refreshed,
-        everything else comes from the persistent index.  `deadline`
-        (time.monotonic) bounds the work: past it the scan stops and what was
-        done so far becomes a checkpoint marked partial.
+        everything else comes from the persistent index (kept in memory; its
+        file is written by the next full snapshot).  A full snapshot refreshes
+        only what the inotify watcher saw change when it can prove that list
+        complete, else it walks the tree (`force_scan` always walks).  The first
+        snapshot of a workspace is a bulk import into one pack.  `deadline`
+        (time.monotonic) bounds a walk: past it what was done so far becomes a
+        checkpoint marked partial.
         """
         if not self.root.is_dir():
             raise WorkspaceRefused(f"workspace {self.root} does not exist or is not a directory")
@@ -183,16 +191,24 @@ class Workspace:
             index = repo.index
             index.read(False)          # another process may have written it
             scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
-            if paths is not None and self._tip_commit(repo) is None:
+            tip = self._tip_commit(repo)
+            if paths is not None and tip is None:
                 paths = None           # undeclared entries come from the index: no baseline yet, scan all
+            how = "declared"
             if paths is None:
-                update_all(repo, index, scanner)
+                how = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None)
+                repo = self._open_repo()          # a bulk import swapped the index file
+                index = repo.index
             else:
                 self._update_paths(repo, index, scanner, paths)
             report = scanner.report
             tree = index.write_tree()   # before index.write(): the TREE cache lands in the file
             faults.hit("mid_snapshot")
-            index.write()
+            if paths is None:
+                index.write()
+                self._index_unsaved = False
+            else:
+                self._index_unsaved = True   # the commit holds the change; the cache file can wait
             partial = report.aborted
             if paths is not None and meta.kind in ("full", "manual"):
                 meta.kind = "declared"      # not a full picture: other entries may be stale
@@ -200,12 +216,11 @@ class Workspace:
                 meta.kind = "partial"
                 meta.note = meta.note or "snapshot budget exhausted; unchanged-since-last entries come from the previous checkpoint"
             info = {"skipped": report.skipped, "nested_repos": report.nested_repos,
-                    "files": len(index), "kind": meta.kind}
+                    "files": len(index), "kind": meta.kind, "scan": how}
             if report.fallback:
                 info["fallback"] = True
             if not commit:
                 return SnapshotResult(None, str(tree), False, partial, info)
-            tip = self._tip_commit(repo)
             if tip is not None and tip.tree_id == tree:
                 return SnapshotResult(Checkpoint.from_commit(tip), str(tree), False, partial, info)
             meta.skipped = report.skipped
@@ -214,6 +229,78 @@ class Workspace:
             meta.files = len(index)
             cid = self._commit(repo, tree, meta, tip)
             return SnapshotResult(Checkpoint.from_commit(repo[cid]), str(tree), True, partial, info)
+
+    def _refresh_all(self, repo, index, scanner: Scanner, *, force_scan: bool, first: bool) -> str:
+        """Bring the whole index up to date; returns how: bulk | watched | scan."""
+        watcher = self._watcher
+        trusted, dirty, why = watcher.take() if watcher is not None else (False, set(), "no watcher")
+        if first and len(index) == 0 and scanner.deadline is None:
+            if self._bulk_import(repo, scanner):
+                return "bulk"
+        if trusted and not force_scan:
+            self._update_paths(repo, index, scanner, sorted(dirty), watched=True)
+            return "watched"
+        update_all(repo, index, scanner)
+        return "scan"
+
+    def _bulk_import(self, repo, scanner: Scanner) -> bool:
+        """First snapshot: one pack and a complete index, verified against libgit2."""
+        from .bulk import import_tree
+        tmp_index = str(self.gitdir / "index.chronos-bulk")
+        try:
+            res = import_tree(repo, self.root_bytes, tmp_index, str(self.store.root / "objects" / "pack"),
+                              cap=self.store.config.max_file_bytes,
+                              durable=self.store.config.durable_snapshots)
+        except (OSError, pygit2.GitError, ValueError):
+            try:
+                os.unlink(tmp_index)
+            except FileNotFoundError:
+                pass
+            return False
+        os.replace(tmp_index, self.gitdir / "index")
+        self._repo = None
+        fresh = self._open_repo()
+        if str(fresh.index.write_tree()) != res.tree:     # never trust our own writer blindly
+            os.unlink(self.gitdir / "index")
+            self._repo = None
+            return False
+        scanner.report.skipped.extend(res.report.skipped)
+        for d in res.report.nested_repos:
+            scanner.report.nested(d)
+        scanner.report.added_bytes += res.bytes
+        self.last_bulk = res.seconds
+        return True
+
+    def flush_index(self) -> None:
+        """Write the in-memory index (stat cache) if declared snapshots left it unsaved."""
+        with self.store.writing(), self.lock():
+            if self._index_unsaved and self._repo is not None:
+                self._repo.index.write()
+                self._index_unsaved = False
+
+    # ---------------------------------------------------------------- watcher
+    def enable_watcher(self) -> bool:
+        """Start the inotify dirty set (long-lived processes only)."""
+        from . import watcher as watcher_mod
+        if self._watcher is not None:
+            return self._watcher.running
+        if not watcher_mod.available() or not self.root.is_dir():
+            return False
+        self._ensure_gitdir()
+        ignore_repo = pygit2.Repository(str(self.gitdir))   # the watcher thread's own handle
+
+        def skip_dir(rel: str) -> bool:
+            return ignore_repo.path_is_ignored(rel + "/") or os.path.lexists(
+                os.path.join(self.root_bytes, os.fsencode(rel), b".git"))
+
+        self._watcher = watcher_mod.Watcher(self.root_bytes, skip_dir).start()
+        return self._watcher.running
+
+    def watcher_state(self) -> dict:
+        w = self._watcher
+        if w is None:
+            return {"enabled": False}
+        return {"enabled": True, "running": w.running, "trusted": w._trusted, "why": w._why, **w.stats}
 
     def _clear_stale_git_locks(self) -> None:
         """git `*.lock` files of everything this workspace writes, left by a killed process.
@@ -232,50 +319,110 @@ class Workspace:
         repo.set_head(cid)             # detached at the newest checkpoint: restore baseline, fsck-clean
         return cid
 
-    def _update_paths(self, repo, index, scanner: Scanner, paths: list[str]) -> None:
+    def _update_paths(self, repo, index, scanner: Scanner, paths, *, watched: bool = False) -> None:
+        """Refresh just these entries (declared paths, or the watcher's dirty set)."""
         rels = []
         for p in paths:
-            rel = self.rel(p)
+            rel = p if watched else self.rel(p)
             parts = rel.split("/")
             if ".git" in parts:
-                scanner.report.skip(rel, "inside_git_dir")
+                if not watched:
+                    scanner.report.skip(rel, "inside_git_dir")
                 continue
             nested = self._nested_ancestor(parts)
             if nested:
                 scanner.report.nested(nested)
-                scanner.report.skip(rel, "inside_nested_repo")
+                if not watched:
+                    scanner.report.skip(rel, "inside_nested_repo")
                 continue
             rels.append(rel)
         for rel in rels:
+            if scanner.deadline is not None and time.monotonic() > scanner.deadline:
+                scanner.report.aborted = True
+                return
             full = os.path.join(self.root_bytes, os.fsencode(rel))
             try:
                 st = os.lstat(full)
             except (FileNotFoundError, NotADirectoryError):
-                if rel in index:
-                    index.remove(rel)
-                else:
-                    try:
-                        index.remove_directory(rel)
-                    except (GitError, OSError):
-                        pass
+                self._index_forget(index, rel)
                 continue
             if stat.S_ISDIR(st.st_mode):
-                update_all(repo, index, scanner, pathspecs=[rel])
+                if os.path.lexists(os.path.join(full, b".git")):
+                    scanner.report.nested(rel)
+                    self._index_forget(index, rel)
+                    continue
+                self._update_dir(repo, index, scanner, rel)
                 continue
-            if rel not in index and repo.path_is_ignored(rel):
+            if rel in index:
+                try:
+                    index.remove_directory(rel)      # a directory became a file
+                except (GitError, OSError):
+                    pass
+            self._update_file(repo, index, scanner, rel, full, report_ignored=not watched)
+
+    def _update_file(self, repo, index, scanner: Scanner, rel: str, full: bytes, *,
+                     report_ignored: bool = False) -> None:
+        if rel not in index and repo.path_is_ignored(rel):
+            if report_ignored:
                 scanner.report.skip(rel, "ignored")
-                continue
-            if scanner.visit(rel) != 0:
+            return
+        if scanner.visit(rel) != 0:
+            if rel in index:
+                index.remove(rel)
+            return
+        try:
+            index.add(rel)
+        except (GitError, OSError) as exc:
+            if not os.path.lexists(full):
                 if rel in index:
                     index.remove(rel)
-                continue
+            else:
+                scanner.report.skip(rel, f"unreadable: {exc}")
+
+    def _update_dir(self, repo, index, scanner: Scanner, rel: str) -> None:
+        """A directory that appeared or changed as a whole: walk just that subtree."""
+        if repo.path_is_ignored(rel + "/"):
+            return
+        seen = set()
+        stack = [rel]
+        while stack:
+            cur = stack.pop()
             try:
-                index.add(rel)
-            except (GitError, OSError) as exc:
-                if not os.path.lexists(full) and rel in index:
-                    index.remove(rel)
-                else:
-                    scanner.report.skip(rel, f"unreadable: {exc}")
+                it = os.scandir(os.path.join(self.root_bytes, os.fsencode(cur)))
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    name = os.fsdecode(e.name)
+                    sub = f"{cur}/{name}"
+                    try:
+                        is_dir = e.is_dir(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if is_dir:
+                        if name == ".git":
+                            continue
+                        if os.path.lexists(os.path.join(e.path, b".git")):
+                            scanner.report.nested(sub)
+                            continue
+                        if not repo.path_is_ignored(sub + "/"):
+                            stack.append(sub)
+                        continue
+                    seen.add(sub)
+                    self._update_file(repo, index, scanner, sub, e.path)
+        prefix = rel + "/"
+        for entry in [e.path for e in index if e.path.startswith(prefix)]:
+            if entry not in seen and not os.path.lexists(os.path.join(self.root_bytes, os.fsencode(entry))):
+                index.remove(entry)
+
+    @staticmethod
+    def _index_forget(index, rel: str) -> None:
+        try:
+            if rel in index:
+                index.remove(rel)
+            index.remove_directory(rel)
+        except (GitError, OSError):
+            pass
 
     def _nested_ancestor(self, parts: list[str]) -> str | None:
         for i in range(1, len(parts)):
@@ -344,6 +491,10 @@ class Workspace:
             try:
                 obj = self.store.repo().revparse_single(low)
                 if isinstance(obj, pygit2.Commit) and obj.message.startswith("chronos checkpoint:"):
+                    owner = self._other_owner(obj.id)
+                    if owner is not None:     # restoring it here would swap in another project's files
+                        raise CheckpointNotFound(
+                            f"checkpoint {spec!r} belongs to workspace {owner}, not {self.root}")
                     return Checkpoint.from_commit(obj)
             except (KeyError, ValueError, GitError):
                 pass
@@ -351,6 +502,22 @@ class Workspace:
         if len(matches) > 1:
             raise CheckpointNotFound(f"checkpoint prefix {spec!r} is ambiguous ({len(matches)} matches)")
         return Checkpoint.from_commit(matches[0])
+
+    def _other_owner(self, oid: pygit2.Oid) -> str | None:
+        """The root of another workspace whose checkpoint chain holds `oid`, if any."""
+        repo = self.store.repo()
+        for other in self.store.workspaces():
+            if other.id == self.id:
+                continue
+            ref = repo.references.get(other.ref)
+            if ref is None:
+                continue
+            try:
+                if ref.target == oid or repo.descendant_of(ref.target, oid):
+                    return os.fsdecode(other.root_bytes)
+            except (GitError, KeyError, ValueError):
+                continue
+        return None
 
     def lookup_commit(self, checkpoint_id: str) -> pygit2.Commit:
         try:

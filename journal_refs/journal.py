@@ -112,8 +112,14 @@ class Journal:
             return None
         try:
             w = json.loads(raw)
-            if w.get("schema") != CHECKPOINT_SCHEMA or "journal_id" not in w:
+            if not isinstance(w, dict) or w.get("schema") != CHECKPOINT_SCHEMA or "journal_id" not in w:
                 raise ValueError("wrong schema")
+            head, seq = w.get("head"), w.get("seq")
+            if not (head is None or (isinstance(head, str) and len(head) == 40
+                                     and all(c in "0123456789abcdef" for c in head))):
+                raise ValueError("head is not a commit id")
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq < -1:
+                raise ValueError("seq is not an event number")
             return w
         except ValueError as exc:
             raise IntegrityError(f"local journal checkpoint {self.witness_path} is not valid ({exc}): "
@@ -175,6 +181,14 @@ class Journal:
                                  "created_by": self.me.to_dict()}, blobs={})
             return
         state = self._load_state_at(tip)
+        self.healed = self._check_witness(w, tip, state)
+        if self.healed:
+            self._write_witness(state.journal_id, tip, state.seq)
+        self.head, self.state = tip, state
+
+    def _check_witness(self, w: dict | None, tip: str, state: JournalState) -> str | None:
+        """The local checkpoint against the journal at `tip` (state `state`): IntegrityError
+        unless it matches, or lags consistently (crash between the two writes: returns a note)."""
         if w is None:
             raise IntegrityError(
                 f"the local journal checkpoint {self.witness_path} is missing while the journal has "
@@ -188,39 +202,35 @@ class Journal:
             if w.get("seq") != state.seq:
                 raise IntegrityError(f"the local journal checkpoint says seq {w.get('seq')} at "
                                      f"{tip[:12]}, the journal says {state.seq}: the checkpoint was edited")
-        elif whead is None:
+            return None
+        if whead is None:
             if w.get("seq", -1) != -1:
                 raise IntegrityError(f"the local journal checkpoint records no head but seq {w.get('seq')}: "
                                      "the checkpoint was edited")
-            self.healed = "the first event was written but the checkpoint was not (crash); healed"
-        else:
-            try:
-                exists = pygit2.Oid(hex=whead) in repo.odb if len(whead) == 40 else False
-            except (ValueError, pygit2.GitError):
-                exists = False
-            if not exists:
+            return "the first event was written but the checkpoint was not (crash); healed"
+        try:
+            exists = pygit2.Oid(hex=whead) in repo.odb if len(whead) == 40 else False
+        except (ValueError, pygit2.GitError):
+            exists = False
+        if not exists:
+            raise IntegrityError(
+                f"the journal head {tip[:12]} does not contain the checkpointed event "
+                f"{whead[:12]} (seq {w.get('seq')}): the journal was replaced or its history rewritten")
+        if repo.descendant_of(tip, whead):
+            wseq = self._load_state_at(whead).seq
+            if w.get("seq") != wseq:
                 raise IntegrityError(
-                    f"the journal head {tip[:12]} does not contain the checkpointed event "
-                    f"{whead[:12]} (seq {w.get('seq')}): the journal was replaced or its history rewritten")
-            if repo.descendant_of(tip, whead):
-                wseq = self._load_state_at(whead).seq
-                if w.get("seq") != wseq:
-                    raise IntegrityError(
-                        f"the local journal checkpoint says seq {w.get('seq')} at {whead[:12]}, but that "
-                        f"event is seq {wseq}: the checkpoint was edited")
-                self.healed = (f"journal ref was {state.seq - w.get('seq', 0)} event(s) ahead of its "
-                               "checkpoint (crash between the two writes); healed")
-            elif repo.descendant_of(whead, tip):
-                raise IntegrityError(
-                    f"the journal ref was rolled back: it points at {tip[:12]} (seq {state.seq}) but the "
-                    f"local checkpoint records {whead[:12]} (seq {w.get('seq')})")
-            else:
-                raise IntegrityError(
-                    f"the journal has diverged from its local checkpoint: head {tip[:12]} does not "
-                    f"descend from checkpointed {whead[:12]}: history was rewritten")
-        if self.healed:
-            self._write_witness(state.journal_id, tip, state.seq)
-        self.head, self.state = tip, state
+                    f"the local journal checkpoint says seq {w.get('seq')} at {whead[:12]}, but that "
+                    f"event is seq {wseq}: the checkpoint was edited")
+            return (f"journal ref was {state.seq - wseq} event(s) ahead of its "
+                    "checkpoint (crash between the two writes); healed")
+        if repo.descendant_of(whead, tip):
+            raise IntegrityError(
+                f"the journal ref was rolled back: it points at {tip[:12]} (seq {state.seq}) but the "
+                f"local checkpoint records {whead[:12]} (seq {w.get('seq')})")
+        raise IntegrityError(
+            f"the journal has diverged from its local checkpoint: head {tip[:12]} does not "
+            f"descend from checkpointed {whead[:12]}: history was rewritten")
 
     # --------------------------------------------------------------- refresh
     def refresh(self) -> None:
@@ -229,6 +239,9 @@ class Journal:
             if not self.opened:
                 self.open()
                 return
+            if self._integrity_from_alarm and not self.alarm_path.exists():
+                # a clean verify (maybe in another process) lifted the alarm
+                self.integrity, self._integrity_from_alarm = "ok", False
             if self.integrity != "ok":
                 return
             try:
@@ -264,6 +277,10 @@ class Journal:
             try:
                 self._follow_ref()
                 self._check_alarm()
+                if self.head is not None:
+                    # this append will overwrite the local checkpoint: it must still be ours,
+                    # or deleting/editing it while a process runs would go unnoticed
+                    self._check_witness(self._read_witness(), self.head, self.state)
             except IntegrityError as exc:
                 self.integrity = str(exc)
                 self._integrity_from_alarm = isinstance(exc, _AlarmRaised)
@@ -474,8 +491,12 @@ class Journal:
             if chain_problems:
                 try:
                     self._raise_alarm(chain_problems, tip)
+                    alarmed = True
                 except OSError as exc:
                     problems.append(f"could not record the journal alarm {self.alarm_path}: {exc}")
+                    alarmed = False
+                if self.integrity == "ok":        # like the alarm: a clean verify lifts it again
+                    self.integrity, self._integrity_from_alarm = chain_problems[0], alarmed
             elif not problems:
                 self.alarm_path.unlink(missing_ok=True)
                 if self._integrity_from_alarm:
@@ -517,7 +538,7 @@ class Journal:
                 "(crash between the two writes); healed")
 
     def _check_exported(self, cp: dict, tip: str | None) -> str:
-        if cp.get("schema") != CHECKPOINT_SCHEMA:
+        if not isinstance(cp, dict) or cp.get("schema") != CHECKPOINT_SCHEMA:
             return "the exported checkpoint has an unknown schema"
         if cp.get("journal_id") != self.state.journal_id:
             return (f"the exported checkpoint belongs to journal {cp.get('journal_id')}, "
@@ -526,13 +547,19 @@ class Journal:
         repo = self._repo()
         try:
             commit = repo[head]
-        except (KeyError, ValueError, TypeError):
+            if not isinstance(commit, pygit2.Commit):
+                raise KeyError(head)
+            payload, _ = parse_message(commit.message)
+        except (KeyError, ValueError, TypeError, pygit2.GitError):
             return (f"the exported checkpoint's head {str(head)[:12]} is not in the store: "
                     "history was rewritten or replaced")
-        if tip != head and not (tip and repo.descendant_of(tip, head)):
+        try:
+            ancestor = tip == head or bool(tip and repo.descendant_of(tip, head))
+        except (ValueError, pygit2.GitError):
+            ancestor = False
+        if not ancestor:
             return (f"the exported checkpoint's head {head[:12]} is not an ancestor of the journal head "
                     f"{str(tip)[:12]}: history was rewritten")
-        payload, _ = parse_message(commit.message)
         if payload.get("seq") != cp.get("seq"):
             return "the exported checkpoint's sequence number does not match its event"
         return "ok"

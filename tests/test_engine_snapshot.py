@@ -315,8 +315,8 @@ while True:
             with open(p + ".tmp", "w") as fh:
                 fh.write("x" * (i % 4000))
             os.replace(p + ".tmp", p)
-        else:
-            with open(p, "w") as fh:
+        else:                      # appends only: in-place truncation is the subprocess test below
+            with open(p, "a") as fh:
                 fh.write(str(i) * 100)
         if i % 97 == 0:
             sub = os.path.join(d, "dir%d" % (i % 5))
@@ -361,35 +361,55 @@ def test_files_vanishing_mid_snapshot_process_churn(engine, ws, store_dir):
     assert fsck(store_dir).returncode == 0
 
 
-def test_files_vanishing_mid_snapshot_thread_churn(engine, ws, store_dir):
-    store = engine()
-    stop = threading.Event()
-    d = ws / "churn"
-    d.mkdir()
+IN_PLACE_CHURN = r"""
+import json, os, sys, threading
+from chronos_git.engine.store import Store
+from chronos_git.engine.checkpoint import CheckpointMeta
+store_dir, ws, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d = os.path.join(ws, "churn")
+os.makedirs(d, exist_ok=True)
+blob = os.urandom(256 * 1024)
+stop = threading.Event()
 
-    def churn():
-        i = 0
-        while not stop.is_set():
-            i += 1
-            p = d / f"g{i % 40}"
-            try:
-                if i % 2:
-                    p.write_bytes(os.urandom(i % 3000))
-                else:
-                    p.unlink()
-            except OSError:
-                pass
+def churn():                      # in-place rewrites (truncate, then write) and deletions
+    i = 0
+    while not stop.is_set():
+        i += 1
+        p = os.path.join(d, "g%d" % (i % 8))
+        try:
+            if i % 5 == 0:
+                os.unlink(p)
+            else:
+                with open(p, "wb") as fh:
+                    fh.write(blob[: (i * 7919) % len(blob)])
+        except OSError:
+            pass
 
-    t = threading.Thread(target=churn, daemon=True)
-    t.start()
-    try:
-        results = [snap(store, ws, f"t{i}") for i in range(15)]
-    finally:
-        stop.set()
-        t.join()
-    for r in results:
-        assert r.checkpoint is not None
-        _assert_stable_files(store_dir, r.checkpoint.id)
+t = threading.Thread(target=churn, daemon=True)
+t.start()
+store = Store.open(store_dir)
+out = []
+try:
+    for i in range(n):
+        r = store.workspace(ws).snapshot(CheckpointMeta(description="churn %d" % i))
+        out.append(r.checkpoint.id)
+finally:
+    stop.set()
+    t.join()
+print(json.dumps(out))
+"""
+
+
+def test_files_truncated_mid_snapshot_thread_churn(ws, store_dir):
+    """Files rewritten in place by another thread while snapshots run: every snapshot succeeds
+    and the process survives (libgit2's add_all mmaps changed files: a truncation = SIGBUS)."""
+    proc = subprocess.run([sys.executable, "-c", IN_PLACE_CHURN, str(store_dir), str(ws), "40"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"rc={proc.returncode} (SIGBUS is {-signal.SIGBUS})\n{proc.stderr[-3000:]}"
+    ids = json.loads(proc.stdout)
+    assert len(ids) == 40
+    for cid in set(ids):
+        _assert_stable_files(store_dir, cid)
     assert fsck(store_dir).returncode == 0
 
 

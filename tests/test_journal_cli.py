@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 
 import pygit2
@@ -116,7 +118,7 @@ def test_write_content_and_from_file(cli, ws, tmp_path):
     assert cli("write", "--json", "x.txt", "--content", "a", "--from", src, cwd=ws).rc == 1
 
 
-def test_status_shape(cli, ws):
+def test_status_shape(cli, ws, store_dir):
     st = init(cli, ws)
     assert st["status"] == "ok" and st["integrity"] == "ok"
     assert st["unresolved"] == [] and st["running"] == [] and st["replayable"] == []
@@ -126,6 +128,8 @@ def test_status_shape(cli, ws):
     # the local checkpoint lives beside the store, not inside it
     cp = json.loads(open(st["checkpoint_file"]).read())
     assert cp["head"] == st["head"] and cp["seq"] == 0 and cp["journal_id"] == st["journal_id"]
+    assert os.path.dirname(st["checkpoint_file"]) == os.path.dirname(str(store_dir))
+    assert stat.S_IMODE(os.stat(st["checkpoint_file"]).st_mode) == 0o600
 
 
 def test_log_limit_and_fields(cli, ws):
@@ -263,3 +267,26 @@ def test_recover_without_anything_to_do(cli, ws):
     assert r.rc == 1
     r = cli("journal", "recover", "--rollback", "--json")
     assert r.rc == 1 and "operation id" in r.json["error"]
+
+
+def test_raw_results_and_args_never_reach_the_journal(cli, ws, store_dir):
+    init(cli, ws)
+    r = cli("run", "--json", "--", PY, "-c", "print('RESULT-SECRET-' + '4711')", "ARG-SECRET-0815", cwd=ws)
+    assert r.rc == 0 and "RESULT-SECRET-4711" in r.stderr
+    repo = pygit2.Repository(str(store_dir))
+    cid = repo.references["refs/chronos/journal"].target
+    seen = 0
+    while cid is not None:
+        c = repo[cid]
+        texts = [c.message] + [repo[e.id].data.decode("utf-8", "replace") for e in c.tree]
+        for t in texts:
+            assert "RESULT-SECRET" not in t and "ARG-SECRET" not in t
+        seen += 1
+        cid = c.parent_ids[0] if c.parent_ids else None
+    assert seen == 3
+    # with store_args the arguments (never the output) are kept
+    r = cli("run", "--json", "--", PY, "-c", "print('RESULT-SECRET-' + '4711')", "ARG-SECRET-0815", cwd=ws,
+            settings={"store_args": True})
+    started = [e for e in last_events(cli, 2) if e["kind"] == "started"][0]
+    assert "ARG-SECRET-0815" in started["args"]["argv"]
+    assert "RESULT-SECRET-4711" not in json.dumps(last_events(cli, 2))

@@ -26,13 +26,18 @@ def checkpoint_file(store_dir):
     return store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
 
 
-def populate(cli, ws, n_runs=3):
-    assert cli("journal", "status", "--json", cwd=ws).rc == 0
-    for _ in range(n_runs):
-        assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
-    st = cli("journal", "status", "--json").json
-    assert st["events"] == 1 + 2 * n_runs and st["integrity"] == "ok"
-    return st
+@pytest.fixture
+def populate(svc, ws):
+    """A healthy journal with a few real protected calls (made in-process: fast)."""
+    def make(n_runs=3):
+        s = svc()
+        for _ in range(n_runs):
+            rc, _info = s.run_command(str(ws), ["true"])
+            assert rc == 0
+        st = s.journal_status()
+        assert st["events"] == 1 + 2 * n_runs and st["integrity"] == "ok" and st["gate"] == "open"
+        return st
+    return make
 
 
 def chain(store_dir):
@@ -47,21 +52,23 @@ def chain(store_dir):
     return list(reversed(out))
 
 
-def assert_detected(cli, ws, store_dir, *, fsck_fails=False):
+def assert_detected(cli, ws, store_dir, *, fsck_fails=False, full=False):
     v = cli("journal", "verify", "--json")
     assert v.rc == 1, v.stdout
     assert v.json["status"] == "error" and v.json["integrity"] != "ok" and v.json["problems"]
-    st = cli("journal", "status", "--json")
-    assert st.json["integrity"] != "ok" and st.json["gate"] == "closed", st.stdout
+    if full:
+        st = cli("journal", "status", "--json")
+        assert st.json["integrity"] != "ok" and st.json["gate"] == "closed", st.stdout
     marker = ws / "must-not-run.txt"
     r = cli("run", "--json", "--", PY, "-c", "open('must-not-run.txt','w').write('x')", cwd=ws)
     assert r.rc == 3, r.stdout + r.stderr
     assert r.json["error"] == "chronos_blocked" and r.json["blocked"] is True
     assert not marker.exists()
-    w = cli("write", "--json", "w.txt", "--content", "w", cwd=ws)
-    assert w.rc == 3 and not (ws / "w.txt").exists()
-    # nothing can be appended to a journal in doubt
-    assert cli("journal", "checkpoint", "--json").rc == 1
+    if full:
+        w = cli("write", "--json", "w.txt", "--content", "w", cwd=ws)
+        assert w.rc == 3 and not (ws / "w.txt").exists()
+        # no checkpoint is exported from a journal in doubt
+        assert cli("journal", "checkpoint", "--json").rc == 1
     if fsck_fails:
         assert git(f"--git-dir={store_dir}", "fsck", "--strict", check=False).returncode != 0
     return v.json
@@ -106,32 +113,32 @@ def write_witness(store_dir, journal_id, head, seq):
 
 
 # ---------------------------------------------------------------- baseline
-def test_untouched_store_is_ok(cli, ws, store_dir):
-    populate(cli, ws)
+def test_untouched_store_is_ok(populate, cli, ws, store_dir):
+    populate()
     v = cli("journal", "verify", "--json")
     assert v.rc == 0 and v.json["integrity"] == "ok"
     assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
 
 
 # ---------------------------------------------------------------- object tampering
-def test_edited_loose_object_of_an_older_event(cli, ws, store_dir):
-    populate(cli, ws)
+def test_edited_loose_object_of_an_older_event(populate, cli, ws, store_dir):
+    populate()
     ids = chain(store_dir)
     victim = ids[1]                                     # the first `started`, far below the head
     rewrite_loose(store_dir, victim, lambda raw: raw.replace(b"terminal", b"terminaX"))
-    res = assert_detected(cli, ws, store_dir, fsck_fails=True)
+    res = assert_detected(cli, ws, store_dir, fsck_fails=True, full=True)
     assert any(victim[:12] in p or "hash" in p.lower() for p in res["problems"])
 
 
-def test_edited_head_event_object(cli, ws, store_dir):
-    populate(cli, ws)
+def test_edited_head_event_object(populate, cli, ws, store_dir):
+    populate()
     head = chain(store_dir)[-1]
     rewrite_loose(store_dir, head, lambda raw: raw.replace(b"status=ok", b"status=no"))
     assert_detected(cli, ws, store_dir, fsck_fails=True)
 
 
-def test_edited_state_blob_of_head(cli, ws, store_dir):
-    populate(cli, ws)
+def test_edited_state_blob_of_head(populate, cli, ws, store_dir):
+    populate()
     repo = pygit2.Repository(str(store_dir))
     head = chain(store_dir)[-1]
     blob = str(repo[head].tree["state.json"].id)
@@ -139,9 +146,9 @@ def test_edited_state_blob_of_head(cli, ws, store_dir):
     assert_detected(cli, ws, store_dir, fsck_fails=True)
 
 
-def test_consistently_forged_event_with_wrong_state(cli, ws, store_dir):
+def test_consistently_forged_event_with_wrong_state(populate, cli, ws, store_dir):
     """A well-formed commit whose state.json lies (opens a fake op) is caught by the replay."""
-    populate(cli, ws)
+    populate()
     repo = pygit2.Repository(str(store_dir))
     head = chain(store_dir)[-1]
     st = state_at(repo, head)
@@ -160,8 +167,8 @@ def test_consistently_forged_event_with_wrong_state(cli, ws, store_dir):
     assert cli("run", "--json", "--", "true", cwd=ws).rc == 3
 
 
-def test_non_canonical_payload_is_detected(cli, ws, store_dir):
-    populate(cli, ws)
+def test_non_canonical_payload_is_detected(populate, cli, ws, store_dir):
+    populate()
     repo = pygit2.Repository(str(store_dir))
     head = chain(store_dir)[-1]
     st = state_at(repo, head)
@@ -179,22 +186,22 @@ def test_non_canonical_payload_is_detected(cli, ws, store_dir):
 
 
 # ---------------------------------------------------------------- ref tampering
-def test_ref_rolled_back_to_an_ancestor(cli, ws, store_dir):
-    populate(cli, ws)
+def test_ref_rolled_back_to_an_ancestor(populate, cli, ws, store_dir):
+    populate()
     ids = chain(store_dir)
     git(f"--git-dir={store_dir}", "update-ref", REF, ids[2])
-    res = assert_detected(cli, ws, store_dir)
+    res = assert_detected(cli, ws, store_dir, full=True)
     assert "rolled back" in res["integrity"]
 
 
-def test_ref_deleted(cli, ws, store_dir):
-    populate(cli, ws)
+def test_ref_deleted(populate, cli, ws, store_dir):
+    populate()
     git(f"--git-dir={store_dir}", "update-ref", "-d", REF)
     assert_detected(cli, ws, store_dir)
 
 
-def test_chain_replaced_by_a_valid_new_chain(cli, ws, store_dir):
-    st = populate(cli, ws)
+def test_chain_replaced_by_a_valid_new_chain(populate, cli, ws, store_dir):
+    st = populate()
     repo = pygit2.Repository(str(store_dir))
     tip, _ = forge(repo, [{"kind": "genesis", "operation_id": None, "journal_id": st["journal_id"]}]
                    + [{"kind": "maintenance", "operation_id": None}] * 8)
@@ -203,17 +210,17 @@ def test_chain_replaced_by_a_valid_new_chain(cli, ws, store_dir):
     assert "diverged" in res["integrity"] or "rewritten" in res["integrity"]
 
 
-def test_chain_replaced_with_another_journal_id(cli, ws, store_dir):
-    populate(cli, ws)
+def test_chain_replaced_with_another_journal_id(populate, cli, ws, store_dir):
+    populate()
     repo = pygit2.Repository(str(store_dir))
     tip, _ = forge(repo, [{"kind": "genesis", "operation_id": None, "journal_id": "someone-else"}])
     repo.references.create(REF, pygit2.Oid(hex=tip), force=True)
     assert_detected(cli, ws, store_dir)
 
 
-def test_history_rewritten_below_head(cli, ws, store_dir):
+def test_history_rewritten_below_head(populate, cli, ws, store_dir):
     """Fork from an ancestor with different (valid) events, same length: diverged."""
-    populate(cli, ws)
+    populate()
     repo = pygit2.Repository(str(store_dir))
     ids = chain(store_dir)
     base = ids[2]
@@ -224,8 +231,8 @@ def test_history_rewritten_below_head(cli, ws, store_dir):
 
 
 # ---------------------------------------------------------------- checkpoint file tampering
-def test_checkpoint_file_deleted(cli, ws, store_dir):
-    populate(cli, ws)
+def test_checkpoint_file_deleted(populate, cli, ws, store_dir):
+    populate()
     checkpoint_file(store_dir).unlink()
     res = assert_detected(cli, ws, store_dir)
     assert "missing" in res["integrity"]
@@ -233,8 +240,8 @@ def test_checkpoint_file_deleted(cli, ws, store_dir):
 
 @pytest.mark.parametrize("edit", ["seq+1", "seq-1", "head-random", "head-ancestor", "journal_id",
                                   "garbage", "schema"])
-def test_checkpoint_file_edited(cli, ws, store_dir, edit):
-    populate(cli, ws)
+def test_checkpoint_file_edited(populate, cli, ws, store_dir, edit):
+    populate()
     f = checkpoint_file(store_dir)
     w = json.loads(f.read_text())
     ids = chain(store_dir)
@@ -255,9 +262,9 @@ def test_checkpoint_file_edited(cli, ws, store_dir, edit):
     assert_detected(cli, ws, store_dir)
 
 
-def test_checkpoint_lagging_consistently_is_healed_not_tampering(cli, ws, store_dir):
+def test_checkpoint_lagging_consistently_is_healed_not_tampering(populate, cli, ws, store_dir):
     """A checkpoint one event behind with the matching seq is what a crash leaves: healed."""
-    st = populate(cli, ws)
+    st = populate()
     ids = chain(store_dir)
     write_witness(store_dir, st["journal_id"], ids[-2], len(ids) - 2)
     s2 = cli("journal", "status", "--json").json
@@ -268,18 +275,18 @@ def test_checkpoint_lagging_consistently_is_healed_not_tampering(cli, ws, store_
 
 
 # ---------------------------------------------------------------- store tampering
-def test_store_deleted_while_checkpoint_survives(cli, ws, store_dir):
-    populate(cli, ws)
+def test_store_deleted_while_checkpoint_survives(populate, cli, ws, store_dir):
+    populate()
     shutil.rmtree(store_dir)
-    res = assert_detected(cli, ws, store_dir)
+    res = assert_detected(cli, ws, store_dir, full=True)
     assert "deleted" in res["integrity"] or "missing" in res["integrity"]
     # the checkpoint file is not silently replaced by a fresh journal's
     w = json.loads(checkpoint_file(store_dir).read_text())
     assert w["seq"] == 6
 
 
-def test_deliberate_fresh_start_needs_moving_the_checkpoint(cli, ws, store_dir):
-    populate(cli, ws)
+def test_deliberate_fresh_start_needs_moving_the_checkpoint(populate, cli, ws, store_dir):
+    populate()
     shutil.rmtree(store_dir)
     checkpoint_file(store_dir).rename(store_dir.parent / "old-checkpoint.json")
     st = cli("journal", "status", "--json").json
@@ -288,9 +295,9 @@ def test_deliberate_fresh_start_needs_moving_the_checkpoint(cli, ws, store_dir):
 
 
 # ---------------------------------------------------------------- exported checkpoints
-def test_exported_checkpoint_survives_appends_but_catches_a_rewrite(cli, ws, store_dir, tmp_path):
+def test_exported_checkpoint_survives_appends_but_catches_a_rewrite(populate, cli, ws, store_dir, tmp_path):
     """Rewrite the ref AND the local checkpoint consistently: only the exported one can tell."""
-    populate(cli, ws)
+    populate()
     exp = cli("journal", "checkpoint", "--json")
     assert exp.rc == 0
     cp_path = tmp_path / "anchor.json"
@@ -318,8 +325,8 @@ def test_exported_checkpoint_survives_appends_but_catches_a_rewrite(cli, ws, sto
     assert "ancestor" in bad.json["external_checkpoint"] or "rewritten" in bad.json["external_checkpoint"]
 
 
-def test_exported_checkpoint_catches_truncation(cli, ws, store_dir, tmp_path):
-    populate(cli, ws)
+def test_exported_checkpoint_catches_truncation(populate, cli, ws, store_dir, tmp_path):
+    populate()
     cp_path = tmp_path / "anchor.json"
     cp_path.write_text(cli("journal", "checkpoint", "--json").stdout)
     ids = chain(store_dir)
@@ -330,3 +337,132 @@ def test_exported_checkpoint_catches_truncation(cli, ws, store_dir, tmp_path):
     assert cli("journal", "verify", "--json").rc == 0
     bad = cli("journal", "verify", "--checkpoint", cp_path, "--json")
     assert bad.rc == 1 and bad.json["external_checkpoint"] != "ok"
+
+
+# ---------------------------------------------------------------- the alarm: verify's findings reach every process
+def alarm_file(store_dir):
+    return store_dir / "chronos" / "journal-alarm.json"
+
+
+def test_older_damage_reaches_a_long_running_process(populate, svc, cli, ws, store_dir):
+    """A Hermes-like process opened before the damage: after any verify finds it, its gate closes."""
+    from chronos_git.service import Blocked
+    populate()
+    s = svc()
+    assert s.gate() is None
+    victim = chain(store_dir)[1]
+    rewrite_loose(store_dir, victim, lambda raw: raw.replace(b"terminal", b"terminaX"))
+    assert cli("journal", "verify", "--json").rc == 1
+    assert alarm_file(store_dir).exists()
+    assert json.loads(alarm_file(store_dir).read_text())["problem"]
+    g = s.gate()
+    assert g is not None and g["integrity"] != "ok" and "verify" in g["integrity"]
+    with pytest.raises(Blocked):
+        s.run_command(str(ws), ["true"])
+
+
+def test_repaired_chain_lifts_the_alarm(populate, cli, ws, store_dir):
+    populate()
+    victim = chain(store_dir)[1]
+    original = loose_path(store_dir, victim).read_bytes()
+    rewrite_loose(store_dir, victim, lambda raw: raw.replace(b"terminal", b"terminaX"))
+    assert cli("journal", "verify", "--json").rc == 1
+    assert cli("run", "--json", "--", "true", cwd=ws).rc == 3
+    loose_path(store_dir, victim).write_bytes(original)        # e.g. restored from a backup
+    assert cli("run", "--json", "--", "true", cwd=ws).rc == 3   # not before a clean verify
+    v = cli("journal", "verify", "--json")
+    assert v.rc == 0, v.stdout
+    assert not alarm_file(store_dir).exists()
+    assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
+
+
+def test_verify_without_damage_never_raises_the_alarm(populate, cli, ws, store_dir):
+    populate()
+    assert cli("journal", "verify", "--json").rc == 0
+    assert not alarm_file(store_dir).exists()
+
+
+def test_foreign_exported_checkpoint_does_not_close_the_gate(populate, svc, ws):
+    populate()
+    s = svc()
+    own = s.journal_checkpoint()["checkpoint"]
+    for bad in ({**own, "journal_id": "someone-else"}, {"schema": "x"}, ["not", "a", "dict"]):
+        res = s.journal_verify(bad)
+        assert res["status"] == "error" and res["external_checkpoint"] != "ok"
+        assert s.gate() is None                 # a wrong argument is not evidence of tampering
+    # our own journal's checkpoint that does not fit is evidence: the gate closes in-process
+    res = s.journal_verify({**own, "head": "1" * 40})
+    assert res["status"] == "error"
+    assert s.gate() is not None
+
+
+def test_verify_heals_a_lag_that_appeared_after_open(populate, svc, cli, ws, store_dir):
+    """Another process crashed between ref update and checkpoint write after we opened."""
+    populate()
+    s = svc()
+    assert s.journal_verify()["status"] == "ok"
+    r = cli("run", "--json", "--", "true", cwd=ws, fault="after_ref_update")
+    assert r.rc == -9
+    res = s.journal_verify()
+    assert res["status"] == "ok", res["problems"]
+    assert res["healed"] and res["events"] == 8
+    w = json.loads(checkpoint_file(store_dir).read_text())
+    assert w["head"] == res["head"] and w["seq"] == 7
+    assert not alarm_file(store_dir).exists()
+
+
+def test_alarm_lifted_elsewhere_reopens_a_long_running_process(populate, svc, cli, ws, store_dir):
+    populate()
+    s = svc()
+    victim = chain(store_dir)[1]
+    original = loose_path(store_dir, victim).read_bytes()
+    rewrite_loose(store_dir, victim, lambda raw: raw.replace(b"terminal", b"terminaX"))
+    assert s.journal_verify()["status"] == "error"          # found in-process
+    assert s.gate() is not None
+    assert cli("run", "--json", "--", "true", cwd=ws).rc == 3   # ...and by every other process
+    loose_path(store_dir, victim).write_bytes(original)
+    assert s.gate() is not None                             # repair alone is not enough
+    assert cli("journal", "verify", "--json").rc == 0       # a clean verify elsewhere
+    assert s.gate() is None
+    rc, _ = s.run_command(str(ws), ["true"])
+    assert rc == 0
+
+
+@pytest.mark.parametrize("edit", ["delete", "other-journal", "seq"])
+def test_checkpoint_tampered_while_a_process_runs(populate, svc, cli, ws, store_dir, edit):
+    """A long-running process must not paper over a deleted or edited checkpoint by rewriting it
+    on its next append."""
+    from chronos_git.journal_refs import JournalError
+    from chronos_git.service import Blocked
+    populate()
+    s = svc()
+    assert s.gate() is None
+    f = checkpoint_file(store_dir)
+    if edit == "delete":
+        f.unlink()
+    else:
+        w = json.loads(f.read_text())
+        if edit == "other-journal":
+            w["journal_id"] = "00000000-0000-0000-0000-000000000000"
+        else:
+            w["seq"] += 3
+        f.write_text(json.dumps(w))
+    tampered = f.read_bytes() if f.exists() else None
+    with pytest.raises((JournalError, Blocked)):
+        s.run_command(str(ws), [PY, "-c", "open('must-not-run.txt','w').write('x')"])
+    assert not (ws / "must-not-run.txt").exists()
+    assert (f.read_bytes() if f.exists() else None) == tampered      # evidence left as found
+    assert s.gate() is not None
+    assert cli("run", "--json", "--", "true", cwd=ws).rc == 3
+
+
+def test_checkpoint_with_wrong_types_is_an_integrity_error_not_a_crash(populate, cli, ws, store_dir):
+    populate()
+    f = checkpoint_file(store_dir)
+    w = json.loads(f.read_text())
+    for bad in ({**w, "head": 12345}, {**w, "seq": "7"}, {**w, "head": "zz" * 20}, [w]):
+        f.write_text(json.dumps(bad))
+        st = cli("journal", "status", "--json")
+        assert st.rc == 0, st.stdout + st.stderr
+        assert st.json["integrity"] != "ok" and "checkpoint" in st.json["integrity"]
+        assert cli("run", "--json", "--", "true", cwd=ws).rc == 3

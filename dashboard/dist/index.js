@@ -1,0 +1,582 @@
+/*
+ * chronos-git — Hermes dashboard tab.
+ *
+ * A plain IIFE (no bundler, no JSX) that uses only what the dashboard exposes:
+ *   window.__HERMES_PLUGIN_SDK__  React, hooks, fetchJSON (adds the session token), components
+ *   window.__HERMES_PLUGINS__     register("chronos-git", Page)
+ *
+ * Backend: /api/plugins/chronos-git/* (api/router.py).  Every response is an
+ * envelope; errors are {"status": "error", "error": ..., "message"?: ...} with a
+ * 4xx/5xx status, which SDK.fetchJSON turns into Error("<code>: <body>").
+ *
+ * Stable data-testid attributes are part of the contract with
+ * tests/test_dashboard_browser.py — rename them only together with the tests.
+ */
+(function () {
+  "use strict";
+  var SDK = window.__HERMES_PLUGIN_SDK__;
+  var PLUGINS = window.__HERMES_PLUGINS__;
+  if (!SDK || !PLUGINS || !SDK.React) return;
+
+  var React = SDK.React;
+  var h = React.createElement;
+  var hooks = SDK.hooks || React;
+  var useState = hooks.useState, useEffect = hooks.useEffect, useCallback = hooks.useCallback,
+      useRef = hooks.useRef;
+  var C = SDK.components || {};
+
+  var NAME = "chronos-git";
+  var BASE = "/api/plugins/" + NAME;
+  var POLL_MS = 5000;          // background refresh
+  var ARM_MS = 5000;           // how long the first restore click stays armed
+  var CHECKPOINT_LIMIT = 50;
+  var EVENT_LIMIT = 15;
+
+  // ------------------------------------------------------------ components
+  // SDK components when present, plain elements otherwise (older/newer hosts).
+  function pick(name, tag) {
+    return C[name] || function (props) {
+      var p = Object.assign({}, props);
+      delete p.outlined; delete p.ghost; delete p.destructive; delete p.size; delete p.tone;
+      return h(tag, p);
+    };
+  }
+  var Card = pick("Card", "section"), CardHeader = pick("CardHeader", "div"),
+      CardTitle = pick("CardTitle", "h3"), CardContent = pick("CardContent", "div"),
+      Badge = pick("Badge", "span"), Button = pick("Button", "button"), Input = pick("Input", "input"),
+      Label = pick("Label", "label");
+
+  /** Dropdown: the SDK Select (a custom listbox) or a native <select>. */
+  function Choice(props) {
+    var options = props.options || [];
+    if (C.Select && C.SelectOption) {
+      return h("div", { "data-testid": props.testid, style: { minWidth: props.minWidth || 160 } },
+        h(C.Select, { value: props.value, onValueChange: props.onChange, placeholder: props.placeholder,
+                      disabled: props.disabled },
+          options.map(function (o) { return h(C.SelectOption, { key: o.value, value: o.value }, o.label); })));
+    }
+    return h("select", { "data-testid": props.testid, value: props.value || "", disabled: props.disabled,
+                         onChange: function (e) { props.onChange(e.target.value); } },
+      options.map(function (o) { return h("option", { key: o.value, value: o.value }, o.label); }));
+  }
+
+  // ------------------------------------------------------------------ api
+  /** Error from an envelope: .status (HTTP), .code (envelope "error"), .body (the envelope). */
+  function ApiError(status, body, fallback) {
+    var b = body && typeof body === "object" ? body : {};
+    var code = b.error || fallback || "request failed";
+    var msg = typeof code === "string" ? code : JSON.stringify(code);
+    if (b.message && b.message !== msg) msg = msg + ": " + b.message;
+    var e = new Error(msg);
+    e.status = status;
+    e.code = typeof code === "string" ? code : "error";
+    e.body = b;
+    return e;
+  }
+
+  function toApiError(err) {
+    if (err && err.body !== undefined && err.code) return err;
+    var text = String((err && err.message) || err);
+    var m = /^(\d{3}): ([\s\S]*)$/.exec(text);
+    if (!m) return ApiError(0, null, text);
+    var body = null;
+    try { body = JSON.parse(m[2]); } catch (_e) { body = null; }
+    if (body && typeof body.detail !== "undefined" && !body.error) {   // FastAPI validation error
+      var d = body.detail;
+      body = { status: "error", error: Array.isArray(d)
+        ? d.map(function (x) { return (x.loc || []).slice(1).join(".") + ": " + x.msg; }).join("; ")
+        : String(d) };
+    }
+    return ApiError(Number(m[1]), body, m[2] || ("HTTP " + m[1]));
+  }
+
+  function qs(params) {
+    var parts = [];
+    Object.keys(params || {}).forEach(function (k) {
+      var v = params[k];
+      if (v !== undefined && v !== null && v !== "") parts.push(encodeURIComponent(k) + "=" + encodeURIComponent(v));
+    });
+    return parts.length ? "?" + parts.join("&") : "";
+  }
+
+  function api(path, opts) {
+    opts = opts || {};
+    var init = { method: opts.method || "GET", headers: {} };
+    if (opts.body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(opts.body);
+    }
+    return SDK.fetchJSON(BASE + path, init).then(function (data) {
+      if (data && data.status === "error") throw ApiError(200, data);
+      return data;
+    }, function (err) { throw toApiError(err); });
+  }
+
+  // ------------------------------------------------------------- helpers
+  function short(id, n) { return id ? String(id).slice(0, n || 8) : "—"; }
+
+  function ago(seconds) {
+    if (!seconds) return "";
+    var d = Math.max(0, Date.now() / 1000 - seconds);
+    if (d < 60) return Math.round(d) + "s ago";
+    if (d < 3600) return Math.round(d / 60) + "m ago";
+    if (d < 86400) return Math.round(d / 3600) + "h ago";
+    return Math.round(d / 86400) + "d ago";
+  }
+
+  function fmtTime(seconds) {
+    if (!seconds) return "—";
+    var dt = new Date(seconds * 1000);
+    return dt.toLocaleString() + " (" + ago(seconds) + ")";
+  }
+
+  var KIND_TONE = { manual: "secondary", safety: "warning", full: "outline", declared: "outline" };
+  var EVENT_TONE = { started: "outline", returned: "success", uncertain: "warning", resolved: "secondary",
+                     recovered: "secondary", replayed: "secondary", maintenance: "outline", genesis: "outline" };
+
+  var S = {   // inline styles: the plugin cannot rely on the host's Tailwind build having our classes
+    page: { display: "flex", flexDirection: "column", gap: 16, padding: 16, width: "100%" },
+    row: { display: "flex", gap: 8, alignItems: "center", flexWrap: "wrap" },
+    cols: { display: "grid", gridTemplateColumns: "minmax(320px, 1fr) minmax(360px, 1.3fr)", gap: 16,
+            alignItems: "start" },
+    muted: { opacity: 0.65, fontSize: 12 },
+    mono: { fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace", fontSize: 12 },
+    list: { display: "flex", flexDirection: "column", maxHeight: 520, overflowY: "auto" },
+    item: { display: "flex", flexDirection: "column", gap: 2, padding: "6px 8px", cursor: "pointer",
+            borderLeft: "3px solid transparent", borderBottom: "1px solid rgba(127,127,127,0.15)",
+            textAlign: "left", background: "transparent", color: "inherit", width: "100%" },
+    itemSel: { borderLeft: "3px solid currentColor", background: "rgba(127,127,127,0.12)" },
+    pre: { fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace", fontSize: 12, whiteSpace: "pre",
+           overflow: "auto", maxHeight: 420, margin: 0, padding: 8, background: "rgba(127,127,127,0.08)" },
+    error: { border: "1px solid rgba(220,60,60,0.6)", background: "rgba(220,60,60,0.12)", padding: 10,
+             display: "flex", gap: 8, alignItems: "flex-start", justifyContent: "space-between" },
+    notice: { border: "1px solid rgba(230,170,40,0.6)", background: "rgba(230,170,40,0.12)", padding: 10 },
+    ok: { border: "1px solid rgba(60,170,90,0.6)", background: "rgba(60,170,90,0.12)", padding: 10 },
+    table: { width: "100%", borderCollapse: "collapse", fontSize: 12 },
+    td: { padding: "3px 6px", borderBottom: "1px solid rgba(127,127,127,0.15)", verticalAlign: "top" }
+  };
+
+  function DiffText(props) {
+    var text = props.patch || "";
+    if (!text) return h("div", { style: S.muted, "data-testid": "diff-empty" }, props.empty || "No textual changes.");
+    var lines = text.split("\n");
+    return h("pre", { style: S.pre, "data-testid": "diff-patch" }, lines.map(function (ln, i) {
+      var color = null;
+      if (/^(\+\+\+|---|diff --git|index )/.test(ln)) color = "rgba(127,127,127,0.9)";
+      else if (ln.charAt(0) === "+") color = "rgb(70,180,100)";
+      else if (ln.charAt(0) === "-") color = "rgb(225,90,90)";
+      else if (ln.indexOf("@@") === 0) color = "rgb(90,150,230)";
+      return h("div", { key: i, style: color ? { color: color } : null }, ln || " ");
+    }));
+  }
+
+  function FileList(props) {
+    var files = props.files || [];
+    if (!files.length) return null;
+    return h("ul", { "data-testid": "diff-files", style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) },
+      files.map(function (f) {
+        return h("li", { key: f.path + f.status, "data-path": f.path },
+          f.status + "  " + (f.old_path ? f.old_path + " → " : "") + f.path +
+          (f.additions || f.deletions ? "  (+" + (f.additions || 0) + " −" + (f.deletions || 0) + ")" : ""));
+      }));
+  }
+
+  // ------------------------------------------------------------ sections
+  function ErrorBanner(props) {
+    var err = props.error;
+    if (!err) return null;
+    var body = err.body || {};
+    return h("div", { role: "alert", "data-testid": "chronos-error", "data-code": err.code || "", style: S.error },
+      h("div", null,
+        h("strong", null, (err.context ? err.context + " failed" : "Request failed") +
+          (err.status ? " (HTTP " + err.status + ")" : "") + ": "),
+        h("span", { "data-testid": "chronos-error-message" }, err.code === "chronos_blocked"
+          ? "the recovery gate is closed — resolve the unresolved operations in the journal panel first."
+          : err.message),
+        err.code === "chronos_blocked" && body.message
+          ? h("div", { style: Object.assign({ marginTop: 6 }, S.muted) }, body.message) : null),
+      h(Button, { ghost: true, size: "sm", onClick: props.onDismiss, "data-testid": "chronos-error-dismiss" }, "Dismiss"));
+  }
+
+  function CheckpointRow(props) {
+    var c = props.cp;
+    var skipped = (c.skipped || []).length;
+    return h("button", {
+      type: "button", "data-testid": "checkpoint-row", "data-checkpoint-id": c.id,
+      "aria-pressed": props.selected ? "true" : "false",
+      style: Object.assign({}, S.item, props.selected ? S.itemSel : null),
+      onClick: function () { props.onSelect(c.id); }
+    },
+      h("div", { style: S.row },
+        h("span", { style: S.mono, "data-testid": "checkpoint-id", title: c.id }, c.short_id || short(c.id)),
+        h(Badge, { tone: KIND_TONE[c.kind] || "outline", "data-testid": "checkpoint-kind" }, c.kind || "?"),
+        c.tool ? h("span", { style: S.mono, "data-testid": "checkpoint-tool" }, c.tool) : null,
+        skipped ? h(Badge, { tone: "warning", "data-testid": "checkpoint-skipped", title: (c.skipped || []).join("\n") },
+          skipped + " skipped") : null),
+      h("div", { "data-testid": "checkpoint-description" }, c.description || "(no description)"),
+      h("div", { style: S.muted },
+        h("span", { "data-testid": "checkpoint-time", title: c.time_iso || "" }, fmtTime(c.time)),
+        c.tool_call_id ? h("span", { style: S.mono, "data-testid": "checkpoint-call" }, "  · " + c.tool_call_id) : null,
+        c.session_id ? h("span", { style: S.mono }, "  · session " + short(c.session_id, 15)) : null));
+  }
+
+  function RestorePlan(props) {
+    var p = props.plan;
+    if (!p) return null;
+    var items = (p.plan || []).filter(function (i) { return i.action !== "keep"; });
+    return h("div", { "data-testid": "restore-plan", style: props.armed ? S.notice : { padding: 10, border: "1px dashed rgba(127,127,127,0.4)" } },
+      h("div", null, h("strong", null, props.armed ? "Restore plan (dry run) — click Confirm restore to apply"
+                                       : "Restore plan (dry run) — not armed: click Restore again to confirm"),
+        h("span", { style: S.muted }, "  → " + short(p.restored_checkpoint, 12))),
+      h("div", { style: S.muted, "data-testid": "restore-plan-summary" },
+        p.files_changed + " file(s) restored/created, " + p.untracked_removed + " untracked removed, " +
+        p.skipped + " skipped" + (p.clean ? "" : " (no clean)")),
+      items.length
+        ? h("ul", { style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) }, items.map(function (it) {
+            return h("li", { key: it.path + it.action, "data-testid": "restore-plan-item", "data-action": it.action },
+              it.action + "  " + it.path + (it.reason ? "  (" + it.reason + ")" : ""));
+          }))
+        : h("div", { style: S.muted }, "Nothing to change: the working tree already matches."));
+  }
+
+  function RestoreResult(props) {
+    var r = props.result;
+    if (!r) return null;
+    return h("div", { "data-testid": "restore-result", style: S.ok },
+      h("div", null, h("strong", null, r.undo ? "Undone. " : "Restored. "),
+        "Workspace is now at checkpoint ",
+        h("span", { style: S.mono, "data-testid": "restored-checkpoint-id" }, short(r.restored_checkpoint, 12)),
+        " — " + r.files_changed + " file(s) written, " + r.untracked_removed + " removed" +
+        (r.skipped ? ", " + r.skipped + " skipped" : "") + "."),
+      h("div", { style: Object.assign({ marginTop: 6 }, S.row) },
+        h("span", null, "Safety checkpoint of the previous state: "),
+        h("span", { style: S.mono, "data-testid": "safety-checkpoint-id", "data-checkpoint-id": r.safety_checkpoint || "",
+                    title: r.safety_checkpoint || "" }, short(r.safety_checkpoint, 12)),
+        r.safety_checkpoint
+          ? h(Button, { outlined: true, size: "sm", disabled: props.busy, "data-testid": "undo-button",
+                        onClick: function () { props.onUndo(r.safety_checkpoint); } }, "Undo (restore it)")
+          : null),
+      r.operation_id ? h("div", { style: S.muted }, "journal operation " + short(r.operation_id, 12)) : null);
+  }
+
+  function CheckpointDetail(props) {
+    var cp = props.checkpoint, d = props.detail, mode = props.mode;
+    if (!cp) return h("div", { style: S.muted, "data-testid": "checkpoint-detail-empty" }, "Select a checkpoint to see its diff.");
+    var diff = d && (mode === "changes" ? d.changes : d);
+    return h("div", { "data-testid": "checkpoint-detail", "data-checkpoint-id": cp.id, style: { display: "flex", flexDirection: "column", gap: 10 } },
+      h("div", null,
+        h("div", { style: S.row },
+          h("strong", { style: S.mono, "data-testid": "detail-id" }, cp.id),
+          h(Badge, { tone: KIND_TONE[cp.kind] || "outline" }, cp.kind)),
+        h("div", null, cp.description),
+        h("div", { style: S.muted }, fmtTime(cp.time) + (cp.tool ? " · tool " + cp.tool : "") +
+          (cp.tool_call_id ? " · call " + cp.tool_call_id : "") + (cp.files != null ? " · " + cp.files + " files" : "")),
+        (cp.skipped || []).length
+          ? h("div", { style: S.notice, "data-testid": "detail-skipped" }, "Not captured (too large / unreadable): " + cp.skipped.join(", "))
+          : null,
+        cp.note ? h("div", { style: S.muted }, cp.note) : null),
+      h("div", { style: S.row },
+        h(Button, { size: "sm", outlined: mode !== "changes", ghost: false, "data-testid": "diff-mode-changes",
+                    onClick: function () { props.onMode("changes"); } }, "Changes in this checkpoint"),
+        h(Button, { size: "sm", outlined: mode !== "worktree", "data-testid": "diff-mode-worktree",
+                    onClick: function () { props.onMode("worktree"); } }, "Checkpoint → working tree")),
+      props.loading ? h("div", { style: S.muted, "data-testid": "diff-loading" }, "Loading diff…") : null,
+      !props.loading && d && mode === "changes" && !d.changes
+        ? h("div", { style: S.muted, "data-testid": "diff-empty" }, "First checkpoint of this workspace: nothing earlier to compare with.")
+        : null,
+      diff ? h("div", { "data-testid": "diff-view", "data-mode": mode },
+        h("div", { style: S.muted }, (diff.stats ? diff.stats.files + " file(s), +" + diff.stats.additions + " −" + diff.stats.deletions : "") +
+          "  " + short(diff.from, 8) + " → " + (diff.to === "working tree" ? "working tree" : short(diff.to, 8))),
+        h(FileList, { files: diff.files }),
+        h(DiffText, { patch: diff.patch, empty: mode === "worktree" ? "The working tree equals this checkpoint." : null }),
+        diff.patch_truncated ? h("div", { style: S.muted }, "(patch truncated)") : null) : null,
+      h("div", { style: { display: "flex", flexDirection: "column", gap: 8 } },
+        h("div", { style: S.row },
+          h(Button, {
+            destructive: props.armed, outlined: !props.armed, disabled: props.busy, "data-testid": "restore-button",
+            "data-armed": props.armed ? "true" : "false", onClick: props.onRestoreClick
+          }, props.armed ? "Confirm restore" : "Restore this checkpoint…"),
+          props.armed ? h("span", { style: S.muted, "data-testid": "restore-armed" },
+            "Armed: click again within " + Math.round(ARM_MS / 1000) + " s to restore (a safety checkpoint is taken first).") : null,
+          props.busy ? h("span", { style: S.muted, "data-testid": "restore-busy" }, "Working…") : null),
+        h(RestorePlan, { plan: props.plan, armed: props.armed })));
+  }
+
+  function ResolveForm(props) {
+    var op = props.op;
+    var st = useState("completed"), outcome = st[0], setOutcome = st[1];
+    var ev = useState(""), evidence = ev[0], setEvidence = ev[1];
+    var er = useState(null), err = er[0], setErr = er[1];
+    var bz = useState(false), busy = bz[0], setBusy = bz[1];
+    function submit(e) {
+      if (e && e.preventDefault) e.preventDefault();
+      if (!evidence.trim()) { setErr("Evidence is required: what shows the outcome?"); return; }
+      setBusy(true); setErr(null);
+      api("/journal/resolve", { method: "POST", body: { operation_id: op.operation_id, outcome: outcome, evidence: evidence.trim() } })
+        .then(function (res) { setEvidence(""); props.onResolved(res); },
+              function (e2) { setErr(e2.message); })
+        .then(function () { setBusy(false); });
+    }
+    return h("form", { onSubmit: submit, "data-testid": "resolve-form", style: Object.assign({ marginTop: 6 }, S.row) },
+      h(Choice, { testid: "resolve-outcome", value: outcome, onChange: setOutcome, minWidth: 150, options: [
+        { value: "completed", label: "completed" }, { value: "not_applied", label: "not_applied" }] }),
+      h(Input, { "data-testid": "resolve-evidence", value: evidence, placeholder: "evidence (required)",
+                 onChange: function (e) { setEvidence(e.target.value); }, style: { minWidth: 220, flex: 1 } }),
+      h(Button, { type: "submit", size: "sm", disabled: busy || !evidence.trim(), "data-testid": "resolve-submit" }, "Resolve"),
+      err ? h("div", { style: Object.assign({ width: "100%", color: "rgb(225,90,90)" }, S.mono), "data-testid": "resolve-error" }, err) : null);
+  }
+
+  function JournalPanel(props) {
+    var st = props.status, events = props.events || [];
+    var unresolved = (st && st.unresolved) || [];
+    return h(Card, { "data-testid": "journal-panel" },
+      h(CardHeader, null, h(CardTitle, null, "Tool-call journal")),
+      h(CardContent, null,
+        !st ? h("div", { style: S.muted }, "Loading…") : h("div", { style: { display: "flex", flexDirection: "column", gap: 10 } },
+          h("div", { style: S.row },
+            h("span", null, "Integrity"),
+            h(Badge, { tone: st.integrity === "ok" ? "success" : "destructive", "data-testid": "journal-integrity" }, st.integrity),
+            h("span", null, "Gate"),
+            h(Badge, { tone: st.gate === "open" ? "success" : "destructive", "data-testid": "journal-gate" }, st.gate),
+            h("span", { style: S.muted, "data-testid": "journal-events-count" }, st.events + " events · head " + short(st.head, 10)),
+            h(Button, { size: "sm", outlined: true, disabled: props.verifying, onClick: props.onVerify, "data-testid": "verify-button" },
+              props.verifying ? "Verifying…" : "Verify chain")),
+          props.verify ? h("div", { "data-testid": "verify-result", "data-integrity": props.verify.integrity,
+                                    style: props.verify.integrity === "ok" ? S.ok : S.error },
+            props.verify.integrity === "ok"
+              ? "Verified " + props.verify.events + " events: chain intact" + (props.verify.seconds != null ? " (" + props.verify.seconds + " s)" : "") + "."
+              : "Verification failed: " + props.verify.integrity + ((props.verify.problems || []).length ? " — " + props.verify.problems.join("; ") : ""))
+            : null,
+          st.gate !== "open" ? h("div", { style: S.notice, "data-testid": "gate-closed-notice" },
+            "The recovery gate is closed: protected tool calls and restores are refused until every unresolved operation is reconciled.") : null,
+          h("div", { "data-testid": "journal-unresolved", "data-count": unresolved.length },
+            h("strong", null, "Unresolved operations (" + unresolved.length + ")"),
+            unresolved.length === 0 ? h("div", { style: S.muted }, "None.") : unresolved.map(function (op) {
+              return h("div", { key: op.operation_id, "data-testid": "unresolved-op", "data-operation-id": op.operation_id,
+                                style: { padding: 8, marginTop: 6, border: "1px solid rgba(127,127,127,0.3)" } },
+                h("div", { style: S.row },
+                  h("span", { style: S.mono }, short(op.operation_id, 12)),
+                  h(Badge, { tone: "warning" }, op.state),
+                  h("span", { style: S.mono }, op.tool),
+                  op.tool_call_id ? h("span", { style: S.mono }, op.tool_call_id) : null),
+                h("div", { style: S.muted }, (op.workspace || "") + (op.pre_checkpoint ? " · pre-checkpoint " + short(op.pre_checkpoint, 10) : "") +
+                  (op.reason ? " · " + op.reason : "") + (op.owner && op.owner.pid ? " · pid " + op.owner.pid : "")),
+                h(ResolveForm, { op: op, onResolved: props.onResolved }));
+            })),
+          (st.running || []).length ? h("div", { style: S.muted }, (st.running || []).length + " operation(s) currently running") : null,
+          h("div", null,
+            h("strong", null, "Recent events"),
+            h("table", { style: S.table, "data-testid": "journal-events" },
+              h("tbody", null, events.map(function (e) {
+                var what = e.tool || e.action || (e.outcome ? "outcome " + e.outcome : "") || (e.status ? "status " + e.status : "");
+                return h("tr", { key: e.id || e.seq, "data-testid": "journal-event", "data-kind": e.kind, "data-seq": e.seq },
+                  h("td", { style: Object.assign({}, S.td, S.mono) }, "#" + e.seq),
+                  h("td", { style: S.td }, h(Badge, { tone: EVENT_TONE[e.kind] || "outline" }, e.kind)),
+                  h("td", { style: Object.assign({}, S.td, S.mono) }, e.operation_id ? short(e.operation_id, 10) : ""),
+                  h("td", { style: S.td }, what + (e.status && e.tool ? " · " + e.status : "") +
+                    (e.exit_code != null ? " · exit " + e.exit_code : "") + (e.evidence && typeof e.evidence === "string" ? " · " + e.evidence : "")),
+                  h("td", { style: Object.assign({}, S.td, S.muted) }, e.timestamp_ns ? ago(e.timestamp_ns / 1e9) : ""));
+              })))))));
+  }
+
+  // ----------------------------------------------------------------- page
+  function Page() {
+    var s1 = useState([]), workspaces = s1[0], setWorkspaces = s1[1];
+    var s2 = useState(null), ws = s2[0], setWs = s2[1];
+    var s3 = useState(null), checkpoints = s3[0], setCheckpoints = s3[1];
+    var s4 = useState(null), selected = s4[0], setSelected = s4[1];
+    var s5 = useState("changes"), mode = s5[0], setMode = s5[1];
+    var s6 = useState(null), detail = s6[0], setDetail = s6[1];
+    var s7 = useState(false), detailLoading = s7[0], setDetailLoading = s7[1];
+    var s8 = useState(null), plan = s8[0], setPlan = s8[1];
+    var s9 = useState(false), armed = s9[0], setArmed = s9[1];
+    var s10 = useState(false), busy = s10[0], setBusy = s10[1];
+    var s11 = useState(null), result = s11[0], setResult = s11[1];
+    var s12 = useState(null), jstatus = s12[0], setJstatus = s12[1];
+    var s13 = useState([]), events = s13[0], setEvents = s13[1];
+    var s14 = useState(null), verify = s14[0], setVerify = s14[1];
+    var s15 = useState(false), verifying = s15[0], setVerifying = s15[1];
+    var s16 = useState(null), error = s16[0], setError = s16[1];
+    var s17 = useState(null), updated = s17[0], setUpdated = s17[1];
+
+    var wsRef = useRef(null); wsRef.current = ws;
+    var armTimer = useRef(null);
+    var inflight = useRef(null);     // the refresh in progress (a promise) ...
+    var again = useRef(false);       // ... and whether another was asked for meanwhile
+    var refreshRef = useRef(null);
+    var detailSeq = useRef(0);
+
+    var fail = useCallback(function (context) {
+      return function (e) { setError(Object.assign(toApiError(e), { context: context })); };
+    }, []);
+
+    var loadJournal = useCallback(function () {
+      return Promise.all([
+        api("/journal/status").then(setJstatus),
+        api("/journal/log" + qs({ limit: EVENT_LIMIT })).then(function (r) { setEvents(r.events || []); })
+      ]);
+    }, []);
+
+    var loadCheckpoints = useCallback(function (root) {
+      if (!root) { setCheckpoints([]); return Promise.resolve(); }
+      return api("/checkpoints" + qs({ workspace: root, limit: CHECKPOINT_LIMIT })).then(function (r) {
+        if (wsRef.current === root) setCheckpoints(r.checkpoints || []);
+      });
+    }, []);
+
+    var refresh = useCallback(function () {
+      if (inflight.current) { again.current = true; return inflight.current; }
+      var run = api("/workspaces").then(function (r) {
+        var list = r.workspaces || [];
+        setWorkspaces(list);
+        var root = wsRef.current;
+        if (!root && list.length) { root = list[0].root; wsRef.current = root; setWs(root); }
+        return Promise.all([loadCheckpoints(root), loadJournal()]);
+      }).then(function () {
+        setUpdated(Date.now());
+        // a failed poll's banner goes away by itself once polling works again
+        setError(function (cur) { return cur && cur.context === "Refresh" ? null : cur; });
+      }, fail("Refresh"))
+        .then(function () {
+          inflight.current = null;
+          if (again.current) { again.current = false; return refreshRef.current(); }
+        });
+      inflight.current = run;
+      return run;
+    }, [loadCheckpoints, loadJournal, fail]);
+    refreshRef.current = refresh;
+
+    // initial load + polling (skipped while the tab is hidden)
+    useEffect(function () {
+      refresh();
+      var t = setInterval(function () { if (!document.hidden) refresh(); }, POLL_MS);
+      return function () { clearInterval(t); if (armTimer.current) clearTimeout(armTimer.current); };
+    }, [refresh]);
+
+    // workspace switch
+    useEffect(function () {
+      setSelected(null); setDetail(null); setPlan(null); setArmed(false); setCheckpoints(null);
+      if (ws) loadCheckpoints(ws).catch(fail("Loading checkpoints"));
+    }, [ws, loadCheckpoints, fail]);
+
+    // selected checkpoint / diff mode -> diff
+    useEffect(function () {
+      if (!selected || !ws) { setDetail(null); return; }
+      var seq = ++detailSeq.current;
+      setDetailLoading(true);
+      var req = mode === "changes"
+        ? api("/checkpoints/" + encodeURIComponent(selected) + qs({ workspace: ws }))
+        : api("/diff" + qs({ workspace: ws, from: selected }));
+      req.then(function (r) { if (seq === detailSeq.current) setDetail(r); },
+               function (e) { if (seq === detailSeq.current) { setDetail(null); fail("Loading the diff")(e); } })
+        .then(function () { if (seq === detailSeq.current) setDetailLoading(false); });
+    }, [selected, mode, ws, fail]);
+
+    function disarm() {
+      if (armTimer.current) { clearTimeout(armTimer.current); armTimer.current = null; }
+      setArmed(false);
+    }
+
+    function select(id) {
+      if (id !== selected) { disarm(); setPlan(null); }
+      setSelected(id);
+    }
+
+    function doRestore(checkpointId, isUndo) {
+      setBusy(true);
+      return api("/restore", { method: "POST", body: { checkpoint: checkpointId, workspace: ws, dry_run: false } })
+        .then(function (r) {
+          setResult(Object.assign({}, r, { undo: !!isUndo }));
+          setPlan(null);
+          setError(null);
+          // the working tree changed: the resultKey effect below re-fetches the diff
+          return refresh();
+        }, fail(isUndo ? "Undo" : "Restore"))
+        .then(function () { setBusy(false); });
+    }
+
+    function onRestoreClick() {
+      if (!selected || busy) return;
+      if (armed && plan && plan.restored_checkpoint === selected) {   // second click: apply
+        disarm();
+        doRestore(selected, false);
+        return;
+      }
+      setBusy(true);
+      api("/restore", { method: "POST", body: { checkpoint: selected, workspace: ws, dry_run: true } })
+        .then(function (p) {
+          setPlan(p);
+          setArmed(true);
+          if (armTimer.current) clearTimeout(armTimer.current);
+          armTimer.current = setTimeout(function () { armTimer.current = null; setArmed(false); }, ARM_MS);
+        }, fail("Restore preview"))
+        .then(function () { setBusy(false); });
+    }
+
+    function onVerify() {
+      setVerifying(true);
+      api("/journal/verify", { method: "POST", body: {} })
+        .then(function (r) { setVerify(r); },
+              function (e) { var err = toApiError(e); if (err.body && err.body.integrity) setVerify(err.body); else fail("Verify")(err); })
+        .then(function () { setVerifying(false); });
+    }
+
+    function onResolved() { refresh(); }
+
+    var cp = (checkpoints || []).filter(function (c) { return c.id === selected; })[0] || null;
+    if (!cp && selected && detail && detail.checkpoint && detail.checkpoint.id === selected) cp = detail.checkpoint;
+
+    // refetch the diff after a restore (working tree changed)
+    var resultKey = result ? result.safety_checkpoint : null;
+    useEffect(function () {
+      if (!resultKey || !selected || !ws) return;
+      var seq = ++detailSeq.current;
+      var req = mode === "changes"
+        ? api("/checkpoints/" + encodeURIComponent(selected) + qs({ workspace: ws }))
+        : api("/diff" + qs({ workspace: ws, from: selected }));
+      req.then(function (r) { if (seq === detailSeq.current) setDetail(r); }, function () {});
+    }, [resultKey]);  // eslint-disable-line
+
+    var wsOptions = workspaces.map(function (w) {
+      return { value: w.root, label: w.root + "  (" + w.checkpoints + ")" + (w.exists === false ? " — missing" : "") };
+    });
+
+    return h("div", { "data-testid": "chronos-root", style: S.page },
+      h("div", { style: Object.assign({ justifyContent: "space-between" }, S.row) },
+        h("div", { style: S.row },
+          h("strong", { style: { fontSize: 16 } }, "Chronos"),
+          h("span", { style: S.muted }, "checkpoints · diffs · rollback · journal")),
+        h("div", { style: S.row },
+          jstatus ? h(Badge, { tone: jstatus.gate === "open" ? "success" : "destructive", "data-testid": "header-gate" },
+            "gate " + jstatus.gate) : null,
+          h("span", { style: S.muted, "data-testid": "last-updated" }, updated ? "updated " + new Date(updated).toLocaleTimeString() : "loading…"),
+          h(Button, { size: "sm", outlined: true, onClick: function () { refresh(); }, "data-testid": "refresh-button" }, "Refresh"))),
+      h(ErrorBanner, { error: error, onDismiss: function () { setError(null); } }),
+      h(RestoreResult, { result: result, busy: busy, onUndo: function (id) { disarm(); doRestore(id, true); } }),
+      h("div", { style: S.row },
+        h(Label, null, "Workspace"),
+        workspaces.length
+          ? h(Choice, { testid: "workspace-select", value: ws, options: wsOptions, minWidth: 360,
+                        onChange: function (v) { setResult(null); wsRef.current = v; setWs(v); } })
+          : h("span", { style: S.muted, "data-testid": "no-workspaces" }, "No workspace has checkpoints yet."),
+        ws ? h("span", { style: S.mono, "data-testid": "workspace-root" }, ws) : null),
+      h("div", { style: S.cols },
+        h(Card, { "data-testid": "timeline" },
+          h(CardHeader, null, h(CardTitle, null, "Checkpoints" + (checkpoints ? " (" + checkpoints.length + ")" : ""))),
+          h(CardContent, { style: { padding: 0 } },
+            checkpoints === null ? h("div", { style: Object.assign({ padding: 12 }, S.muted) }, "Loading…")
+              : checkpoints.length === 0 ? h("div", { style: Object.assign({ padding: 12 }, S.muted), "data-testid": "no-checkpoints" }, "No checkpoints.")
+              : h("div", { style: S.list, "data-testid": "checkpoint-list" }, checkpoints.map(function (c) {
+                  return h(CheckpointRow, { key: c.id, cp: c, selected: c.id === selected, onSelect: select });
+                })))),
+        h(Card, { "data-testid": "detail" },
+          h(CardHeader, null, h(CardTitle, null, "Diff & restore")),
+          h(CardContent, null, h(CheckpointDetail, {
+            checkpoint: cp, detail: detail, mode: mode, loading: detailLoading,
+            onMode: setMode, plan: plan, armed: armed, busy: busy, onRestoreClick: onRestoreClick })))),
+      h(JournalPanel, { status: jstatus, events: events, verify: verify, verifying: verifying,
+                        onVerify: onVerify, onResolved: onResolved }));
+  }
+
+  PLUGINS.register(NAME, Page);
+})();

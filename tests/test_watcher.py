@@ -1,0 +1,207 @@
+"""The inotify dirty set must never make a snapshot miss a change.
+
+Every test compares the tree of a watcher-assisted snapshot with the tree a
+full walk of the same workspace produces in an independent store: same
+content, same tree id.  No timing assertions.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import stat
+
+import pytest
+
+from chronos_git.engine import watcher as watcher_mod
+from chronos_git.engine.checkpoint import CheckpointMeta
+from chronos_git.engine.config import EngineConfig
+from chronos_git.engine.store import Store
+
+pytestmark = pytest.mark.skipif(not watcher_mod.available(), reason="inotify not available")
+
+
+@pytest.fixture
+def watched(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    for d in range(5):
+        (root / f"d{d}").mkdir()
+        for f in range(10):
+            (root / f"d{d}" / f"f{f}.txt").write_text(f"{d}-{f}\n")
+    (root / ".gitignore").write_text("*.log\nbuild/\n")
+    store = Store.open(tmp_path / "store", EngineConfig())
+    ws = store.workspace(root)
+    assert ws.enable_watcher()
+    first = ws.snapshot(CheckpointMeta(description="first"))
+    assert first.report["scan"] in ("bulk", "scan")          # the first one is never trusted
+    yield ws, tmp_path
+    ws._watcher.stop()
+
+
+def reference_tree(ws, tmp_path) -> str:
+    """A full walk of the same files in a store that has never seen them."""
+    n = len(list(tmp_path.glob("ref-store-*")))
+    store = Store(tmp_path / f"ref-store-{n}", EngineConfig())
+    store._init_on_disk()
+    ref = store.workspace(ws.root)
+    return ref.snapshot(CheckpointMeta(description="reference"), commit=False).tree_id
+
+
+def watched_snapshot(ws):
+    res = ws.snapshot(CheckpointMeta(description="watched"))
+    return res
+
+
+def test_edits_creates_deletes_and_modes_are_seen(watched):
+    ws, tmp = watched
+    root = ws.root
+    (root / "d0" / "f0.txt").write_text("changed\n")
+    (root / "d1" / "f1.txt").unlink()
+    (root / "new" / "deep" / "er").mkdir(parents=True)
+    (root / "new" / "deep" / "er" / "x.txt").write_text("x\n")
+    (root / "new" / "y.txt").write_text("y\n")
+    os.chmod(root / "d2" / "f2.txt", 0o755)
+    os.symlink("d0/f0.txt", root / "link")
+    (root / "ignored.log").write_text("never captured\n")
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "watched"
+    assert res.tree_id == reference_tree(ws, tmp)
+
+
+def test_new_directory_filled_before_its_watch_exists(watched):
+    ws, tmp = watched
+    root = ws.root
+    # mkdir -p plus files in one go: the files may be created before the watcher
+    # adds a watch on the new directory; reporting the directory whole covers them
+    for i in range(30):
+        p = root / "burst" / f"s{i % 3}" / f"t{i}"
+        p.mkdir(parents=True, exist_ok=True)
+        (p / "file.txt").write_text(str(i))
+    res = watched_snapshot(ws)
+    assert res.tree_id == reference_tree(ws, tmp)
+    # and later changes inside those directories are watched too
+    (root / "burst" / "s1" / "t4" / "file.txt").write_text("later\n")
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "watched"
+    assert res.tree_id == reference_tree(ws, tmp)
+
+
+def test_rename_storm(watched):
+    ws, tmp = watched
+    root = ws.root
+    rnd = random.Random(7)
+    for i in range(200):
+        files = sorted(p for p in root.glob("d?/*") if p.is_file())
+        src = rnd.choice(files)
+        dst = root / f"d{rnd.randrange(5)}" / f"r{i}.txt"
+        src.rename(dst)
+    (root / "d3").rename(root / "d3-moved")                  # a directory move
+    (root / "d3-moved" / "after-move.txt").write_text("after\n")
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "scan"                        # a moved directory forces a walk
+    assert res.tree_id == reference_tree(ws, tmp)
+    (root / "d3-moved" / "edited-after-the-walk.txt").write_text("seen by the new watches\n")
+    (root / "d4" / "z.txt").write_text("watched again\n")
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "watched"
+    assert res.tree_id == reference_tree(ws, tmp)
+
+
+def test_editor_atomic_saves(watched):
+    ws, tmp = watched
+    root = ws.root
+    target = root / "d0" / "f5.txt"
+    # write-temp-then-rename (most editors, Hermes' write_file)
+    tmpf = root / "d0" / ".f5.txt.swp"
+    tmpf.write_text("saved by an editor\n")
+    os.replace(tmpf, target)
+    # vim-style backup: rename the original away, write a new file, delete the backup
+    t2 = root / "d1" / "f3.txt"
+    os.rename(t2, root / "d1" / "f3.txt~")
+    t2.write_text("vim wrote me\n")
+    os.unlink(root / "d1" / "f3.txt~")
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "watched"
+    assert res.tree_id == reference_tree(ws, tmp)
+
+
+def test_overflow_falls_back_to_a_full_walk(watched):
+    ws, tmp = watched
+    root = ws.root
+    w = ws._watcher
+    # hold the watcher so the kernel queue (max_queued_events) overflows
+    limit = int(open("/proc/sys/fs/inotify/max_queued_events").read())
+    (root / "storm").mkdir()
+    watched_snapshot(ws)                                       # storm/ is watched from here on
+    with w._lock:
+        for i in range(limit + 500):
+            (root / "storm" / f"f{i}.txt").write_text("x")    # distinct names: not coalesced
+        (root / "d4" / "changed-during-the-storm.txt").write_text("x\n")
+    res = watched_snapshot(ws)
+    assert w.stats["overflows"] >= 1
+    assert res.report["scan"] == "scan"
+    assert res.tree_id == reference_tree(ws, tmp)
+
+
+def test_gitignore_change_forces_a_walk(watched):
+    ws, tmp = watched
+    root = ws.root
+    (root / "build").mkdir()
+    (root / "build" / "out.o").write_text("obj\n")
+    (root / ".gitignore").write_text("*.log\n")                 # build/ is no longer ignored
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "scan"
+    assert res.tree_id == reference_tree(ws, tmp)
+    (root / "build" / "out2.o").write_text("obj2\n")            # the new directory is watched now
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "watched"
+    assert res.tree_id == reference_tree(ws, tmp)
+
+
+def test_changes_between_turns_are_caught_by_the_forced_walk(watched):
+    ws, tmp = watched
+    root = ws.root
+    (root / "d2" / "f7.txt").write_text("edited by the user between turns\n")
+    ws._watcher.take()               # simulate a blind spot: the watcher lost that event
+    blind = watched_snapshot(ws)
+    assert blind.report["scan"] == "watched"
+    assert blind.tree_id != reference_tree(ws, tmp)             # the blind spot is real...
+    turn = ws.snapshot(CheckpointMeta(description="turn start"), force_scan=True)
+    assert turn.report["scan"] == "scan"
+    assert turn.tree_id == reference_tree(ws, tmp)              # ...and the turn-start walk closes it
+
+
+def test_randomised_operations_match_a_full_walk(watched):
+    ws, tmp = watched
+    root = ws.root
+    rnd = random.Random(1234)
+    for round_ in range(12):
+        for _ in range(25):
+            files = [p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts]
+            dirs = [p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()]
+            op = rnd.choice(["write", "create", "delete", "rename", "mkdir", "rmdir", "chmod", "symlink"])
+            try:
+                if op == "write" and files:
+                    rnd.choice(files).write_text(f"r{round_} {rnd.random()}\n")
+                elif op == "create" and dirs:
+                    (rnd.choice(dirs) / f"c{rnd.randrange(10**6)}.txt").write_text("new\n")
+                elif op == "delete" and files:
+                    rnd.choice(files).unlink()
+                elif op == "rename" and files and dirs:
+                    rnd.choice(files).rename(rnd.choice(dirs) / f"m{rnd.randrange(10**6)}.txt")
+                elif op == "mkdir" and dirs:
+                    (rnd.choice(dirs) / f"n{rnd.randrange(10**6)}").mkdir()
+                elif op == "rmdir" and dirs:
+                    victim = rnd.choice(dirs)
+                    if victim != root:
+                        shutil.rmtree(victim)
+                elif op == "chmod" and files:
+                    f = rnd.choice(files)
+                    os.chmod(f, os.stat(f).st_mode ^ stat.S_IXUSR)
+                elif op == "symlink" and dirs:
+                    os.symlink("nowhere", rnd.choice(dirs) / f"l{rnd.randrange(10**6)}")
+            except (FileNotFoundError, FileExistsError, NotADirectoryError):
+                pass
+        res = watched_snapshot(ws)
+        assert res.tree_id == reference_tree(ws, tmp), f"round {round_} ({res.report['scan']})"
