@@ -211,7 +211,10 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, d
                     cp = json.loads(Path(args.checkpoint).read_text())
                 except ValueError as exc:
                     raise ChronosError(f"{args.checkpoint} is not a JSON checkpoint: {exc}") from None
-                cp = cp.get("checkpoint", cp)
+                if isinstance(cp, dict) and isinstance(cp.get("checkpoint"), dict):
+                    cp = cp["checkpoint"]
+                if not isinstance(cp, dict):
+                    raise ChronosError(f"{args.checkpoint} does not hold a journal checkpoint object")
             res = svc.journal_verify(cp)
             return (0 if res["status"] == "ok" else EXIT_ERROR), res
         if jc == "checkpoint":

@@ -456,10 +456,13 @@ class Chronos:
 
     @staticmethod
     def _file_args(call: Call) -> dict:
-        """File-tool args as journaled: content lives in the post-image blob, not inline."""
+        """File-tool args as journaled: the content lives in the post-image blob; long
+        strings (old/new strings, patches) are kept as hashes."""
         out = {}
         for k, v in call.args.items():
-            if isinstance(v, str) and len(v) > 512:
+            if k == "content" and isinstance(v, str):
+                out[k] = {"sha256": sha256_hex(v), "chars": len(v), "stored_as": "post-image blob"}
+            elif isinstance(v, str) and len(v) > 512:
                 out[k] = {"sha256": sha256_hex(v), "chars": len(v)}
             else:
                 out[k] = v

@@ -35,6 +35,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="size of P4's large journal (default 100000; 10000 with --quick)")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile one extra chronos P1 and P2 call (not counted) and print the top entries")
+    ap.add_argument("--chronos-host", choices=("hermes", "cli"), default="hermes",
+                    help="run the chronos service as inside Hermes (default: background=True, i.e. the inotify "
+                         "watcher, plus a turn checkpoint at the start of each figure) or as the CLI does")
+    ap.add_argument("--figures", metavar="LIST",
+                    help="comma-separated subset of P1,P2,P4,P5,P6 (P3 always runs: it sets up the stores)")
     ap.add_argument("--keep", action="store_true", help="keep each corpus' run directory")
     return ap.parse_args(argv)
 
@@ -47,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     names = args.corpus or (list(QUICK) if args.quick else list(CORPORA))
     names = [n for n in CORPORA if n in names]          # always smallest first
+    figures = None
+    if args.figures:
+        figures = {f.strip().upper() for f in args.figures.split(",") if f.strip()}
+        bad = figures - {"P1", "P2", "P3", "P4", "P5", "P6"}
+        if bad:
+            raise SystemExit(f"unknown figure(s): {', '.join(sorted(bad))}")
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bench", *(sys.argv[1:] if argv is None else argv)])
     t0 = time.monotonic()
     machine = machine_info(cache, REPO)
@@ -56,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         corpus = corpora.ensure(name, cache)
         plan = plan_for(name, args.quick, args.calls, args.journal_events)
-        run = CorpusRun(corpus, plan, repo=REPO, cache=cache, keep=args.keep, profile=args.profile).run()
+        run = CorpusRun(corpus, plan, repo=REPO, cache=cache, keep=args.keep, profile=args.profile,
+                        host=args.chronos_host, figures=figures).run()
         run["targets"] = report.targets(run)
         runs.append(run)
         failures += run["failures"]
@@ -73,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
           f"hermes-agent {m['hermes_agent']}")
     print(f"disk: create + write 200 B + fsync + fsync(dir), median {m['durable_write_median_ms_at_start']} ms "
           f"at start, {m['durable_write_median_ms_at_end']} ms at end (this VM's disk latency is uneven)")
+    print("chronos service: " + ("as inside Hermes (background=True: inotify watcher, background first snapshot; "
+                                 "a turn checkpoint starts each figure)" if args.chronos_host == "hermes"
+                                 else "as the CLI runs it (no watcher)"))
     print("times are p50 / p95 per call; ratio = chronos p50 / gitcli p50 (P6: bytes); "
           "RSS: chronos worker VmHWM / largest git process / Hermes (see --json rss_method)")
     print()
@@ -81,16 +96,22 @@ def main(argv: list[str] | None = None) -> int:
         note = (run.get("corpus_info") or {}).get("note")
         print(f"\n{run['corpus']}: {run['wall_s']:.0f}s wall; Hermes: {run['hermes']}"
               + (f"; corpus {note}" if note else ""))
+        modes = {fig: (run.get(fig) or {}).get("chronos_scan_modes") for fig in ("P1", "P2")}
+        if any(modes.values()):
+            print("  chronos snapshot modes in measured calls: "
+                  + "; ".join(f"{fig} {m}" for fig, m in modes.items() if m))
     focus = next((r for r in runs if r["corpus"] == "linux-6.1"), runs[-1] if runs else None)
     if focus is not None:
         print()
         print(report.targets_text(focus))
     if args.profile:
         for run in runs:
-            for fig in ("P1", "P2"):
-                prof = (run.get(fig) or {}).get("chronos_profile")
+            for fig, key, what in (("P1", "chronos_profile", "begin()"), ("P2", "chronos_profile", "begin()"),
+                                   ("P5", "chronos_profile_one_file", "restore() of one file"),
+                                   ("P5", "chronos_profile_ten_files", "restore() of ten files")):
+                prof = (run.get(fig) or {}).get(key)
                 if prof:
-                    print(f"\n--- cProfile of one chronos {fig} begin() on {run['corpus']} ---")
+                    print(f"\n--- cProfile of one chronos {fig} {what} on {run['corpus']} ---")
                     print(prof.rstrip())
     if failures:
         print("\nFAILURES:")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import journals
 from .corpora import Corpus, make_workspace, say
-from .gitcli import blob_id
+from .gitcli import blob_id, dir_bytes
 from .rpc import Worker, WorkerError
 from .stats import ratio, summary
 
@@ -66,13 +66,17 @@ def _fmt_events(n: int) -> str:
 
 
 class CorpusRun:
-    def __init__(self, corpus: Corpus, plan: Plan, *, repo: Path, cache: Path, keep: bool, profile: bool):
+    def __init__(self, corpus: Corpus, plan: Plan, *, repo: Path, cache: Path, keep: bool, profile: bool,
+                 host: str = "hermes", figures: set[str] | None = None):
         self.corpus = corpus
         self.plan = plan
         self.repo = repo
         self.cache = cache
         self.keep = keep
         self.profile = profile
+        self.host = host                         # how the chronos service runs: hermes | cli
+        self.host_info: dict = {}
+        self.figures = figures                   # None = all; P3 always runs (it sets up the stores)
         (cache / "runs").mkdir(parents=True, exist_ok=True)
         import tempfile
         self.rundir = Path(tempfile.mkdtemp(prefix=f"{corpus.name}-", dir=cache / "runs"))
@@ -102,7 +106,9 @@ class CorpusRun:
         ws = {}
         try:
             ws["chronos"] = self.spawn("chronos", tag)
-            ws["chronos"].call("open", store_dir=str(self.chronos_store), ws=str(self.ws), settings=CHRONOS_SETTINGS)
+            info = ws["chronos"].call("open", store_dir=str(self.chronos_store), ws=str(self.ws),
+                                      settings=CHRONOS_SETTINGS, host=self.host)
+            self.host_info = {k: info.get(k) for k in ("host", "host_note", "turn_checkpoint_ms") if info.get(k)}
             ws["gitcli"] = self.spawn("gitcli", tag)
             ws["gitcli"].call("open", git_dir=str(self.git_dir), ws=str(self.ws))
             if self.hermes is None:
@@ -171,12 +177,14 @@ class CorpusRun:
         t0 = time.monotonic()
         c = self.corpus
         out = {"corpus": c.name, "corpus_info": c.to_dict(), "plan": self.plan.__dict__,
-               "rundir": str(self.rundir)}
+               "rundir": str(self.rundir), "chronos_host": self.host}
         try:
             self.ws = make_workspace(c, self.rundir / "ws")
             out["workspace"] = str(self.ws)
             for fig, fn in (("P3", self.p3), ("P1", self.p1), ("P2", self.p2), ("P4", self.p4),
                             ("P5", self.p5), ("P6", self.p6)):
+                if self.figures is not None and fig != "P3" and fig not in self.figures:
+                    continue
                 if fig != "P3" and "error" in self.results.get("P3", {}):
                     self.results[fig] = {"error": "skipped: P3 (first snapshot) failed"}
                     continue
@@ -253,6 +261,12 @@ class CorpusRun:
                 else:       # only the last repetition's stores are used later
                     for d in (cstore.parent, gdir, hbase.parent):
                         shutil.rmtree(d, ignore_errors=True)
+            # what the first snapshot left on disk (chronos' store also holds the journal's genesis)
+            extra["chronos_store_bytes"] = dir_bytes(self.chronos_store)
+            extra["gitcli_store_bytes"] = dir_bytes(self.git_dir)
+            if self.hermes is None:
+                extra["hermes_store_bytes"] = dir_bytes(self.hermes_base)
+            extra["store_ratio"] = ratio(extra["chronos_store_bytes"], extra["gitcli_store_bytes"])
             # the pool of files every comparator tracks: P1/P2/P5 modify only these
             tracked = set(workers["chronos"].call("tracked", checkpoint=extra["chronos_checkpoint"]))
             tracked &= set(workers["gitcli"].call("ls_files"))
@@ -286,6 +300,7 @@ class CorpusRun:
         times = {n: [] for n in names}
         post, partial, created = [], 0, 0
         extra: dict = {}
+        modes: dict = {}
         try:
             total = self.plan.warmup + self.plan.calls + (1 if self.profile else 0)
             for i in range(total):
@@ -305,6 +320,8 @@ class CorpusRun:
                             res = workers[name].call("pre_write", **args)
                         partial += bool(res.get("partial"))
                         created += bool(res.get("created"))
+                        if measured:
+                            modes[str(res.get("scan"))] = modes.get(str(res.get("scan")), 0) + 1
                     else:
                         res = workers[name].call("snapshot", expect=expect)
                         if name == "hermes" and not res.get("taken") and measured:
@@ -317,7 +334,8 @@ class CorpusRun:
         finally:
             rss = self.close_workers(workers)
         extra.update(summary(post, "chronos_finish"))
-        extra.update(chronos_partial=partial, chronos_created=created,
+        extra.update(chronos_partial=partial, chronos_created=created, chronos_scan_modes=modes,
+                     chronos_host=dict(self.host_info),
                      note="chronos: begin() of a write_file call declaring one path (every 5th a new file); "
                           "gitcli: add -A + commit; hermes: new_turn() + ensure_checkpoint()")
         return self.figure_row(times, {**extra, **rss})
@@ -329,6 +347,7 @@ class CorpusRun:
         times = {n: [] for n in names}
         post, partial, ks = [], 0, []
         extra: dict = {}
+        modes: dict = {}
         try:
             total = self.plan.warmup + self.plan.calls + (1 if self.profile else 0)
             for i in range(total):
@@ -352,6 +371,8 @@ class CorpusRun:
                         else:
                             res = workers[name].call("pre_terminal", expect=expect)
                         partial += bool(res.get("partial")) and measured
+                        if measured:
+                            modes[str(res.get("scan"))] = modes.get(str(res.get("scan")), 0) + 1
                     else:
                         res = workers[name].call("snapshot", expect=expect)
                         if name == "hermes" and not res.get("taken") and measured:
@@ -364,7 +385,8 @@ class CorpusRun:
         finally:
             rss = self.close_workers(workers)
         extra.update(summary(post, "chronos_finish"))
-        extra.update(chronos_partial=partial, files_changed_per_call=ks,
+        extra.update(chronos_partial=partial, files_changed_per_call=ks, chronos_scan_modes=modes,
+                     chronos_host=dict(self.host_info),
                      note="k<=10 random files modified before each call; chronos: begin() of a terminal call "
                           "(full scan); gitcli: add -A + commit; hermes: new_turn() + ensure_checkpoint()")
         return self.figure_row(times, {**extra, **rss})
@@ -474,6 +496,18 @@ class CorpusRun:
                         if measured:
                             times[name].append(res["ms"])
                 out[kind] = self.figure_row(times)
+                if self.profile:            # one more chronos restore under cProfile (not counted)
+                    rels = self.rng.sample(self.pool, nfiles)
+                    orig = {rel: self.read(rel) for rel in rels}
+                    for rel in rels:
+                        self.write(rel, orig[rel] + f"\n/* bench edit {kind} profiled */\n".encode())
+                    os.sync()
+                    pr = workers["chronos"].call("profile", target="restore", kwargs=dict(
+                        checkpoint=targets["chronos"], expect_changed=nfiles,
+                        paths=[os.path.join(self.ws, rels[0])] if nfiles == 1 else None))
+                    if any(self.read(rel) != orig[rel] for rel in rels):
+                        raise RuntimeError("CHECK FAILED: chronos: profiled restore left files modified")
+                    out[f"chronos_profile_{kind}"] = pr["profile"]
         finally:
             rss = self.close_workers(workers)
         for kind in ("one_file", "ten_files"):

@@ -72,6 +72,12 @@ def _pair(row: dict, who: str, fmt=fmt_ms) -> str:
     return f"{fmt(p50)} / {fmt(p95)}"
 
 
+def _bytes_pair(row: dict, who: str, key: str) -> str:
+    if row.get(f"{who}_{key}") is None:
+        return _pair(row, who) if row.get(f"{who}_refused") else "-"
+    return fmt_bytes(row.get(f"{who}_{key}"))
+
+
 def _rss(row: dict) -> str:
     parts = []
     for who in ("chronos", "gitcli", "hermes"):
@@ -97,6 +103,10 @@ def rows_for(run: dict) -> list[list[str]]:
     add("P1", "write_file pre-call", run.get("P1"))
     add("P2", "terminal pre-call (k<=10)", run.get("P2"))
     add("P3", "first snapshot", run.get("P3"))
+    p3 = run.get("P3") or {}
+    if "chronos_store_bytes" in p3:
+        add("P3", "store bytes after first snapshot", p3, ratio_key="store_ratio",
+            pair=lambda row, who: _bytes_pair(row, who, "store_bytes"))
     p4 = run.get("P4") or {}
     if "error" in p4:
         add("P4", "journal", p4)
@@ -118,11 +128,7 @@ def rows_for(run: dict) -> list[list[str]]:
     if "error" in p6:
         add("P6", "store after compaction", p6)
     elif p6:
-        def bytes_pair(row, who):
-            if who == "hermes" and row.get("hermes_bytes") is None:
-                return _pair(row, who)
-            return fmt_bytes(row.get(f"{who}_bytes"))
-        add("P6", "store bytes after compact/gc", p6, pair=bytes_pair)
+        add("P6", "store bytes after compact/gc", p6, pair=lambda row, who: _bytes_pair(row, who, "bytes"))
         add("P6", "compact / gc time", p6, ratio_key="time_ratio")
     return out
 

@@ -204,11 +204,14 @@ class Workspace:
             report = scanner.report
             tree = index.write_tree()   # before index.write(): the TREE cache lands in the file
             faults.hit("mid_snapshot")
-            if paths is None:
+            if how in ("scan", "bulk"):
                 index.write()
                 self._index_unsaved = False
             else:
-                self._index_unsaved = True   # the commit holds the change; the cache file can wait
+                # declared or watched: the commit holds the change, and rewriting a
+                # 78k-entry cache file per call would cost more than the rest; the
+                # next walk (turn start) or exit writes it, a crash only costs re-hashing
+                self._index_unsaved = True
             partial = report.aborted
             if paths is not None and meta.kind in ("full", "manual"):
                 meta.kind = "declared"      # not a full picture: other entries may be stale

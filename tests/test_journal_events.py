@@ -122,7 +122,8 @@ def test_file_tool_declared_paths_and_image_blobs(svc, ws):
     assert repo[tree["pre-0000"]].data == b"alpha\n"
     assert repo[tree["post-0001"]].data == b"fresh\n"
     # long content is not inlined in the payload
-    assert ev["args"]["content"] == {"sha256": hashlib.sha256(big.encode()).hexdigest(), "chars": 5000}
+    assert ev["args"]["content"] == {"sha256": hashlib.sha256(big.encode()).hexdigest(), "chars": 5000,
+                                     "stored_as": "post-image blob"}
     assert big not in repo[ev["id"]].message
     assert ev["snapshot"]["kind"] in ("declared", "full")   # first checkpoint of a workspace may be full
     s.finish(t, Outcome(status="ok"))
