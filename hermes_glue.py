@@ -39,7 +39,7 @@ def register(ctx) -> None:
     ctx.register_hook("transform_tool_result", plugin.on_transform_tool_result)
     ctx.register_hook("pre_llm_call", plugin.on_pre_llm_call)
     ctx.register_middleware("tool_execution", plugin.tool_execution)
-    from .slash import USAGE, SlashCommand
+    from .slash import SlashCommand
     if hasattr(ctx, "register_command"):
         ctx.register_command("chronos", SlashCommand(plugin),
                              description="chronos-git checkpoints, rollback and recovery",

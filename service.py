@@ -15,17 +15,16 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pygit2
 
 from .engine import faults
 from .engine import diff as diff_mod
 from .engine import restore as restore_mod
 from .engine import retention
 from .engine.checkpoint import CheckpointMeta
-from .engine.errors import ChronosError, PathError
+from .engine.errors import ChronosError
 from .engine.fsutil import atomic_write
 from .engine.store import Store
-from .journal_refs import IntegrityError, Journal, JournalError, TransitionError
+from .journal_refs import IntegrityError, Journal, TransitionError
 from .journal_refs import recovery
 from .journal_refs.events import args_hash, canonical, fingerprint, sha256_hex
 from .journal_refs.recovery import ABSENT, UNKNOWN
@@ -251,13 +250,13 @@ class Chronos:
         blobs = {}
         if call.declared is not None:
             for i, d in enumerate(call.declared):
-                pre = self._blob_of_path(repo, d.path)
+                pre = recovery.content_id(d.path, store_in=repo)
                 if isinstance(d.post, bytes):
                     post = str(repo.create_blob(d.post))
                 else:
                     post = d.post              # None (deleted) or UNKNOWN
                 declared_fields.append({"path": d.path, "pre": pre, "post": post})
-                if pre:
+                if recovery.is_blob_id(pre):
                     blobs[f"pre-{i:04d}"] = pre
                 if post not in (ABSENT, UNKNOWN):
                     blobs[f"post-{i:04d}"] = post
@@ -441,18 +440,6 @@ class Chronos:
             return {"kind": "background"}
         res = ws.snapshot(meta, force_scan=True)
         return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created}
-
-    def _blob_of_path(self, repo, path: str) -> str | None:
-        p = os.fsencode(path)
-        try:
-            st = os.lstat(p)
-        except (FileNotFoundError, NotADirectoryError):
-            return ABSENT
-        if stat.S_ISLNK(st.st_mode):
-            return str(repo.create_blob(os.readlink(p)))
-        if stat.S_ISREG(st.st_mode):
-            return str(repo.create_blob_fromdisk(os.fsdecode(p)))
-        return None
 
     @staticmethod
     def _file_args(call: Call) -> dict:

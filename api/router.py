@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 
-from ..engine.errors import ChronosError, CheckpointNotFound, PathError, WorkspaceRefused
+from ..engine.errors import ChronosError, CheckpointNotFound
 from ..journal_refs import IntegrityError, JournalError
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from . import journals
 from .corpora import Corpus, make_workspace, say
 from .gitcli import blob_id, dir_bytes
+from .machine import fsync_latency_ms
 from .rpc import Worker, WorkerError
 from .stats import ratio, summary
 
@@ -188,8 +189,9 @@ class CorpusRun:
                 if fig != "P3" and "error" in self.results.get("P3", {}):
                     self.results[fig] = {"error": "skipped: P3 (first snapshot) failed"}
                     continue
+                disk_ms = fsync_latency_ms(self.rundir, n=5)   # the disk is uneven: note it per figure
                 tf = time.monotonic()
-                say(f"{c.name}: {fig} ...")
+                say(f"{c.name}: {fig} ... (durable small write {disk_ms} ms)")
                 try:
                     self.results[fig] = fn()
                 except Exception as exc:          # noqa: BLE001 - one figure failing must not hide the rest
@@ -199,6 +201,7 @@ class CorpusRun:
                     say(f"{c.name}: {fig} FAILED: {msg}")
                     say(traceback.format_exc())
                 self.results[fig]["wall_s"] = round(time.monotonic() - tf, 1)
+                self.results[fig]["disk_durable_write_ms_before"] = disk_ms
                 say(f"{c.name}: {fig} done in {self.results[fig]['wall_s']}s")
         finally:
             if not self.keep:

@@ -20,6 +20,7 @@ import struct
 import tempfile
 import time
 import zlib
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -29,7 +30,8 @@ from .scan import ScanReport
 
 BLOB, TREE = 3, 2
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_DIR = 0o100644, 0o100755, 0o120000, 0o40000
-BATCH_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 1 << 20
+WINDOW_CHUNKS = 64                          # at most ~64 MiB read ahead
 LEVEL = 0                                   # stored blocks: ~1 GB/s; compaction recompresses with deltas later
 
 
@@ -215,27 +217,36 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
     kept: list[_Entry] = []
     total = 0
     try:
-        def work(e: _Entry):
-            data = _read(root, e)
-            if data is None:
-                return e, None, None
-            return (e, *_object(BLOB, data)) + (len(data),)
+        def work(chunk: list[_Entry]) -> list[tuple]:
+            out = []
+            for e in chunk:
+                data = _read(root, e)
+                if data is not None:
+                    out.append((e, *_object(BLOB, data), len(data)))
+            return out
 
+        # chunks of ~1 MiB keep per-task overhead low; a window of chunks in flight keeps
+        # the workers (read, hash, frame: GIL released) busy while this thread writes
+        chunks, cur, size = [], [], 0
+        for e in entries:
+            cur.append(e)
+            size += e.st.st_size
+            if size >= CHUNK_BYTES or len(cur) >= 256:
+                chunks.append(cur)
+                cur, size = [], 0
+        if cur:
+            chunks.append(cur)
         with ThreadPoolExecutor(max_workers=workers or max(2, os.cpu_count() or 2)) as pool:
-            i = 0
-            while i < len(entries):
-                batch, size = [], 0
-                while i < len(entries) and (size < BATCH_BYTES or not batch):
-                    batch.append(entries[i])
-                    size += entries[i].st.st_size
-                    i += 1
-                for res in pool.map(work, batch):
-                    e, sha, packed = res[0], res[1], res[2]
-                    if sha is None:
-                        continue
+            inflight: deque = deque()
+            nxt = 0
+            while nxt < len(chunks) or inflight:
+                while nxt < len(chunks) and len(inflight) < WINDOW_CHUNKS:
+                    inflight.append(pool.submit(work, chunks[nxt]))
+                    nxt += 1
+                for e, sha, packed, n in inflight.popleft().result():
                     e.sha = sha
                     writer.add(sha, packed)
-                    total += res[3]
+                    total += n
                     kept.append(e)
         t_blobs = time.monotonic()
         root_sha, tree_ext = _trees(kept, writer)
@@ -260,8 +271,6 @@ def _trees(entries: list[_Entry], writer: _PackWriter) -> tuple[bytes, bytes]:
         for d in parts[:-1]:
             node = node.setdefault(d, {})
         node[parts[-1]] = e
-
-    ext = bytearray()
 
     def build(node: dict, name: bytes) -> tuple[bytes, int, bytes]:
         items = sorted(node.items(), key=lambda kv: _git_sort_key(kv[0], isinstance(kv[1], dict)))

@@ -1,7 +1,7 @@
 """Engine settings (plain data; the plugin's pydantic settings map onto this)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 DEFAULT_IGNORED = (
     "node_modules/", "__pycache__/", "*.pyc", ".venv/", "venv/", ".tox/",

@@ -1,11 +1,11 @@
 """Diffs between checkpoints, or between a checkpoint and the working tree."""
 from __future__ import annotations
 
-import pygit2
 from pygit2.enums import DeltaStatus, DiffFind, DiffOption
 
 from .checkpoint import CheckpointMeta
 from .errors import CheckpointNotFound
+from .paths import delta_path, within
 
 STATUS = {
     DeltaStatus.ADDED: "added",
@@ -52,9 +52,8 @@ def diff(ws, from_spec: str | None = None, to_spec: str | None = None, *,
     truncated = False
     for p in d:
         delta = p.delta
-        path = delta.new_file.path if delta.status != DeltaStatus.DELETED else delta.old_file.path
-        if rels and not any(path == r or path.startswith(r + "/") or
-                            delta.old_file.path == r for r in rels):
+        path = delta_path(delta)
+        if rels and not (within(path, rels) or within(delta.old_file.path, rels)):
             continue
         item = {"path": path, "status": STATUS.get(delta.status, "modified")}
         if delta.status == DeltaStatus.RENAMED:

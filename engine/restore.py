@@ -19,6 +19,7 @@ from . import faults
 from .checkpoint import CheckpointMeta
 from .diff import working_tree
 from .errors import ChronosError
+from .paths import delta_path
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -42,24 +43,85 @@ class PlanItem:
         return out
 
 
+@dataclass
+class _Change:
+    status: str                      # added | deleted | modified
+    path: str
+    old_id: str | None = None
+    new_id: str | None = None
+    new_mode: int | None = None
+
+
+_STATUS = {DeltaStatus.ADDED: "added", DeltaStatus.DELETED: "deleted"}
+
+
+def _from_delta(delta, prefix: str = "") -> _Change:
+    return _Change(_STATUS.get(delta.status, "modified"), prefix + delta_path(delta),
+                   str(delta.old_file.id), str(delta.new_file.id), delta.new_file.mode)
+
+
+def _entry(tree, rel: str):
+    try:
+        return tree[rel]
+    except (KeyError, ValueError, TypeError, UnicodeError):
+        return None
+
+
+def _blobs_under(repo, tree_id, prefix: str):
+    for e in repo[tree_id]:
+        path = prefix + e.name
+        if e.type_str == "tree":
+            yield from _blobs_under(repo, e.id, path + "/")
+        elif e.filemode != pygit2.GIT_FILEMODE_COMMIT:
+            yield e, path
+
+
+def _changes(repo, current, target, rels):
+    """What differs between two trees, whole or only below `rels` (no full-tree diff then)."""
+    # INCLUDE_TYPECHANGE: a file <-> symlink change is one "restore", not a delete plus an add
+    # (the add would be skipped as "present on disk" after the delete removed it)
+    if not rels:
+        for delta in repo.diff(current, target, flags=DiffOption.INCLUDE_TYPECHANGE).deltas:
+            yield _from_delta(delta)
+        return
+    for rel in dict.fromkeys(rels):
+        a, b = _entry(current, rel), _entry(target, rel)
+        a_tree = a is not None and a.type_str == "tree"
+        b_tree = b is not None and b.type_str == "tree"
+        if a_tree and b_tree:
+            for delta in repo[a.id].diff_to_tree(repo[b.id], flags=DiffOption.INCLUDE_TYPECHANGE).deltas:
+                yield _from_delta(delta, rel + "/")
+            continue
+        if a is not None and b is not None and not a_tree and not b_tree:
+            if a.id != b.id or a.filemode != b.filemode:
+                yield _Change("modified", rel, str(a.id), str(b.id), b.filemode)
+            continue
+        if a_tree:
+            for e, path in _blobs_under(repo, a.id, rel + "/"):
+                yield _Change("deleted", path, old_id=str(e.id))
+        elif a is not None:
+            yield _Change("deleted", rel, old_id=str(a.id))
+        if b_tree:
+            for e, path in _blobs_under(repo, b.id, rel + "/"):
+                yield _Change("added", path, new_id=str(e.id), new_mode=e.filemode)
+        elif b is not None:
+            yield _Change("added", rel, new_id=str(b.id), new_mode=b.filemode)
+
+
 def plan(ws, target_tree_id: str, current_tree_id: str, *, paths: list[str] | None = None,
          clean: bool = True) -> list[PlanItem]:
     repo = ws.store.repo()
-    rels = [ws.rel(p) for p in paths] if paths else None
-    # INCLUDE_TYPECHANGE: a file <-> symlink change is one "restore", not a delete plus an add
-    # (the add would be skipped as "present on disk" after the delete removed it)
-    d = repo.diff(repo[current_tree_id], repo[target_tree_id], flags=DiffOption.INCLUDE_TYPECHANGE)
+    rels = [r for r in (ws.rel(p) for p in paths)] if paths else None
     current = repo[current_tree_id]
     items: list[PlanItem] = []
-    for delta in d.deltas:
-        if delta.status == DeltaStatus.DELETED:
-            path = delta.old_file.path
-        else:
-            path = delta.new_file.path
-        if rels and not any(path == r or path.startswith(r + "/") for r in rels):
+    seen: set[str] = set()
+    for ch in _changes(repo, current, repo[target_tree_id], rels):
+        path = ch.path
+        if path in seen:                 # overlapping --path arguments
             continue
+        seen.add(path)
         full = os.path.join(ws.root_bytes, os.fsencode(path))
-        if delta.status == DeltaStatus.ADDED:
+        if ch.status == "added":
             nested = ws._nested_ancestor(path.split("/"))
             # a captured directory in the way is emptied by this plan's deletes, not "uncaptured"
             in_the_way = os.path.lexists(full) and not _is_captured_dir(current, path)
@@ -68,16 +130,15 @@ def plan(ws, target_tree_id: str, current_tree_id: str, *, paths: list[str] | No
                     "inside a nested repository" if nested else
                     "present on disk but not captured now (ignored, too large or special); left untouched")))
             else:
-                items.append(PlanItem(path, "create", blob=str(delta.new_file.id), mode=delta.new_file.mode))
-        elif delta.status == DeltaStatus.DELETED:
+                items.append(PlanItem(path, "create", blob=ch.new_id, mode=ch.new_mode))
+        elif ch.status == "deleted":
             if clean:
-                items.append(PlanItem(path, "delete", current_blob=str(delta.old_file.id)))
+                items.append(PlanItem(path, "delete", current_blob=ch.old_id))
             else:
                 items.append(PlanItem(path, "skip", reason="not in the checkpoint; kept because clean is off",
-                                      current_blob=str(delta.old_file.id)))
+                                      current_blob=ch.old_id))
         else:
-            items.append(PlanItem(path, "restore", blob=str(delta.new_file.id), mode=delta.new_file.mode,
-                                  current_blob=str(delta.old_file.id)))
+            items.append(PlanItem(path, "restore", blob=ch.new_id, mode=ch.new_mode, current_blob=ch.old_id))
     return items
 
 
@@ -186,8 +247,7 @@ def _apply(ws, items: list[PlanItem]) -> None:
                 index.add(it.path)
         except (pygit2.GitError, OSError):
             pass                        # the next snapshot re-hashes it
-    index.write_tree()
-    index.write()
+    ws._index_unsaved = True            # like a declared snapshot: the next walk writes the cache file
 
 
 class _Conflict(ChronosError):

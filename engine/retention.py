@@ -146,6 +146,7 @@ def _write_pack(repo, oids, pack_dir: Path) -> set[str]:
     scratch = Path(tempfile.mkdtemp(prefix="tmp-compact-", dir=pack_dir))
     try:
         pb = pygit2.PackBuilder(repo)
+        pb.set_threads(os.cpu_count() or 1)     # delta search is the cost; use every core
         for oid in oids:
             pb.add(oid)
         pb.write(str(scratch))

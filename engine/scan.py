@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 
 import pygit2
 from pygit2 import GitError
-from pygit2.enums import DeltaStatus, DiffOption
+from pygit2.enums import DiffOption
+
+from .paths import delta_path, within
 
 DIFF_FLAGS = DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
 RETRIES = 3
@@ -124,11 +126,8 @@ def _apply(index: pygit2.Index, scanner: Scanner, diff, pathspecs) -> None:
     """One path at a time, skipping (and reporting) what fails."""
     prefixes = [p.rstrip("/") for p in pathspecs] if pathspecs else None
     for delta in diff.deltas:                 # deltas only: no content is loaded here
-        if delta.status == DeltaStatus.DELETED:
-            rel = delta.old_file.path
-        else:
-            rel = delta.new_file.path
-        if prefixes and not any(rel == p or rel.startswith(p + "/") for p in prefixes):
+        rel = delta_path(delta)
+        if not within(rel, prefixes):
             continue
         verdict = scanner.visit(rel)
         if verdict < 0:

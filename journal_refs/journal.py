@@ -24,7 +24,6 @@ not: healed on the next open).
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid

@@ -22,18 +22,26 @@ ABSENT = None          # a pre/post image of "no file"
 UNKNOWN = "unknown"    # post-image not computable before the call (e.g. fuzzy patch)
 
 
-def content_id(path: str | bytes) -> str | None:
-    """Blob id of what is at `path` now: file bytes, or the link text of a symlink."""
+def content_id(path: str | bytes, store_in: pygit2.Repository | None = None) -> str | None:
+    """Blob id of what is at `path` now: file bytes, or the link text of a symlink.
+
+    With `store_in`, the blob is also written there (a pre-image to keep)."""
     p = os.fsencode(path)
     try:
         st = os.lstat(p)
     except (FileNotFoundError, NotADirectoryError):
         return ABSENT
     if stat.S_ISLNK(st.st_mode):
-        return str(pygit2.hash(os.readlink(p)))
+        target = os.readlink(p)
+        return str(store_in.create_blob(target) if store_in is not None else pygit2.hash(target))
     if stat.S_ISREG(st.st_mode):
-        return str(pygit2.hashfile(p))
+        return str(store_in.create_blob_fromdisk(os.fsdecode(p)) if store_in is not None
+                   else pygit2.hashfile(p))
     return "special:" + ("dir" if stat.S_ISDIR(st.st_mode) else "other")
+
+
+def is_blob_id(value) -> bool:
+    return isinstance(value, str) and len(value) == 40
 
 
 def evidence(declared: list[dict]) -> tuple[str, list[dict]]:

@@ -6,12 +6,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections import defaultdict
 
 import pytest
 
-from chronos_git.service import Blocked
 
 from conftest import git
 

@@ -5,7 +5,6 @@ Real stores on disk; the only fake is the plugin context (as newer
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import chronos_git
 from chronos_git import hermes_glue, slash, tool_semantics
 from chronos_git.hermes_tools import SCHEMAS
 from chronos_git.journal_refs.recovery import UNKNOWN
-from chronos_git.service import Call, Chronos, Declared, Outcome
+from chronos_git.service import Call, Chronos, Outcome
 from chronos_git.settings import INSPECTION_TOOLS, Settings
 
 REPO = Path(chronos_git.__file__).resolve().parent
