@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import stat
 import struct
 import tempfile
+import threading
 import time
 import zlib
 from collections import deque
@@ -31,6 +33,7 @@ from .scan import ScanReport
 BLOB, TREE = 3, 2
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_DIR = 0o100644, 0o100755, 0o120000, 0o40000
 CHUNK_BYTES = 1 << 20
+PACK_BYTES = 64 << 20                       # one pack per 64 MiB: its object count is known up front
 WINDOW_CHUNKS = 64                          # at most ~64 MiB read ahead
 LEVEL = 0                                   # stored blocks: ~1 GB/s; compaction recompresses with deltas later
 
@@ -71,45 +74,99 @@ def _object(kind: int, data: bytes) -> tuple[bytes, tuple[bytes, bytes]]:
 
 
 class _PackWriter:
+    """Objects go into packs of at most PACK_BYTES.  Each pack's object count is known
+    before it is written, so its checksum is computed while writing (no re-read), and a
+    writer thread hashes and writes one pack while the caller produces the next."""
+
     def __init__(self, pack_dir: str, durable: bool = False):
         self.dir = pack_dir
         self.durable = durable
-        fd, self.tmp = tempfile.mkstemp(prefix="tmp_pack_chronos_", dir=pack_dir)
-        self.fh = os.fdopen(fd, "w+b")
-        self.fh.write(b"PACK" + struct.pack(">II", 2, 0))   # count patched at the end
-        self.offset = 12
-        self.objects: dict[bytes, tuple[int, int]] = {}    # sha -> (offset, crc32)
+        self.seen: set[bytes] = set()
+        self.names: list[str] = []
+        self._batch: list[tuple[bytes, bytes, bytes]] = []
+        self._batch_bytes = 0
+        self._queue: queue.Queue = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="chronos-git-pack-writer", daemon=True)
+        self._thread.start()
 
     def add(self, sha: bytes, packed: tuple[bytes, bytes]) -> None:
-        if sha in self.objects:
+        if sha in self.seen:
             return
+        self.seen.add(sha)
         hdr, body = packed
-        self.objects[sha] = (self.offset, zlib.crc32(body, zlib.crc32(hdr)) & 0xFFFFFFFF)
-        self.fh.write(hdr)
-        self.fh.write(body)
-        self.offset += len(hdr) + len(body)
+        self._batch.append((sha, hdr, body))
+        self._batch_bytes += len(hdr) + len(body)
+        if self._batch_bytes >= PACK_BYTES:
+            self._ship()
 
-    def finish(self) -> str:
-        self.fh.flush()
-        self.fh.seek(8)
-        self.fh.write(struct.pack(">I", len(self.objects)))
-        self.fh.flush()
-        self.fh.seek(0)
-        digest = hashlib.file_digest(self.fh, "sha1").digest()   # the trailer covers the final header
-        self.fh.seek(0, os.SEEK_END)
-        self.fh.write(digest)
-        self.fh.flush()
-        if self.durable:
-            os.fsync(self.fh.fileno())
-        self.fh.close()
-        name = "pack-" + digest.hex()
-        idx = self._index(digest)
-        pack_path = os.path.join(self.dir, name + ".pack")
-        os.chmod(self.tmp, 0o444)
-        os.replace(self.tmp, pack_path)
+    def _ship(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._batch:
+            self._queue.put(self._batch)
+            self._batch, self._batch_bytes = [], 0
+
+    def finish(self) -> list[str]:
+        self._ship()
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self.names
+
+    def abort(self) -> None:
+        self._batch = []
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            self._error = self._error or RuntimeError("aborted")
+        self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None or self._error is not None:
+                return
+            try:
+                self.names.append(self._write(batch))
+            except BaseException as exc:      # surfaced to the producer by _ship/finish
+                self._error = exc
+
+    def _write(self, batch) -> str:
+        fd, tmp = tempfile.mkstemp(prefix="tmp_pack_chronos_", dir=self.dir)
+        objects: dict[bytes, tuple[int, int]] = {}
+        h = hashlib.sha1()
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                head = b"PACK" + struct.pack(">II", 2, len(batch))
+                fh.write(head)
+                h.update(head)
+                offset = len(head)
+                for sha, hdr, body in batch:
+                    objects[sha] = (offset, zlib.crc32(body, zlib.crc32(hdr)) & 0xFFFFFFFF)
+                    fh.write(hdr)
+                    fh.write(body)
+                    h.update(hdr)
+                    h.update(body)
+                    offset += len(hdr) + len(body)
+                digest = h.digest()
+                fh.write(digest)
+                fh.flush()
+                if self.durable:
+                    os.fsync(fh.fileno())
+            name = "pack-" + digest.hex()
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, os.path.join(self.dir, name + ".pack"))
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
         fd, tmp_idx = tempfile.mkstemp(prefix="tmp_idx_chronos_", dir=self.dir)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(idx)
+            fh.write(self._index(objects, digest))
             fh.flush()
             if self.durable:
                 os.fsync(fh.fileno())
@@ -117,17 +174,9 @@ class _PackWriter:
         os.replace(tmp_idx, os.path.join(self.dir, name + ".idx"))   # the .idx last: the pack is now visible
         return name
 
-    def abort(self) -> None:
-        try:
-            self.fh.close()
-        finally:
-            try:
-                os.unlink(self.tmp)
-            except FileNotFoundError:
-                pass
-
-    def _index(self, pack_digest: bytes) -> bytes:
-        shas = sorted(self.objects)
+    @staticmethod
+    def _index(objects: dict, pack_digest: bytes) -> bytes:
+        shas = sorted(objects)
         out = bytearray(b"\xfftOc" + struct.pack(">I", 2))
         counts = [0] * 256
         for s in shas:
@@ -139,10 +188,10 @@ class _PackWriter:
         for s in shas:
             out += s
         for s in shas:
-            out += struct.pack(">I", self.objects[s][1])
+            out += struct.pack(">I", objects[s][1])
         large = []
         for s in shas:
-            off = self.objects[s][0]
+            off = objects[s][0]
             if off < 0x80000000:
                 out += struct.pack(">I", off)
             else:
