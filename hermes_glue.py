@@ -39,6 +39,13 @@ def register(ctx) -> None:
     ctx.register_hook("transform_tool_result", plugin.on_transform_tool_result)
     ctx.register_hook("pre_llm_call", plugin.on_pre_llm_call)
     ctx.register_middleware("tool_execution", plugin.tool_execution)
+    section = getattr(ctx, "register_system_prompt_section", None)
+    if callable(section):            # newer hosts: the alert goes into the session's system prompt
+        try:
+            section("chronos-git-recovery", plugin.system_prompt_section)
+            plugin.section_registered = True
+        except Exception as exc:      # an unexpected signature must not cost us the plugin
+            log.info("chronos-git: system prompt section not registered: %s", exc)
     from .slash import SlashCommand
     if hasattr(ctx, "register_command"):
         ctx.register_command("chronos", SlashCommand(plugin),
@@ -95,6 +102,8 @@ class Plugin:
         self._svc_lock = threading.Lock()
         self._calls: dict[str, dict] = {}        # tool_call_id -> what transform_tool_result needs
         self._calls_lock = threading.Lock()
+        self.section_registered = False
+        self._section_alerts: list[dict] = []     # settlements already told through the section
 
     # ------------------------------------------------------------- plumbing
     def store_dir(self) -> Path:
@@ -225,6 +234,21 @@ class Plugin:
         if isinstance(result, str):
             return result + "\n\n" + hint
         return None
+
+    def system_prompt_section(self, *args, **kwargs) -> str:
+        """Newer hosts render this once per session: the crash alert, if any."""
+        try:
+            svc = self.svc()
+            svc.start()
+            settled = svc.take_alerts()
+            self._section_alerts = settled
+            unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
+            if not settled and not unresolved and svc.journal.integrity == "ok":
+                return ""
+            return recovery_alert(settled, unresolved, svc.journal.integrity)
+        except Exception as exc:
+            log.warning("chronos-git system prompt section failed: %s", exc)
+            return ""
 
     def on_pre_llm_call(self, session_id=None, is_first_turn=None, **kwargs):
         """The first turn after a crash (and every turn while blocked) learns what happened."""

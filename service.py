@@ -30,7 +30,6 @@ from .journal_refs.events import args_hash, canonical, fingerprint, sha256_hex
 from .journal_refs.recovery import ABSENT, UNKNOWN
 from .settings import Settings
 
-FILE_TOOLS = ("write_file", "patch")
 
 
 class Blocked(ChronosError):
@@ -563,12 +562,18 @@ class Chronos:
                 "fingerprint": fingerprint(tool, args), "session_id": session_id, "actor": actor,
                 "owner": self.journal.me.to_dict(), "workspace": os.fsdecode(ws.root_bytes),
                 "pre_checkpoint": safety.id, "declared": declared,
-                "snapshot": {"kind": "safety", "created": True}}, blobs=blobs)
+                "snapshot": {"kind": "safety"}}, blobs=blobs)
             holder.update(op=op, t=time.time_ns())
 
-        result = restore_mod.restore(ws, spec, paths=paths, clean=clean, on_plan=on_plan,
-                                     meta=CheckpointMeta(description="", session_id=session_id,
-                                                         tool=tool))
+        try:
+            result = restore_mod.restore(ws, spec, paths=paths, clean=clean, on_plan=on_plan,
+                                         meta=CheckpointMeta(description="", session_id=session_id,
+                                                             tool=tool))
+        except BaseException as exc:
+            if holder:      # files may be half restored: that is an unknown outcome, not a failure
+                self.journal.append("uncertain", {"operation_id": holder["op"],
+                                                  "reason": f"exception: {type(exc).__name__}"})
+            raise
         if holder:
             faults.hit("after_dispatch")
             self.journal.append("returned", {"operation_id": holder["op"], "status": "ok",

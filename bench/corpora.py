@@ -27,7 +27,8 @@ GEN_VERSION = 1
 KERNEL_PACKAGE = "linux-source-6.1"
 KERNEL_MEMBER = "./usr/src/linux-source-6.1.tar.xz"
 KERNEL_TOPDIR = "linux-source-6.1"
-KERNEL_DEB_DIRS = ("/work/kernel",)          # where a .deb may already be lying around
+# extra folders where the .deb may already lie (colon-separated), besides the cache
+KERNEL_DEB_DIRS = tuple(d for d in os.environ.get("CHRONOS_BENCH_DEB_DIRS", "").split(":") if d)
 
 # name -> (top dirs, subdirs per top dir, files per subdir)
 SYNTHETIC = {

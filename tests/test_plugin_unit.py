@@ -5,6 +5,7 @@ Real stores on disk; the only fake is the plugin context (as newer
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -300,3 +301,30 @@ def test_slash_two_step_restore(plugin):
     assert "usage" in cmd("resolve abc")
     assert "error" in cmd("resolve abcdef completed it ran")
     assert "integrity ok" in cmd("status")
+
+
+def test_newer_hosts_get_the_alert_in_the_system_prompt_section(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("TERMINAL_CWD", str(ws))
+    store = tmp_path / "store"
+    env = dict(os.environ, CHRONOS_GIT_STORE=str(store), CHRONOS_GIT_FAULT="after_dispatch")
+    r = subprocess.run([sys.executable, "-m", "chronos_git.cli", "write", "w.txt", "--content", "landed"],
+                       cwd=ws, env=env, capture_output=True)
+    assert r.returncode == -9 and (ws / "w.txt").read_text() == "landed"
+
+    class NewerContext(RecordingContext):
+        def register_system_prompt_section(self, section_id, content, **kw):
+            self.section = (section_id, content)
+
+    ctx = NewerContext({"store_dir": str(store)})
+    chronos_git.register(ctx)
+    p = hermes_glue._plugins[-1]
+    assert p.section_registered and ctx.section[0] == "chronos-git-recovery"
+    text = ctx.section[1]({"session_id": "s"})
+    assert "[chronos-git recovery alert]" in text and "do NOT repeat it" in text and "w.txt" in text
+    assert p.on_pre_llm_call(session_id="s") is None        # told once, not twice
+    assert ctx.section[1]({"session_id": "s2"}) == ""       # nothing left to tell
