@@ -13,9 +13,10 @@ import os
 import sys
 from pathlib import Path
 
+from .calls import Blocked
 from .engine.errors import ChronosError
 from .journal_refs import JournalError
-from .service import Blocked, Chronos, default_store_dir
+from .service import Chronos, default_store_dir
 from .settings import Settings
 
 EXIT_ERROR = 1

@@ -113,6 +113,7 @@ class Plugin:
         with self._svc_lock:
             if self._svc is None:
                 import atexit
+
                 from .service import Chronos
                 self._svc = Chronos.get(self.store_dir(), self.settings)
                 self._svc.background = True      # watchers and a background first snapshot
@@ -166,7 +167,7 @@ class Plugin:
     def tool_execution(self, tool_name=None, args=None, next_call=None, tool_call_id=None,
                        session_id=None, turn_id=None, **kwargs):
         """gate -> snapshot -> durable intent -> next_call once -> outcome -> post-snapshot."""
-        from .service import Blocked, Call
+        from .calls import Blocked, Call
         from .tool_semantics import classify, declared_paths
         tool_name = tool_name or ""
         key = (tool_name, tool_call_id or "")
@@ -199,7 +200,7 @@ class Plugin:
         try:
             result = next_call(args)
         except BaseException as exc:
-            from .service import Outcome
+            from .calls import Outcome
             svc.finish(ticket, Outcome(status="error", uncertain_reason=f"exception: {type(exc).__name__}"))
             raise
         finally:
@@ -275,6 +276,7 @@ class Plugin:
 
     def handle_cli(self, args) -> int:
         import sys
+
         from .cli import dispatch
         rc = dispatch(args, settings=self.settings, store=str(self.store_dir()))
         if rc:

@@ -7,9 +7,9 @@ import json
 import os
 import re
 
+from .calls import Declared, Outcome
 from .journal_refs.events import sha256_hex
 from .journal_refs.recovery import UNKNOWN
-from .service import Declared, Outcome
 
 _V4A_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
 _V4A_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)

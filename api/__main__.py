@@ -12,8 +12,8 @@ def main() -> None:
     a = p.parse_args()
     import uvicorn
 
-    from . import create_app
     from ..cli import load_settings
+    from . import create_app
     uvicorn.run(create_app(a.store, load_settings(), a.token), host=a.host, port=a.port, log_level="warning")
 
 

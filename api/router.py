@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 
-from ..engine.errors import ChronosError, CheckpointNotFound
+from ..engine.errors import CheckpointNotFound, ChronosError
 from ..journal_refs import IntegrityError, JournalError
 
 

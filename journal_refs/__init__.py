@@ -3,7 +3,7 @@
 Knows the shadow repository (it lives in the same object graph) but nothing
 about Hermes, HTTP or how tools are run.
 """
-from .journal import Journal, IntegrityError, JournalError, TransitionError
+from .journal import IntegrityError, Journal, JournalError, TransitionError
 from .owner import ProcessIdentity
 
 __all__ = ["Journal", "IntegrityError", "JournalError", "TransitionError", "ProcessIdentity"]
