@@ -23,6 +23,8 @@ from .settings import Settings
 log = logging.getLogger("chronos_git")
 
 HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call")
+OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
+                       "chronos_status", "chronos_verify"})
 _active: contextvars.ContextVar[tuple] = contextvars.ContextVar("chronos_git_active", default=())
 _plugins: list["Plugin"] = []
 
@@ -173,8 +175,8 @@ class Plugin:
         key = (tool_name, tool_call_id or "")
         if key in _active.get() or self.settings.is_read_only(tool_name):
             return next_call(args)                    # nested 0.19.0 double invocation, or read-only
-        if tool_name.startswith("chronos_"):
-            return next_call(args)                    # our tools journal themselves
+        if tool_name in OWN_TOOLS:
+            return next_call(args)                    # our tools journal themselves (rollback as a restore)
         svc = self.svc()
         cwd = self.cwd()
         try:

@@ -28,6 +28,12 @@ from .reconcile import Reconciliation
 from .settings import Settings
 
 
+def _progress_text(p: dict | None) -> str:
+    if not p or not p.get("files_total"):
+        return ""
+    return f", {p['phase']} {p['files_done']}/{p['files_total']} files"
+
+
 def default_store_dir() -> Path:
     env = os.environ.get("CHRONOS_GIT_STORE")
     if env:
@@ -266,8 +272,9 @@ class Chronos(Reconciliation):
         if not job["thread"].is_alive():
             return None
         return {"kind": "none", "pending_baseline": True,
+                "progress": ws.progress,
                 "note": (f"the first checkpoint of this workspace is still being taken in the background "
-                         f"(running for {time.time() - job['started']:.1f} s); "
+                         f"(running for {time.time() - job['started']:.1f} s{_progress_text(ws.progress)}); "
                          + ("declared paths are protected by their pre-images in the journal"
                             if call.declared is not None else "this call has no checkpoint"))}
 
@@ -306,7 +313,7 @@ class Chronos(Reconciliation):
         if job is None:
             return None
         return {"kind": job["kind"], "running": job["thread"].is_alive(), "started": job["started"],
-                "finished": job.get("finished"), "error": job.get("error")}
+                "finished": job.get("finished"), "error": job.get("error"), "progress": ws.progress}
 
     def turn_checkpoint(self, workspace: str, *, session_id: str | None = None,
                         turn_id: str | None = None) -> dict:

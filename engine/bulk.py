@@ -255,12 +255,17 @@ def _read(root: bytes, e: _Entry) -> bytes | None:
 
 
 def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir: str, *, cap: int,
-                workers: int | None = None, durable: bool = False) -> BulkResult:
-    """Pack every file and tree, write the index; returns the root tree id."""
+                workers: int | None = None, durable: bool = False, progress=None) -> BulkResult:
+    """Pack every file and tree, write the index; returns the root tree id.
+
+    `progress(phase, done, total)` is told about the listing and then after every chunk."""
+    say = progress or (lambda *a: None)
     t0 = time.monotonic()
     report = ScanReport()
+    say("listing", 0, 0)
     entries = _list_files(repo, root, cap, report)
     t_list = time.monotonic()
+    say("packing", 0, len(entries))
     os.makedirs(pack_dir, exist_ok=True)
     writer = _PackWriter(pack_dir, durable)
     kept: list[_Entry] = []
@@ -297,7 +302,9 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
                     writer.add(sha, packed)
                     total += n
                     kept.append(e)
+                say("packing", len(kept), len(entries))
         t_blobs = time.monotonic()
+        say("trees", len(kept), len(entries))
         root_sha, tree_ext = _trees(kept, writer)
         writer.finish()
     except BaseException:

@@ -71,6 +71,7 @@ class Workspace:
         self._watcher = None
         self._index_unsaved = False
         self.last_bulk: dict | None = None
+        self.progress: dict | None = None      # the first snapshot's progress, for `health`
         if verify:
             self._refuse_bad_roots()
 
@@ -253,7 +254,7 @@ class Workspace:
         try:
             res = import_tree(repo, self.root_bytes, tmp_index, str(self.store.root / "objects" / "pack"),
                               cap=self.store.config.max_file_bytes,
-                              durable=self.store.config.durable_snapshots)
+                              durable=self.store.config.durable_snapshots, progress=self._progress)
         except (OSError, pygit2.GitError, ValueError):
             try:
                 os.unlink(tmp_index)
@@ -273,6 +274,9 @@ class Workspace:
         scanner.report.added_bytes += res.bytes
         self.last_bulk = res.seconds
         return True
+
+    def _progress(self, phase: str, done: int, total: int) -> None:
+        self.progress = {"phase": phase, "files_done": done, "files_total": total, "time": time.time()}
 
     def flush_index(self) -> None:
         """Write the in-memory index (stat cache) if declared snapshots left it unsaved."""

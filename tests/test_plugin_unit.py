@@ -328,3 +328,7 @@ def test_newer_hosts_get_the_alert_in_the_system_prompt_section(tmp_path, monkey
     assert "[chronos-git recovery alert]" in text and "do NOT repeat it" in text and "w.txt" in text
     assert p.on_pre_llm_call(session_id="s") is None        # told once, not twice
     assert ctx.section[1]({"session_id": "s2"}) == ""       # nothing left to tell
+
+
+def test_own_tools_list_matches_the_registered_tools():
+    assert hermes_glue.OWN_TOOLS == set(SCHEMAS)
