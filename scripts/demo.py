@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from hermes_env import HermesEnv  # noqa: E402
+from hermes_env import HermesEnv, hermes_bin  # noqa: E402
 
 BOLD, DIM, OFF = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 
@@ -134,12 +134,17 @@ def main() -> int:
         say("6. Verify the journal and the store")
         show(chronos(env, "journal", "verify"), 6)
         print(f"\n{BOLD}Where to look{OFF} (everything is under {root}):")
+        hermes = hermes_bin()
         print(textwrap.dedent(f"""\
-            git --git-dir {env.store} log --oneline refs/chronos/journal | head     # the audit trail
-            git --git-dir {env.store} log --all --format='%h %s' | head           # checkpoints and events
-            HERMES_HOME={env.home} hermes chronos-git journal log                     # the journal as JSON
-            cd {ws} && HERMES_HOME={env.home} hermes chat                             # then type /chronos
-            rm -rf {root}                                                         # when done"""))
+            # the audit trail, and every checkpoint and event, in plain git:
+            git --git-dir {env.store} log --oneline refs/chronos/journal | head
+            git --git-dir {env.store} log --all --format='%h %s' | head
+            # the journal through the plugin's CLI, and /chronos in a REPL (the scripted model is gone,
+            # so only slash commands work there):
+            HERMES_HOME={env.home} {hermes} chronos-git journal log
+            cd {ws} && HERMES_HOME={env.home} {hermes} chat
+            # when done:
+            rm -rf {root}"""))
         print(f"\ndemo finished in {time.time() - t0:.0f} s")
     return 0
 
