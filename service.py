@@ -234,14 +234,15 @@ class Chronos(Reconciliation):
                 waited = self._wait_for_baseline(ws, call, budget)
                 if waited is not None:
                     return self._note_snapshot(ws, waited)
-            if call.declared is not None and ws.tip() is not None:
+            baseline = ws.has_checkpoint()
+            if call.declared is not None and baseline:
                 # the rest of the tree comes from the persistent index, so a baseline must exist
                 inside = [d.path for d in call.declared if ws.contains(d.path)]
                 if not inside:
                     return {"kind": "none", "note": "declared paths are outside the workspace; "
                                                     "their pre-images are kept in the journal"}
                 res = ws.snapshot(meta, paths=inside)
-            elif ws.tip() is None:
+            elif not baseline:
                 res = ws.snapshot(meta)          # the first snapshot: one bulk import, no budget walk
             else:
                 res = ws.snapshot(meta, deadline=time.monotonic() + budget if budget else None)
@@ -261,7 +262,7 @@ class Chronos(Reconciliation):
         """In a long-lived host the first snapshot runs in the background: never
         block a call on it beyond the budget.  Returns a no-checkpoint record
         when the call must go ahead without one (it is still journaled)."""
-        if ws.tip() is None:
+        if not ws.has_checkpoint():
             self._start_background(ws, "baseline")
         with self._bg_lock:
             job = self._bg.get(ws.id)
@@ -327,7 +328,7 @@ class Chronos(Reconciliation):
         if self.background:
             # overlaps the model's thinking; the turn's first tool call waits on the workspace lock
             ws.enable_watcher()
-            self._start_background(ws, "baseline" if ws.tip() is None else "turn", meta)
+            self._start_background(ws, "turn" if ws.has_checkpoint() else "baseline", meta)
             return {"kind": "background"}
         res = ws.snapshot(meta, force_scan=True)
         return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created}

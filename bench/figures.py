@@ -287,6 +287,30 @@ class CorpusRun:
         return self.figure_row(times, {**extra, **rss})
 
     # ------------------------------------------------------------------ P1
+    def _round(self, workers, names, i: int, target: str, args: dict, expect: dict, *, measured: bool,
+               prof: bool, times: dict, extra: dict, modes: dict) -> dict:
+        """One call per comparator in rotating order (os.sync() before each); returns chronos' result."""
+        chronos = {}
+        for name in rotate(names, i):
+            os.sync()
+            if name == "chronos":
+                if prof:
+                    pr = workers[name].call("profile", target=target, kwargs=args)
+                    extra["chronos_profile"] = pr["profile"]
+                    res = pr["result"]
+                else:
+                    res = workers[name].call(target, **args)
+                if measured:
+                    modes[str(res.get("scan"))] = modes.get(str(res.get("scan")), 0) + 1
+                chronos = res
+            else:
+                res = workers[name].call("snapshot", expect=expect)
+                if name == "hermes" and not res.get("taken") and measured:
+                    extra["hermes_not_taken"] = extra.get("hermes_not_taken", 0) + 1
+            if measured:
+                times[name].append(res["ms"])
+        return chronos
+
     def _pick_write(self, i: int) -> tuple[str, bytes, dict]:
         if i % 5 == 4:                               # every 5th call creates a file
             self.new_files += 1
@@ -311,26 +335,11 @@ class CorpusRun:
                 prof = i == self.plan.warmup + self.plan.calls
                 rel, data, expect = self._pick_write(i)
                 path = os.path.join(self.ws, rel)
-                for name in rotate(names, i):
-                    os.sync()
-                    if name == "chronos":
-                        args = dict(path=path, content_b64=base64.b64encode(data).decode(), expect=expect)
-                        if prof:
-                            pr = workers[name].call("profile", target="pre_write", kwargs=args)
-                            extra["chronos_profile"] = pr["profile"]
-                            res = pr["result"]
-                        else:
-                            res = workers[name].call("pre_write", **args)
-                        partial += bool(res.get("partial"))
-                        created += bool(res.get("created"))
-                        if measured:
-                            modes[str(res.get("scan"))] = modes.get(str(res.get("scan")), 0) + 1
-                    else:
-                        res = workers[name].call("snapshot", expect=expect)
-                        if name == "hermes" and not res.get("taken") and measured:
-                            extra["hermes_not_taken"] = extra.get("hermes_not_taken", 0) + 1
-                    if measured:
-                        times[name].append(res["ms"])
+                args = dict(path=path, content_b64=base64.b64encode(data).decode(), expect=expect)
+                res = self._round(workers, names, i, "pre_write", args, expect, measured=measured,
+                                  prof=prof, times=times, extra=extra, modes=modes)
+                partial += bool(res.get("partial"))
+                created += bool(res.get("created"))
                 res = workers["chronos"].call("post_write")
                 if measured:
                     post.append(res["ms"])
@@ -364,24 +373,9 @@ class CorpusRun:
                     expect[rel] = blob_id(data)
                 if measured:
                     ks.append(k)
-                for name in rotate(names, i):
-                    os.sync()
-                    if name == "chronos":
-                        if prof:
-                            pr = workers[name].call("profile", target="pre_terminal", kwargs={"expect": expect})
-                            extra["chronos_profile"] = pr["profile"]
-                            res = pr["result"]
-                        else:
-                            res = workers[name].call("pre_terminal", expect=expect)
-                        partial += bool(res.get("partial")) and measured
-                        if measured:
-                            modes[str(res.get("scan"))] = modes.get(str(res.get("scan")), 0) + 1
-                    else:
-                        res = workers[name].call("snapshot", expect=expect)
-                        if name == "hermes" and not res.get("taken") and measured:
-                            extra["hermes_not_taken"] = extra.get("hermes_not_taken", 0) + 1
-                    if measured:
-                        times[name].append(res["ms"])
+                res = self._round(workers, names, i, "pre_terminal", {"expect": expect}, expect,
+                                  measured=measured, prof=prof, times=times, extra=extra, modes=modes)
+                partial += bool(res.get("partial")) and measured
                 res = workers["chronos"].call("post_terminal")
                 if measured:
                     post.append(res["ms"])

@@ -221,11 +221,15 @@ class ChronosHandler:
         call = self.Call(tool="write_file", args={"path": path, "content": data.decode("utf-8", "replace")},
                          workspace=self.ws, session_id="bench", tool_call_id=f"bench-w{self.n}",
                          declared=[self.Declared(path, data)])
+        return self._timed_begin(call, expect, pending=(path, data))
+
+    def _timed_begin(self, call, expect: dict, pending=(None, None)) -> dict:
+        """begin() under the timer, then (untimed) the checks of what it recorded."""
         t0 = _now()
         ticket = self.c.begin(call)
         ms = _ms(t0)
         chk = self._check_snapshot(ticket, expect)
-        self.pending = (ticket, path, data)
+        self.pending = (ticket, *pending)
         return {"ms": ms, "checkpoint": ticket.pre_checkpoint, "created": ticket.snapshot.get("created"),
                 "kind": ticket.snapshot.get("kind"), "scan": ticket.snapshot.get("scan"), **chk}
 
@@ -249,13 +253,7 @@ class ChronosHandler:
         self.n += 1
         call = self.Call(tool="terminal", args={"command": f"make -j2  # bench call {self.n}"},
                          workspace=self.ws, session_id="bench", tool_call_id=f"bench-t{self.n}")
-        t0 = _now()
-        ticket = self.c.begin(call)
-        ms = _ms(t0)
-        chk = self._check_snapshot(ticket, expect)
-        self.pending = (ticket, None, None)
-        return {"ms": ms, "checkpoint": ticket.pre_checkpoint, "created": ticket.snapshot.get("created"),
-                "kind": ticket.snapshot.get("kind"), "scan": ticket.snapshot.get("scan"), **chk}
+        return self._timed_begin(call, expect)
 
     def op_post_terminal(self) -> dict:
         ticket = self.pending[0]

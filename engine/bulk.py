@@ -25,9 +25,11 @@ import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pygit2
 
+from .fsutil import atomic_write
 from .scan import ScanReport
 
 BLOB, TREE = 3, 2
@@ -164,14 +166,9 @@ class _PackWriter:
             except FileNotFoundError:
                 pass
             raise
-        fd, tmp_idx = tempfile.mkstemp(prefix="tmp_idx_chronos_", dir=self.dir)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(self._index(objects, digest))
-            fh.flush()
-            if self.durable:
-                os.fsync(fh.fileno())
-        os.chmod(tmp_idx, 0o444)
-        os.replace(tmp_idx, os.path.join(self.dir, name + ".idx"))   # the .idx last: the pack is now visible
+        # the .idx last: only now does libgit2 see the pack
+        atomic_write(Path(self.dir) / (name + ".idx"), self._index(objects, digest), mode=0o444,
+                     durable=self.durable)
         return name
 
     @staticmethod

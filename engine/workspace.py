@@ -443,6 +443,10 @@ class Workspace:
         ref = repo.references.get(self.ref)
         return repo[ref.target] if ref is not None else None
 
+    def has_checkpoint(self) -> bool:
+        """Whether a baseline exists (one ref lookup; tip() also parses the metadata)."""
+        return self.store.repo().references.get(self.ref) is not None
+
     def tip(self) -> Checkpoint | None:
         c = self._tip_commit(self.store.repo())
         return Checkpoint.from_commit(c) if c is not None else None
