@@ -30,7 +30,7 @@ from pathlib import Path
 import pygit2
 
 from .fsutil import atomic_write
-from .scan import ScanReport
+from .scan import ScanReport, note_perms, special_kind
 
 BLOB, TREE = 3, 2
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_DIR = 0o100644, 0o100755, 0o120000, 0o40000
@@ -222,6 +222,9 @@ def _list_files(repo: pygit2.Repository, root: bytes, cap: int, report: ScanRepo
             st = os.lstat(os.path.join(root, p))
         except (FileNotFoundError, NotADirectoryError):
             continue
+        except OSError as exc:
+            report.omit(rel, exc)
+            continue
         if stat.S_ISLNK(st.st_mode):
             mode = MODE_LINK
         elif stat.S_ISREG(st.st_mode):
@@ -229,25 +232,48 @@ def _list_files(repo: pygit2.Repository, root: bytes, cap: int, report: ScanRepo
                 report.skip(rel, "too_large", st.st_size)
                 continue
             mode = MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE
+            note_perms(report, root, rel, st)
         else:
-            report.skip(rel, "not_a_regular_file")
+            report.skip(rel, f"special_file: {special_kind(st.st_mode)}")
             continue
         out.append(_Entry(p, mode, st))
     return out
 
 
-def _read(root: bytes, e: _Entry) -> bytes | None:
+_O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _read(root: bytes, e: _Entry, report: ScanReport) -> bytes | None:
+    """The bytes to store for `e`, or None (reported in `skipped`): a file that became a
+    FIFO, socket or device since it was listed is never waited on."""
     full = os.path.join(root, e.path)
+    rel = os.fsdecode(e.path)
     try:
         if e.mode == MODE_LINK:
             return os.readlink(full)
-        with open(full, "rb") as fh:
-            data = fh.read()
-        st = os.lstat(full)
-        if (st.st_mtime_ns, st.st_size) != (e.st.st_mtime_ns, e.st.st_size):
+        fd = os.open(full, _O_READ)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                report.skip(rel, f"special_file: {special_kind(st.st_mode)}")
+                return None
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        if (st.st_mtime_ns, st.st_size, st.st_ino) != (e.st.st_mtime_ns, e.st.st_size, e.st.st_ino) \
+                or len(data) != st.st_size:
             e.st = None            # changed while we read: let the next scan re-hash it
         return data
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
+        return None                # gone since the listing: not part of this snapshot
+    except OSError as exc:
+        report.omit(rel, exc)
         return None
 
 
@@ -271,7 +297,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
         def work(chunk: list[_Entry]) -> list[tuple]:
             out = []
             for e in chunk:
-                data = _read(root, e)
+                data = _read(root, e, report)
                 if data is not None:
                     out.append((e, *_object(BLOB, data), len(data)))
             return out

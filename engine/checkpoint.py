@@ -13,12 +13,9 @@ from datetime import datetime, timezone
 
 import pygit2
 
+from .codec import canonical, display
+
 SCHEMA = "chronos-git.checkpoint.v1"
-KINDS = ("full", "declared", "partial", "safety", "manual")
-
-
-def canonical_json(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 @dataclass
@@ -35,26 +32,29 @@ class CheckpointMeta:
     added_bytes: int = 0
     files: int = 0
     note: str | None = None      # why a checkpoint is partial, what a safety checkpoint guards
+    modes: dict | None = None    # permission bits beyond 644/755 (engine.perms); None: not recorded
 
     def to_message(self) -> str:
-        subject = f"chronos checkpoint: {self.description}".replace("\n", " ")[:200]
+        subject = display(f"chronos checkpoint: {self.description}").replace("\n", " ")[:200]
         lines = [subject, ""]
         lines.append(f"Kind: {self.kind}")
         for label, value in (("Tool", self.tool), ("Session", self.session_id),
                              ("Turn", self.turn_id), ("Tool-Call", self.tool_call_id),
                              ("Note", self.note)):
             if value:
-                lines.append(f"{label}: {value}".replace("\n", " "))
+                lines.append(display(f"{label}: {value}").replace("\n", " "))
         lines.append(f"Files: {self.files}")
         if self.skipped:
-            lines.append(f"Skipped: {len(self.skipped)} path(s): "
-                         + ", ".join(s["path"] for s in self.skipped[:5])
-                         + (" ..." if len(self.skipped) > 5 else ""))
+            lines.append(display(f"Skipped: {len(self.skipped)} path(s): "
+                                 + ", ".join(s["path"] for s in self.skipped[:5])
+                                 + (" ..." if len(self.skipped) > 5 else "")).replace("\n", " "))
         if self.nested_repos:
-            lines.append("Nested repositories excluded: " + ", ".join(self.nested_repos[:10]))
+            lines.append(display("Nested repositories excluded: "
+                                 + ", ".join(self.nested_repos[:10])).replace("\n", " "))
         lines.append("")
-        payload = {"schema": SCHEMA, **{k: v for k, v in self.__dict__.items()}}
-        lines.append(canonical_json(payload))
+        payload = {"schema": SCHEMA, **{k: v for k, v in self.__dict__.items()
+                                        if not (k == "modes" and v is None)}}
+        lines.append(canonical(payload))
         return "\n".join(lines) + "\n"
 
     @classmethod

@@ -1,6 +1,16 @@
-"""Diffs between checkpoints, or between a checkpoint and the working tree."""
+"""Diffs between checkpoints, or between a checkpoint and the working tree.
+
+A diff against the working tree writes nothing (it works on a full disk and
+a read-only store): it composes the checkpoint-to-index and index-to-files
+diffs the way `git diff <commit>` does, and leaves out what a snapshot would
+not capture (nested repositories, files above the size cap).
+"""
 from __future__ import annotations
 
+import os
+import stat
+
+import pygit2
 from pygit2.enums import DeltaStatus, DiffFind, DiffOption
 
 from .checkpoint import CheckpointMeta
@@ -19,9 +29,38 @@ STATUS = {
 DEFAULT_MAX_PATCH_CHARS = 200_000
 
 
+WORKDIR_FLAGS = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
+                 | DiffOption.INCLUDE_TYPECHANGE | DiffOption.SHOW_UNTRACKED_CONTENT)
+
+
 def working_tree(ws) -> str:
     """The current workspace as a tree id (refreshes the stat cache, commits nothing)."""
     return ws.snapshot(CheckpointMeta(description="working tree"), commit=False).tree_id
+
+
+def _to_workdir(ws, tree):
+    """(diff, paths to leave out): `tree` against the files, through the stat cache."""
+    repo = pygit2.Repository(str(ws.gitdir))     # a private handle: no lock, nothing written
+    index = repo.index
+    d = index.diff_to_tree(tree, flags=WORKDIR_FLAGS, context_lines=3)
+    d.merge(index.diff_to_workdir(flags=WORKDIR_FLAGS, context_lines=3))
+    cap = ws.store.config.max_file_bytes
+    leave_out = set()
+    for delta in d.deltas:
+        path = delta.new_file.path
+        if path.endswith("/"):                   # an untracked nested repository
+            leave_out.add(path)
+            continue
+        if delta.status in (DeltaStatus.UNTRACKED, DeltaStatus.MODIFIED, DeltaStatus.ADDED,
+                            DeltaStatus.TYPECHANGE):
+            try:
+                st = os.lstat(os.path.join(ws.root_bytes, os.fsencode(path)))
+            except OSError:
+                continue
+            if (cap and stat.S_ISREG(st.st_mode) and st.st_size > cap) or \
+                    ws.nested_ancestor(path.split("/")):
+                leave_out.add(path)
+    return d, leave_out
 
 
 def diff(ws, from_spec: str | None = None, to_spec: str | None = None, *,
@@ -36,25 +75,29 @@ def diff(ws, from_spec: str | None = None, to_spec: str | None = None, *,
         a = tip
     else:
         a = ws.resolve(from_spec)
+    leave_out: set = set()
     if to_spec is None:
-        b_tree = repo[working_tree(ws)]
+        d, leave_out = _to_workdir(ws, repo[a.tree_id])
         b_label = "working tree"
     else:
         b = ws.resolve(to_spec)
-        b_tree = repo[b.tree_id]
+        d = repo.diff(repo[a.tree_id], repo[b.tree_id], context_lines=3,
+                      flags=DiffOption.INCLUDE_TYPECHANGE)
         b_label = b.id
-    d = repo.diff(repo[a.tree_id], b_tree, context_lines=3, flags=DiffOption.INCLUDE_TYPECHANGE)
-    d.find_similar(flags=DiffFind.FIND_RENAMES)
+    d.find_similar(flags=DiffFind.FIND_RENAMES | DiffFind.FIND_FOR_UNTRACKED)
     rels = [ws.rel(p) for p in paths] if paths else None
     files = []
     chunks = []
     total = 0
     truncated = False
-    for p in d:
-        delta = p.delta
+    for k, delta in enumerate(d.deltas):
         path = delta_path(delta)
+        if path in leave_out or delta.status == DeltaStatus.UNMODIFIED:
+            continue
         if rels and not (within(path, rels) or within(delta.old_file.path, rels)):
             continue
+        p = d[k]
+        delta = p.delta                 # loaded: its binary flag is known now
         item = {"path": path, "status": STATUS.get(delta.status, "modified")}
         if delta.status == DeltaStatus.RENAMED:
             item["old_path"] = delta.old_file.path

@@ -9,7 +9,7 @@ import signal
 
 POINTS = frozenset({
     "after_intent", "after_dispatch", "mid_append", "after_ref_update",
-    "mid_restore", "mid_compact", "mid_snapshot",
+    "mid_restore", "mid_restore_file", "after_restore_files", "mid_compact", "mid_snapshot",
 })
 
 _ARMED = os.environ.get("CHRONOS_GIT_FAULT") or None

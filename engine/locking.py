@@ -6,6 +6,7 @@ it holds the matching lock here (see Store.clear_stale_git_lock).
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -34,8 +35,28 @@ class _SharedState:
 
 
 def _open(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    """The lock file, or -1 when it neither exists nor can be made: a store nobody can
+    write (read-only filesystem, full disk) needs no lock for the readers left."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EDQUOT):
+            raise
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)     # flock works on read-only fds
+    except OSError:
+        return -1
+
+
+def _flock(fd: int, op: int) -> None:
+    if fd >= 0:
+        fcntl.flock(fd, op)
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        os.close(fd)
 
 
 @contextmanager
@@ -47,15 +68,15 @@ def exclusive(path: Path):
     with st.rlock:
         if st.depth == 0:
             st.fd = _open(path)
-            fcntl.flock(st.fd, fcntl.LOCK_EX)
+            _flock(st.fd, fcntl.LOCK_EX)
         st.depth += 1
         try:
             yield
         finally:
             st.depth -= 1
             if st.depth == 0:
-                fcntl.flock(st.fd, fcntl.LOCK_UN)
-                os.close(st.fd)
+                _flock(st.fd, fcntl.LOCK_UN)
+                _close(st.fd)
                 st.fd = -1
 
 
@@ -81,7 +102,7 @@ class ReadWriteLock:
                     st.cond.wait()
                 if st.readers == 0:
                     st.fd = _open(self.path)
-                    fcntl.flock(st.fd, fcntl.LOCK_SH)
+                    _flock(st.fd, fcntl.LOCK_SH)
                 st.readers += 1
                 st.reader_threads[tid] = 1
                 nested = False
@@ -95,8 +116,8 @@ class ReadWriteLock:
                 if not nested:
                     st.readers -= 1
                     if st.readers == 0:
-                        fcntl.flock(st.fd, fcntl.LOCK_UN)
-                        os.close(st.fd)
+                        _flock(st.fd, fcntl.LOCK_UN)
+                        _close(st.fd)
                         st.fd = -1
                     st.cond.notify_all()
 
@@ -109,12 +130,12 @@ class ReadWriteLock:
             st.writer = True
             st.fd = _open(self.path)
         try:
-            fcntl.flock(st.fd, fcntl.LOCK_EX)
+            _flock(st.fd, fcntl.LOCK_EX)
             yield
         finally:
             with st.cond:
-                fcntl.flock(st.fd, fcntl.LOCK_UN)
-                os.close(st.fd)
+                _flock(st.fd, fcntl.LOCK_UN)
+                _close(st.fd)
                 st.fd = -1
                 st.writer = False
                 st.cond.notify_all()

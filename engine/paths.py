@@ -14,3 +14,9 @@ def within(path: str, roots: list[str] | None) -> bool:
     if not roots:
         return True
     return any(path == r or path.startswith(r + "/") for r in roots)
+
+
+def same(now: str | None, image: str | None) -> bool:
+    """Whether a path's content id `now` is the image `image` (None: no file).  A directory
+    where an image says "no file" counts as no file: the plan put files below it."""
+    return now == image or (image is None and now == "special:dir")

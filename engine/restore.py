@@ -1,10 +1,25 @@
-"""Restoring a checkpoint: plan per file, safety checkpoint, then minimal writes.
+"""Restoring a checkpoint so that nothing escapes, nothing is lost and nothing widens.
 
-Only files that differ are rewritten (atomically: temp file + rename), files
-absent from the target are removed in clean mode, and nothing the current
-snapshot did not capture (ignored, too large, nested repositories) is ever
-touched.  The safety checkpoint is the current state, so restoring it undoes
-the restore exactly.
+Order of work (a refused restore changes nothing, its history included):
+
+1. resolve the checkpoint and every `paths` argument;
+2. scan the workspace: its tree is written, but it is not a checkpoint yet;
+3. plan what differs between that tree and the target, and refuse the whole
+   restore if the plan would write any name git's fsck rejects (`..`, `.git`,
+   a name holding `/`, ...): a crafted tree never reaches the disk;
+4. check each path the plan overwrites or deletes against what the scan
+   captured: bytes that are not in the scan (changed since, unreadable) are
+   kept (`keep`) unless the caller forces it, so the safety checkpoint really
+   holds everything the restore replaces;
+5. commit the scan as the safety checkpoint (restoring it undoes this);
+6. `on_plan`: the caller's durable intent (the journal);
+7. apply through `confine.Confined` (no symlink followed, nothing outside the
+   root, no `.git`): a path that cannot be written or deleted is reported as
+   `failed` and the rest is still restored;
+8. evidence: every path is read back and compared with its pre- and
+   post-image, so the outcome is known, not assumed.
+
+Files get the permission bits the checkpoint recorded (engine.perms).
 """
 from __future__ import annotations
 
@@ -15,32 +30,41 @@ from dataclasses import dataclass
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption
 
-from . import faults
-from .checkpoint import CheckpointMeta
+from . import faults, inflight, perms
+from .checkpoint import Checkpoint, CheckpointMeta
+from .codec import display
+from .confine import Confined, PathBlocked, split
 from .diff import working_tree
-from .errors import ChronosError
-from .paths import delta_path
+from .errors import ChronosError, UnsafePath
+from .ignore import is_ignored
+from .paths import delta_path, same
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-ACTIONS = ("restore", "create", "delete", "skip")
+GITLINK = pygit2.GIT_FILEMODE_COMMIT
+LINK = pygit2.GIT_FILEMODE_LINK
+EXEC = pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+NOT_CAPTURED = ("not captured by the safety checkpoint (it changed after the scan or could not be read); "
+                "left untouched (force to overwrite)")
 
 
 @dataclass
 class PlanItem:
     path: str
-    action: str
+    action: str                      # restore | create | delete | skip | keep | failed
     reason: str | None = None
     blob: str | None = None          # target content (restore/create)
     mode: int | None = None          # target git file mode
     current_blob: str | None = None  # content now (restore/delete)
+    declared: bool = False           # part of the journaled intent (its outcome is read back)
 
     def to_dict(self) -> dict:
         out = {"path": self.path, "action": self.action}
         if self.reason:
             out["reason"] = self.reason
         return out
+
+    @property
+    def writes(self) -> bool:
+        return self.action in ("restore", "create", "delete")
 
 
 @dataclass
@@ -72,14 +96,13 @@ def _blobs_under(repo, tree_id, prefix: str):
         path = prefix + e.name
         if e.type_str == "tree":
             yield from _blobs_under(repo, e.id, path + "/")
-        elif e.filemode != pygit2.GIT_FILEMODE_COMMIT:
+        else:
             yield e, path
 
 
 def _changes(repo, current, target, rels):
     """What differs between two trees, whole or only below `rels` (no full-tree diff then)."""
     # INCLUDE_TYPECHANGE: a file <-> symlink change is one "restore", not a delete plus an add
-    # (the add would be skipped as "present on disk" after the delete removed it)
     if not rels:
         for delta in repo.diff(current, target, flags=DiffOption.INCLUDE_TYPECHANGE).deltas:
             yield _from_delta(delta)
@@ -108,46 +131,98 @@ def _changes(repo, current, target, rels):
             yield _Change("added", rel, new_id=str(b.id), new_mode=b.filemode)
 
 
-def plan(ws, target_tree_id: str, current_tree_id: str, *, paths: list[str] | None = None,
-         clean: bool = True) -> list[PlanItem]:
+def _unsafe(tree, path: str, blob_id: str) -> str | None:
+    """Why the target tree's entry at `path` must not be written, or None."""
+    try:
+        split(path)
+    except UnsafePath as exc:
+        return str(exc)
+    e = _entry(tree, path)
+    if e is None or str(e.id) != blob_id:      # the diff joined names that hold '/' themselves
+        return f"refusing the path {display(path)!r}: a tree entry name holds '/'"
+    return None
+
+
+def _is_tree(tree, path: str) -> bool:
+    e = _entry(tree, path)
+    return e is not None and e.type_str == "tree"
+
+
+def plan(ws, target: Checkpoint, current_tree_id: str, *, rels: list[str] | None = None,
+         clean: bool = True, force: bool = False) -> list[PlanItem]:
+    """What a restore of `target` over the tree `current_tree_id` would do, path by path.
+
+    Raises UnsafePath (naming every offending entry) when the target holds
+    names that must never be written."""
     repo = ws.store.repo()
-    rels = [r for r in (ws.rel(p) for p in paths)] if paths else None
-    current = repo[current_tree_id]
+    current, target_tree = repo[current_tree_id], repo[target.tree_id]
+    uncaptured = {s["path"]: s["reason"] for s in target.meta.skipped or ()}
+    changes = list(_changes(repo, current, target_tree, rels))
+    unsafe = [why for ch in changes if ch.status != "deleted"
+              for why in [_unsafe(target_tree, ch.path, ch.new_id)] if why]
+    if unsafe:
+        raise UnsafePath(f"checkpoint {target.id[:12]} holds entries that git's fsck rejects, so it is "
+                         f"not restored: " + "; ".join(unsafe[:20])
+                         + (f" (and {len(unsafe) - 20} more)" if len(unsafe) > 20 else ""))
+    deleting = {ch.path for ch in changes if ch.status == "deleted"} if clean else set()
     items: list[PlanItem] = []
     seen: set[str] = set()
-    for ch in _changes(repo, current, repo[target_tree_id], rels):
-        path = ch.path
-        if path in seen:                 # overlapping --path arguments
-            continue
-        seen.add(path)
-        full = os.path.join(ws.root_bytes, os.fsencode(path))
-        if ch.status == "added":
-            nested = ws._nested_ancestor(path.split("/"))
-            # a captured directory in the way is emptied by this plan's deletes, not "uncaptured"
-            in_the_way = os.path.lexists(full) and not _is_captured_dir(current, path)
-            if nested or in_the_way:
-                items.append(PlanItem(path, "skip", reason=(
-                    "inside a nested repository" if nested else
-                    "present on disk but not captured now (ignored, too large or special); left untouched")))
-            else:
-                items.append(PlanItem(path, "create", blob=ch.new_id, mode=ch.new_mode))
-        elif ch.status == "deleted":
-            if clean:
-                items.append(PlanItem(path, "delete", current_blob=ch.old_id))
-            else:
-                items.append(PlanItem(path, "skip", reason="not in the checkpoint; kept because clean is off",
-                                      current_blob=ch.old_id))
-        else:
-            items.append(PlanItem(path, "restore", blob=ch.new_id, mode=ch.new_mode, current_blob=ch.old_id))
+    with Confined(ws.root_bytes) as disk:
+        for ch in changes:
+            if ch.path in seen:          # overlapping --path arguments
+                continue
+            seen.add(ch.path)
+            items.append(_decide(ws, disk, ch, current, uncaptured, deleting, clean, force))
     return items
 
 
+def _decide(ws, disk: Confined, ch: _Change, current, uncaptured: dict, deleting: set,
+            clean: bool, force: bool) -> PlanItem:
+    path = ch.path
+    if ch.status != "deleted" and ch.new_mode == GITLINK:
+        return PlanItem(path, "skip", reason="a submodule entry (not restored)")
+    if ws.nested_ancestor(path.split("/")):
+        return PlanItem(path, "skip", reason="inside a nested repository")
+    now = disk.entry(path)
+    if now.kind == "blocked":
+        blocker = now.blocker
+        if blocker not in deleting:
+            return PlanItem(path, "skip", current_blob=ch.old_id,
+                            reason=f"{now.why}; left untouched" + (
+                                "" if clean or blocker is None or _entry(current, blocker) is None
+                                else " (a clean restore replaces it)"))
+    if ch.status == "deleted":
+        if path in uncaptured:
+            return PlanItem(path, "skip", current_blob=ch.old_id,
+                            reason=f"not captured by the checkpoint ({uncaptured[path]}); left untouched")
+        if not clean:
+            return PlanItem(path, "skip", reason="not in the checkpoint; kept because clean is off",
+                            current_blob=ch.old_id)
+        if now.kind == "absent":
+            return PlanItem(path, "skip", reason="already absent", current_blob=ch.old_id)
+        if not force and disk.content_id(path) != ch.old_id:
+            return PlanItem(path, "keep", reason=NOT_CAPTURED, current_blob=ch.old_id)
+        return PlanItem(path, "delete", current_blob=ch.old_id)
+    if ch.status == "added":
+        # a captured directory in the way is emptied by this plan's deletes
+        if now.kind not in ("absent", "blocked") and not _is_tree(current, path) and not force:
+            return PlanItem(path, "keep", reason=NOT_CAPTURED)
+        return PlanItem(path, "create", blob=ch.new_id, mode=ch.new_mode)
+    if now.kind != "absent" and not force and disk.content_id(path) != ch.old_id:
+        return PlanItem(path, "keep", reason=NOT_CAPTURED, current_blob=ch.old_id)
+    return PlanItem(path, "restore", blob=ch.new_id, mode=ch.new_mode, current_blob=ch.old_id)
+
+
 def restore(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
-            dry_run: bool = False, meta: CheckpointMeta | None = None, on_plan=None) -> dict:
+            dry_run: bool = False, force: bool = False, meta: CheckpointMeta | None = None,
+            on_plan=None) -> dict:
     """Restore checkpoint `spec`. `on_plan(items, safety, target)` runs before any write."""
     target = ws.resolve(spec)
+    rels = [ws.rel(p) for p in paths] if paths else None       # validated before any side effect
+    for rel in rels or ():
+        split(rel)
     if dry_run:
-        items = plan(ws, target.tree_id, working_tree(ws), paths=paths, clean=clean)
+        items = plan(ws, target, working_tree(ws), rels=rels, clean=clean, force=force)
         return _result(target, None, items, clean, dry_run=True)
     ws.root.mkdir(parents=True, exist_ok=True)
     with ws.store.writing(), ws.lock():
@@ -155,160 +230,137 @@ def restore(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True
         safety_meta.kind = "safety"
         safety_meta.description = safety_meta.description or f"safety checkpoint before restoring {target.id[:8]}"
         safety_meta.note = f"state before restoring {target.id}; restore this to undo"
-        safety = ws.snapshot(safety_meta)
-        items = plan(ws, target.tree_id, safety.tree_id, paths=paths, clean=clean)
+        scan = ws.snapshot(safety_meta, commit=False)
+        items = plan(ws, target, scan.tree_id, rels=rels, clean=clean, force=force)
+        safety = ws.commit_scan(scan, safety_meta).checkpoint
+        for it in items:
+            it.declared = it.writes
         if on_plan is not None:
-            on_plan(items, safety.checkpoint, target)
-        _apply(ws, items)
-    return _result(target, safety.checkpoint.id, items, clean, dry_run=False)
+            on_plan(items, safety, target)
+        _apply(ws, target, items)
+        faults.hit("after_restore_files")
+        return {**_result(target, safety.id, items, clean, dry_run=False), "evidence": evidence(ws, items)}
 
 
 def _result(target, safety_id, items, clean, *, dry_run) -> dict:
+    def count(*actions):
+        return sum(1 for i in items if i.action in actions)
     return {
         "restored_checkpoint": target.id,
         "safety_checkpoint": safety_id,
         "dry_run": dry_run,
         "clean": clean,
-        "files_changed": sum(1 for i in items if i.action in ("restore", "create")),
-        "untracked_removed": sum(1 for i in items if i.action == "delete"),
-        "skipped": sum(1 for i in items if i.action == "skip"),
+        "files_changed": count("restore", "create"),
+        "untracked_removed": count("delete"),
+        "skipped": count("skip"),
+        "kept": count("keep"),
+        "failed": count("failed"),
         "plan": [i.to_dict() for i in items],
     }
-
-
-def _is_captured_dir(tree, path: str) -> bool:
-    try:
-        return tree[path].type_str == "tree"
-    except (KeyError, ValueError, TypeError, UnicodeError):
-        return False
 
 
 def _is_ignore_rules(path: str) -> bool:
     return path == ".gitignore" or path.endswith("/.gitignore")
 
 
-def _apply(ws, items: list[PlanItem]) -> None:
-    repo = ws._open_repo()
-    root = ws.root_bytes
-    done: list[PlanItem] = []
+def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
+    repo = ws.store.repo()
+    record = perms.expand(target.meta.modes)
     deletes = sorted((i for i in items if i.action == "delete"), key=lambda i: -i.path.count("/"))
     writes = [i for i in items if i.action in ("restore", "create")]
+    dirs = {os.path.dirname(i.path) for i in deletes + writes}
+    done: list[PlanItem] = []
+
+    def failed(it: PlanItem, exc: BaseException) -> None:
+        if isinstance(exc, PathBlocked):          # something stands in the way: a policy skip
+            it.action, it.reason = "skip", f"{exc}; left untouched"
+            return
+        it.action = "failed"
+        it.reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        it.reason += "; left as it was"
 
     def delete(it: PlanItem) -> None:
-        full = os.path.join(root, os.fsencode(it.path))
         try:
-            os.unlink(full)
-        except FileNotFoundError:
-            pass
-        except IsADirectoryError:
-            it.action, it.reason = "skip", "became a directory; left untouched"
+            disk.unlink(it.path)
+        except (OSError, ChronosError) as exc:
+            failed(it, exc)
             return
-        _prune_empty_parents(root, full)
         done.append(it)
         faults.hit("mid_restore")
 
-    def write(it: PlanItem, *, final: bool = True) -> bool:
-        full = os.path.join(root, os.fsencode(it.path))
-        try:
-            _write_blob(repo, full, it.blob, it.mode)
-        except _Conflict as exc:
-            if final:
-                it.action, it.reason = "skip", str(exc)
-            return False
-        done.append(it)
-        faults.hit("mid_restore")
-        return True
+    def dir_perm(rel: str) -> int:
+        return perms.dir_perm(record, rel)
 
-    # .gitignore files first: whether a file absent from the target is ignored (kept) or
-    # untracked (deleted in clean mode) is decided by the rules being restored, not by the
-    # ones being replaced (else undoing a restore that removed a .gitignore deletes the
-    # files it ignores)
-    rules = [i for i in deletes + writes if _is_ignore_rules(i.path)]
-    for it in rules:
-        if it.action == "delete":
-            delete(it)
-            deletes.remove(it)
-        elif write(it, final=False):
-            writes.remove(it)
-    for it in deletes:
-        if rules and repo.path_is_ignored(it.path):
-            it.action, it.reason = "skip", "ignored by the restored .gitignore rules; left untouched"
-            continue
-        delete(it)
-    for it in writes:
-        write(it)
-    index = repo.index
-    for it in done:
+    def write(it: PlanItem) -> None:
         try:
-            if it.action == "delete":
-                if it.path in index:
-                    index.remove(it.path)
+            try:
+                data = repo[it.blob].data
+            except KeyError:
+                raise ChronosError(f"blob {it.blob[:12]} is missing from the store") from None
+            if it.mode == LINK:
+                disk.symlink(it.path, data, dir_perm=dir_perm)
             else:
-                index.add(it.path)
-        except (pygit2.GitError, OSError):
-            pass                        # the next snapshot re-hashes it
-    ws._index_unsaved = True            # like a declared snapshot: the next walk writes the cache file
-
-
-class _Conflict(ChronosError):
-    pass
-
-
-def _prune_empty_parents(root: bytes, full: bytes) -> None:
-    parent = os.path.dirname(full)
-    while parent != root and parent.startswith(root + b"/"):
-        try:
-            os.rmdir(parent)
-        except OSError:
+                now = disk.entry(it.path)
+                bits = perms.file_perm(record, it.path, it.mode == EXEC,
+                                       stat.S_IMODE(now.st.st_mode) if now.kind == "file" else None)
+                disk.write(it.path, data, bits, dir_perm=dir_perm)
+        except (OSError, ChronosError) as exc:
+            failed(it, exc)
             return
-        parent = os.path.dirname(parent)
+        done.append(it)
+        faults.hit("mid_restore")
+
+    with inflight.writing(ws.store, ws.root_bytes, dirs), Confined(ws.root_bytes, token=inflight.TOKEN) as disk:
+        # .gitignore files first: whether a file absent from the target is ignored (kept) or
+        # untracked (deleted in clean mode) is decided by the rules being restored, not by the
+        # ones being replaced (else undoing a restore that removed a .gitignore deletes the
+        # files it ignores)
+        rules = [i for i in deletes + writes if _is_ignore_rules(i.path)]
+        for it in rules:
+            (delete if it.action == "delete" else write)(it)
+            (deletes if it in deletes else writes).remove(it)
+        wrepo = ws.repo()
+        for it in deletes:
+            if rules and is_ignored(wrepo, it.path):
+                it.action, it.reason = "skip", "ignored by the restored .gitignore rules; left untouched"
+                continue
+            delete(it)
+        for it in writes:
+            write(it)
+        _restore_dir_perms(disk, record, items)
+        ws.note_restored([i.path for i in done if i.action == "delete"],
+                         [i.path for i in done if i.action != "delete"])
 
 
-def _make_parents(root: bytes, full: bytes) -> None:
-    parent = os.path.dirname(full)
-    probe = parent
-    while probe != root and probe.startswith(root + b"/"):
-        if os.path.lexists(probe) and not os.path.isdir(probe):
-            raise _Conflict(f"{os.fsdecode(os.path.relpath(probe, root))} is a file where a directory is needed")
-        probe = os.path.dirname(probe)
-    os.makedirs(parent, exist_ok=True)
+def _restore_dir_perms(disk: Confined, record: dict | None, items: list[PlanItem]) -> None:
+    """Directories the checkpoint recorded with narrower bits get them back (below what was restored)."""
+    if not record:
+        return
+    touched = {os.path.dirname(i.path) for i in items if i.action in ("restore", "create")}
+    for path, bits in record.items():
+        if not path.endswith("/") or path[:-1] not in touched:
+            continue
+        e = disk.entry(path[:-1])
+        if e.kind == "dir" and stat.S_IMODE(e.st.st_mode) != bits:
+            try:
+                disk.chmod_dir(path[:-1], bits)
+            except (OSError, ChronosError):
+                pass
 
 
-def _write_blob(repo, full: bytes, blob_id: str, mode: int) -> None:
-    root = os.fsencode(repo.workdir).rstrip(b"/")
-    _make_parents(root, full)
-    data = repo[blob_id].data
-    try:
-        st = os.lstat(full)
-    except FileNotFoundError:
-        st = None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        try:
-            os.rmdir(full)
-        except OSError:
-            raise _Conflict("a non-empty directory is in the way") from None
-        st = None
-    tmp = os.path.join(os.path.dirname(full), b"." + os.path.basename(full) + b".chronos-restore-%d" % os.getpid())
-    try:
-        os.unlink(tmp)
-    except FileNotFoundError:
-        pass
-    if mode == pygit2.GIT_FILEMODE_LINK:
-        os.symlink(data, tmp)
-    else:
-        executable = mode == pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
-        if st is not None and stat.S_ISREG(st.st_mode):
-            perm = stat.S_IMODE(st.st_mode)
-            perm = perm | ((perm & 0o444) >> 2) if executable else perm & ~0o111
-        else:
-            perm = (0o777 if executable else 0o666) & ~_UMASK
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, perm)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-        finally:
-            os.close(fd)
-        os.chmod(tmp, perm)
-    os.replace(tmp, full)
+def evidence(ws, items: list[PlanItem]) -> list[dict]:
+    """Each attempted path read back: at its post-image (done), its pre-image (not done), or neither."""
+    out = []
+    with Confined(ws.root_bytes) as disk:
+        for it in items:
+            if not it.declared:
+                continue
+            post, pre = it.blob, it.current_blob
+            try:
+                now = disk.content_id(it.path)
+            except ChronosError:
+                now = "special:unsafe"
+            out.append({"path": it.path, "action": it.action, "now": now, "pre": pre, "post": post,
+                        "at_post": same(now, post), "at_pre": same(now, pre)})
+    return out
+

@@ -16,6 +16,7 @@ next snapshot), never the snapshot and never the process.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -25,6 +26,7 @@ import pygit2
 from pygit2 import GitError
 from pygit2.enums import DiffOption
 
+from .ignore import is_ignored
 from .paths import delta_path, within
 
 DIFF_FLAGS = DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
@@ -38,6 +40,7 @@ class ScanReport:
     added_bytes: int = 0
     aborted: bool = False          # the deadline stopped the scan: the result is partial
     fallback: bool = False         # the work tree changed under the scan (the diff was retried)
+    perms: dict = field(default_factory=dict)   # path (dirs end in "/") -> permission bits seen
     _seen_skip: set = field(default_factory=set)
 
     def skip(self, path: str, reason: str, size: int | None = None) -> None:
@@ -52,6 +55,41 @@ class ScanReport:
     def nested(self, path: str) -> None:
         if path not in self.nested_repos:
             self.nested_repos.append(path)
+
+    def omit(self, path: str, exc: OSError) -> None:
+        """A path that could not be looked at or read: listed, never silently dropped."""
+        if exc.errno == errno.ENAMETOOLONG:
+            self.skip(path, "path_too_long")
+        else:
+            self.skip(path, f"unreadable: {exc.strerror or exc}")
+
+
+def special_kind(mode: int) -> str:
+    """What a non-regular, non-link, non-directory file is (for `skipped` reasons)."""
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISBLK(mode):
+        return "block_device"
+    if stat.S_ISCHR(mode):
+        return "char_device"
+    return "unknown"
+
+
+def note_perms(report: ScanReport, root: bytes, rel: str, st: os.stat_result) -> None:
+    """Remember a file's permission bits, and those of its directories not seen yet."""
+    report.perms[rel] = stat.S_IMODE(st.st_mode)
+    parts = rel.split("/")[:-1]
+    for i in range(len(parts), 0, -1):
+        d = "/".join(parts[:i]) + "/"
+        if d in report.perms:
+            break
+        try:
+            dst = os.lstat(os.path.join(root, os.fsencode(d)))
+        except OSError:
+            break
+        report.perms[d] = stat.S_IMODE(dst.st_mode)
 
 
 class Scanner:
@@ -80,12 +118,16 @@ class Scanner:
             st = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):
             return 0                       # a deletion: the entry is removed
+        except OSError as exc:
+            self.report.omit(rel, exc)
+            return 1
         mode = st.st_mode
         if stat.S_ISREG(mode):
             if self.cap and st.st_size > self.cap:
                 self.report.skip(rel, "too_large", st.st_size)
                 return 1
             self.report.added_bytes += st.st_size
+            note_perms(self.report, self.root, rel, st)
             return 0
         if stat.S_ISLNK(mode):
             return 0
@@ -94,8 +136,46 @@ class Scanner:
                 self.report.nested(rel)
                 return 1
             return 0
-        self.report.skip(rel, "not_a_regular_file")
+        self.report.skip(rel, f"special_file: {special_kind(mode)}")
         return 1
+
+
+PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+
+
+def find_omissions(repo: pygit2.Repository, root: bytes, report: ScanReport) -> None:
+    """What libgit2's walk leaves out without a word: FIFOs, sockets and devices (its work-tree
+    iterator skips them) and directories too deep to name (it skips those too).  A scandir
+    walk of non-ignored directories that never stats a regular file (d_type tells)."""
+    stack = [b""]
+    while stack:
+        rel = stack.pop()
+        full = os.path.join(root, rel) if rel else root
+        try:
+            with os.scandir(full) as it:
+                entries = list(it)
+        except OSError as exc:
+            report.omit(os.fsdecode(rel) or ".", exc)
+            continue
+        for e in entries:
+            sub = rel + b"/" + e.name if rel else e.name
+            name = os.fsdecode(sub)
+            try:
+                if e.is_symlink() or e.is_file(follow_symlinks=False):
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    if e.name == b".git" or is_ignored(repo, name + "/"):
+                        continue
+                    if len(root) + 1 + len(sub) >= PATH_MAX - 1:
+                        report.skip(name, "path_too_long")
+                    elif not os.path.lexists(os.path.join(e.path, b".git")):
+                        stack.append(sub)
+                    continue
+                st = e.stat(follow_symlinks=False)
+                if not is_ignored(repo, name):
+                    report.skip(name, f"special_file: {special_kind(st.st_mode)}")
+            except OSError as exc:
+                report.omit(name, exc)
 
 
 def update_all(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
@@ -142,24 +222,40 @@ def _apply(index: pygit2.Index, scanner: Scanner, diff, pathspecs) -> None:
                 mode = None
             if mode is not None and (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
                 index.add(rel)
+                still_a_file(index, scanner.report, rel, full)
             elif rel in index:                # gone, or a directory now (its files come as own deltas)
                 index.remove(rel)
         except (GitError, OSError) as exc:
-            if not os.path.lexists(full):
-                try:
-                    if rel in index:
-                        index.remove(rel)
-                except (GitError, OSError):
-                    pass
-                continue
-            scanner.report.skip(rel, f"unreadable: {exc}")
+            forget(index, rel)     # never keep stale content under a name we could not read now
+            if os.path.lexists(full):
+                scanner.report.skip(rel, f"unreadable: {exc}")
+
+
+def still_a_file(index: pygit2.Index, report: ScanReport, rel: str, full: bytes) -> None:
+    """After `index.add`: a path swapped for a FIFO or device meanwhile (the fifo guard let
+    libgit2's blocked open go) must not stay in the index as an empty file."""
+    try:
+        mode = os.lstat(full).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+        forget(index, rel)
+        report.skip(rel, f"special_file: {special_kind(mode)}")
+
+
+def forget(index: pygit2.Index, rel: str) -> None:
+    try:
+        if rel in index:
+            index.remove(rel)
+    except (GitError, OSError):
+        pass
 
 
 def _drop_uncapturable(index: pygit2.Index, report: ScanReport) -> None:
     """Skipped paths must not linger in the index with stale content."""
     for item in report.skipped:
-        if item["reason"] == "too_large" and item["path"] in index:
-            index.remove(item["path"])
+        if item["path"] in index:
+            forget(index, item["path"])
     for d in report.nested_repos:
         try:
             index.remove_directory(d)

@@ -15,6 +15,7 @@ Snapshots live on `refs/chronos/snapshots/<id>`, the tool-call journal on
 """
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -25,7 +26,7 @@ import pygit2
 
 from . import locking
 from .config import EngineConfig
-from .errors import StoreError
+from .errors import StoreError, StoreUnwritable, explain
 from .fsutil import make_private_dir
 
 SIGNATURE_NAME = "chronos-git"
@@ -53,6 +54,20 @@ _BASE_CONFIG = {
 }
 
 
+_ATTRIBUTES = b"* -text -ident -filter\n"   # store exact bytes; never unset `diff`
+
+
+class StoreMissing(StoreError):
+    code = "store_missing"
+
+
+def _config_value(cfg, key: str):
+    try:
+        return cfg[key]
+    except KeyError:
+        return None
+
+
 def signature(when: float | None = None) -> pygit2.Signature:
     t = int(when if when is not None else time.time())
     return pygit2.Signature(SIGNATURE_NAME, SIGNATURE_EMAIL, t, 0)
@@ -75,20 +90,55 @@ class Store:
 
     # ------------------------------------------------------------------ open
     @classmethod
-    def open(cls, root: os.PathLike | str, config: EngineConfig | None = None) -> "Store":
+    def open(cls, root: os.PathLike | str, config: EngineConfig | None = None, *,
+             create: bool = True) -> "Store":
+        """The store at `root`.  `create=False` (read-only commands) never makes one:
+        StoreMissing when there is none."""
         root = Path(os.path.abspath(os.fspath(root)))
         config = config or EngineConfig()
         with cls._instances_guard:
             inst = cls._instances.get(str(root))
             if inst is None or inst.config != config:
                 inst = cls(root, config)
-                inst._init_on_disk()
+                inst._init_on_disk(create)
                 cls._instances[str(root)] = inst
             return inst
 
-    def _init_on_disk(self) -> None:
+    @staticmethod
+    def exists_at(root: os.PathLike | str) -> bool:
+        return (Path(root) / "HEAD").exists() and (Path(root) / "chronos").is_dir()
+
+    def _complete(self) -> bool:
+        """Everything `_init_on_disk` would write is there already (no lock, no write needed)."""
+        try:
+            if not (self.root / "HEAD").exists() or not self.meta_dir.is_dir():
+                return False
+            if any(not (self.root / sub).is_dir() for sub in ("objects", "refs", "worktrees")):
+                return False
+            if (self.root / "info" / "attributes").read_bytes() != _ATTRIBUTES:
+                return False
+            cfg = pygit2.Config(str(self.root / "config"))
+            return all(_config_value(cfg, k) == v for k, v in _BASE_CONFIG.items())
+        except (OSError, pygit2.GitError, ValueError):
+            return False
+
+    def _init_on_disk(self, create: bool = True) -> None:
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store path {self.root} exists and is not a directory")
+        if self._complete():
+            return
+        if not create and not self.exists_at(self.root):
+            raise StoreMissing(f"no checkpoints yet: there is no chronos-git store at {self.root} "
+                               "(nothing has been checkpointed with this configuration; check --store / "
+                               "store_dir)")
+        try:
+            self._write_layout()
+        except (OSError, pygit2.GitError) as exc:
+            if not create and (self.root / "HEAD").exists():
+                return                 # an older layout on a read-only disk still reads fine
+            raise StoreUnwritable(f"cannot set up the store {self.root}: {explain(exc, self.root)}") from None
+
+    def _write_layout(self) -> None:
         make_private_dir(self.root)
         make_private_dir(self.meta_dir)
         with locking.exclusive(self.meta_dir / "init.lock"):
@@ -100,21 +150,33 @@ class Store:
             repo = pygit2.Repository(str(self.root))
             cfg = repo.config
             for key, value in _BASE_CONFIG.items():
-                try:
-                    current = cfg[key]
-                except KeyError:
-                    current = None
-                if current != value:
+                if _config_value(cfg, key) != value:
                     cfg[key] = value
             info = self.root / "info"
             info.mkdir(exist_ok=True)
             attrs = info / "attributes"
-            want = b"* -text -ident -filter\n"   # store exact bytes; never unset `diff`
-            if not attrs.exists() or attrs.read_bytes() != want:
-                attrs.write_bytes(want)
+            if not attrs.exists() or attrs.read_bytes() != _ATTRIBUTES:
+                attrs.write_bytes(_ATTRIBUTES)
             for sub in ("objects", "refs", "worktrees"):
                 make_private_dir(self.root / sub)
             os.chmod(self.root, 0o700)
+
+    def unwritable(self, exc: BaseException) -> str | None:
+        """Why a write to the store failed, when the store cannot take writes now (full disk,
+        read-only filesystem, no permission); None for any other failure."""
+        try:
+            st = os.statvfs(self.root)
+        except OSError:
+            return None
+        code = getattr(exc, "errno", None)
+        free = st.f_bavail * st.f_frsize
+        if (st.f_flag & os.ST_RDONLY or free < (1 << 20) or st.f_favail == 0
+                or code in (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
+                or "no space" in str(exc).lower() or "read-only" in str(exc).lower()):
+            return explain(exc, self.root)
+        if not os.access(self.root, os.W_OK):
+            return f"no permission to write {self.root}"
+        return None
 
     # ----------------------------------------------------------------- repos
     def repo(self) -> pygit2.Repository:
@@ -180,7 +242,7 @@ class Store:
             return False
         try:
             lock_file.unlink()
-        except FileNotFoundError:
+        except OSError:             # gone meanwhile, or a read-only store: nothing to clear
             return False
         return True
 

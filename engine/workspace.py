@@ -13,16 +13,32 @@ from pathlib import Path
 import pygit2
 from pygit2 import GitError
 
-from . import faults, locking
+from . import faults, fifo_guard, locking, perms
 from .checkpoint import Checkpoint, CheckpointMeta
+from .confine import EXCLUDE_PATTERN
 from .durability import fsync_scope
-from .errors import CheckpointNotFound, PathError, StoreError, WorkspaceRefused
+from .errors import CheckpointNotFound, PathError, StoreError, StoreUnwritable, WorkspaceRefused
 from .fsutil import atomic_write
-from .scan import Scanner, update_all
+from .ignore import is_ignored
+from .scan import Scanner, find_omissions, forget, still_a_file, update_all
 from .store import signature
 
 UNBORN_HEAD = b"ref: refs/heads/chronos-unborn\n"
+_UMASK_AT_IMPORT = os.umask(0o22)
+os.umask(_UMASK_AT_IMPORT)
 MIN_PREFIX = 7
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _UMASK_AT_IMPORT
 
 
 def canonical_root(path: os.PathLike | str) -> Path:
@@ -36,6 +52,21 @@ def _refused_roots() -> set[Path]:
         if home and home != "/":
             roots.add(canonical_root(home))
     return roots
+
+
+# Folders no remote client may name as a workspace: the trees the system lives in
+# (and everything below them), and the shared top-level folders themselves.
+SYSTEM_TREES = tuple(Path(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64",
+                                       "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr"))
+SYSTEM_ROOTS = tuple(Path(p) for p in ("/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp",
+                                       "/var", "/var/tmp"))
+
+
+def system_folder(root: Path) -> bool:
+    """True for `/`, a home directory, a system tree or a shared top-level folder."""
+    if root in _refused_roots() or root in SYSTEM_ROOTS:
+        return True
+    return any(root == t or root.is_relative_to(t) for t in SYSTEM_TREES)
 
 
 def _glob_escape(rel: str) -> str:
@@ -111,7 +142,8 @@ class Workspace:
 
     # ---------------------------------------------------------------- gitdir
     def _exclude_lines(self) -> list[str]:
-        lines = ["# written by chronos-git: settings ignored_patterns"]
+        lines = ["# written by chronos-git: restore temp names, then settings ignored_patterns",
+                 EXCLUDE_PATTERN]
         lines += list(self.store.config.ignored_patterns)
         store = canonical_root(self.store.root)
         if store.is_relative_to(self.root):
@@ -159,8 +191,11 @@ class Workspace:
         atomic_write(path, want, durable=False)
         self._repo = None
 
+    def repo(self) -> pygit2.Repository:
+        """The workspace's own repository handle (its index, ignore rules); under the workspace lock."""
+        return self._open_repo()
+
     def _open_repo(self) -> pygit2.Repository:
-        """The workspace's own repository handle; only used under the workspace lock."""
         if self._repo is None:
             self._ensure_gitdir()
             self._repo = pygit2.Repository(str(self.gitdir))
@@ -182,10 +217,21 @@ class Workspace:
         complete, else it walks the tree (`force_scan` always walks).  The first
         snapshot of a workspace is a bulk import into one pack.  `deadline`
         (time.monotonic) bounds a walk: past it what was done so far becomes a
-        checkpoint marked partial.
+        checkpoint marked partial.  With `commit=False` the tree is written but
+        no checkpoint: `commit_scan` makes it one later (a restore validates its
+        plan in between, so a refused restore leaves the history as it was).
         """
         if not self.root.is_dir():
             raise WorkspaceRefused(f"workspace {self.root} does not exist or is not a directory")
+        try:
+            return self._snapshot(meta, paths=paths, deadline=deadline, commit=commit, force_scan=force_scan)
+        except (GitError, OSError) as exc:
+            why = self.store.unwritable(exc)
+            if why:
+                raise StoreUnwritable(f"cannot take a checkpoint of {self.root}: {why}") from None
+            raise
+
+    def _snapshot(self, meta: CheckpointMeta, *, paths, deadline, commit, force_scan) -> SnapshotResult:
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo = self._open_repo()
             self._clear_stale_git_locks()
@@ -196,13 +242,16 @@ class Workspace:
             if paths is not None and tip is None:
                 paths = None           # undeclared entries come from the index: no baseline yet, scan all
             how = "declared"
-            if paths is None:
-                how = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None)
-                repo = self._open_repo()          # a bulk import swapped the index file
-                index = repo.index
-            else:
-                self._update_paths(repo, index, scanner, paths)
+            with fifo_guard.watching(self.root_bytes):
+                if paths is None:
+                    how = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None)
+                    repo = self._open_repo()          # a bulk import swapped the index file
+                    index = repo.index
+                else:
+                    self._update_paths(repo, index, scanner, paths)
             report = scanner.report
+            if how in ("scan", "bulk") and not report.aborted:
+                find_omissions(repo, self.root_bytes, report)
             tree = index.write_tree()   # before index.write(): the TREE cache lands in the file
             faults.hit("mid_snapshot")
             if how in ("scan", "bulk"):
@@ -219,20 +268,32 @@ class Workspace:
             if partial:
                 meta.kind = "partial"
                 meta.note = meta.note or "snapshot budget exhausted; unchanged-since-last entries come from the previous checkpoint"
-            info = {"skipped": report.skipped, "nested_repos": report.nested_repos,
-                    "files": len(index), "kind": meta.kind, "scan": how}
-            if report.fallback:
-                info["fallback"] = True
-            if not commit:
-                return SnapshotResult(None, str(tree), False, partial, info)
-            if tip is not None and tip.tree_id == tree:
-                return SnapshotResult(Checkpoint.from_commit(tip), str(tree), False, partial, info)
             meta.skipped = report.skipped
             meta.nested_repos = report.nested_repos
             meta.added_bytes = report.added_bytes
             meta.files = len(index)
-            cid = self._commit(repo, tree, meta, tip)
-            return SnapshotResult(Checkpoint.from_commit(repo[cid]), str(tree), True, partial, info)
+            meta.modes = perms.record(perms.carried(tip, index, self.root_bytes), report.perms,
+                                      index, repo[tree])
+            info = {"skipped": report.skipped, "nested_repos": report.nested_repos,
+                    "files": len(index), "kind": meta.kind, "scan": how}
+            if report.fallback:
+                info["fallback"] = True
+            result = SnapshotResult(None, str(tree), False, partial, info)
+            if not commit:
+                return result
+            return self.commit_scan(result, meta)
+
+    def commit_scan(self, result: SnapshotResult, meta: CheckpointMeta) -> SnapshotResult:
+        """Make a `commit=False` snapshot a checkpoint (the newest one if its tree is unchanged)."""
+        with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
+            repo = self._open_repo()
+            tip = self._tip_commit(repo)
+            if tip is not None and str(tip.tree_id) == result.tree_id:
+                return SnapshotResult(Checkpoint.from_commit(tip), result.tree_id, False, result.partial,
+                                      result.report)
+            cid = self._commit(repo, pygit2.Oid(hex=result.tree_id), meta, tip)
+            return SnapshotResult(Checkpoint.from_commit(repo[cid]), result.tree_id, True, result.partial,
+                                  result.report)
 
     def _refresh_all(self, repo, index, scanner: Scanner, *, force_scan: bool, first: bool) -> str:
         """Bring the whole index up to date; returns how: bulk | watched | scan."""
@@ -269,6 +330,7 @@ class Workspace:
             self._repo = None
             return False
         scanner.report.skipped.extend(res.report.skipped)
+        scanner.report.perms.update(res.report.perms)
         for d in res.report.nested_repos:
             scanner.report.nested(d)
         scanner.report.added_bytes += res.bytes
@@ -277,6 +339,36 @@ class Workspace:
 
     def _progress(self, phase: str, done: int, total: int) -> None:
         self.progress = {"phase": phase, "files_done": done, "files_total": total, "time": time.time()}
+
+    def note_restored(self, removed: list[str], written: list[str]) -> None:
+        """Bring the stat cache up to date with what a restore changed (no walk)."""
+        index = self._open_repo().index
+        for rel in removed:
+            forget(index, rel)
+        for rel in written:
+            try:
+                index.add(rel)
+            except (GitError, OSError):
+                pass                    # the next snapshot re-hashes it
+        self._index_unsaved = True      # like a declared snapshot: the next walk writes the cache file
+
+    def write_files(self, files: list[tuple[str, bytes | None]]) -> None:
+        """write_file semantics inside the workspace, confined (engine.confine): parents
+        created, each path replaced whole (bytes) or removed (None).  A file keeps its
+        permission bits; a new one gets the default ones."""
+        from . import inflight
+        from .confine import Confined
+        rels = [(self.rel(p) if os.path.isabs(p) else p, data) for p, data in files]
+        dirs = {os.path.dirname(rel) for rel, _ in rels}
+        with inflight.writing(self.store, self.root_bytes, dirs), \
+                Confined(self.root_bytes, token=inflight.TOKEN) as disk:
+            for rel, data in rels:
+                if data is None:
+                    disk.unlink(rel)
+                    continue
+                now = disk.entry(rel)
+                bits = stat.S_IMODE(now.st.st_mode) if now.kind == "file" else 0o666 & ~_umask()
+                disk.write(rel, data, bits, dir_perm=lambda _rel: 0o777 & ~_umask())
 
     def flush_index(self) -> None:
         """Write the in-memory index (stat cache) if declared snapshots left it unsaved."""
@@ -297,7 +389,7 @@ class Workspace:
         ignore_repo = pygit2.Repository(str(self.gitdir))   # the watcher thread's own handle
 
         def skip_dir(rel: str) -> bool:
-            return ignore_repo.path_is_ignored(rel + "/") or os.path.lexists(
+            return is_ignored(ignore_repo, rel + "/") or os.path.lexists(
                 os.path.join(self.root_bytes, os.fsencode(rel), b".git"))
 
         self._watcher = watcher_mod.Watcher(self.root_bytes, skip_dir).start()
@@ -336,7 +428,7 @@ class Workspace:
                 if not watched:
                     scanner.report.skip(rel, "inside_git_dir")
                 continue
-            nested = self._nested_ancestor(parts)
+            nested = self.nested_ancestor(parts)
             if nested:
                 scanner.report.nested(nested)
                 if not watched:
@@ -351,6 +443,10 @@ class Workspace:
             try:
                 st = os.lstat(full)
             except (FileNotFoundError, NotADirectoryError):
+                self._index_forget(index, rel)
+                continue
+            except OSError as exc:
+                scanner.report.omit(rel, exc)
                 self._index_forget(index, rel)
                 continue
             if stat.S_ISDIR(st.st_mode):
@@ -369,26 +465,24 @@ class Workspace:
 
     def _update_file(self, repo, index, scanner: Scanner, rel: str, full: bytes, *,
                      report_ignored: bool = False) -> None:
-        if rel not in index and repo.path_is_ignored(rel):
+        if rel not in index and is_ignored(repo, rel):
             if report_ignored:
                 scanner.report.skip(rel, "ignored")
             return
         if scanner.visit(rel) != 0:
-            if rel in index:
-                index.remove(rel)
+            forget(index, rel)
             return
         try:
             index.add(rel)
+            still_a_file(index, scanner.report, rel, full)
         except (GitError, OSError) as exc:
-            if not os.path.lexists(full):
-                if rel in index:
-                    index.remove(rel)
-            else:
+            forget(index, rel)        # never keep stale content under a name we could not read now
+            if os.path.lexists(full):
                 scanner.report.skip(rel, f"unreadable: {exc}")
 
     def _update_dir(self, repo, index, scanner: Scanner, rel: str) -> None:
         """A directory that appeared or changed as a whole: walk just that subtree."""
-        if repo.path_is_ignored(rel + "/"):
+        if is_ignored(repo, rel + "/"):
             return
         seen = set()
         stack = [rel]
@@ -412,7 +506,7 @@ class Workspace:
                         if os.path.lexists(os.path.join(e.path, b".git")):
                             scanner.report.nested(sub)
                             continue
-                        if not repo.path_is_ignored(sub + "/"):
+                        if not is_ignored(repo, sub + "/"):
                             stack.append(sub)
                         continue
                     seen.add(sub)
@@ -431,7 +525,8 @@ class Workspace:
         except (GitError, OSError):
             pass
 
-    def _nested_ancestor(self, parts: list[str]) -> str | None:
+    def nested_ancestor(self, parts: list[str]) -> str | None:
+        """The nearest directory above `parts` that holds a `.git` (a nested repository)."""
         for i in range(1, len(parts)):
             d = "/".join(parts[:i])
             if os.path.lexists(os.path.join(self.root_bytes, os.fsencode(d), b".git")):

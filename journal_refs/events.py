@@ -4,6 +4,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..engine.codec import canonical, display
+
 SCHEMA = "chronos-git.journal.v1"
 STATE_SCHEMA = "chronos-git.journal-state.v1"
 CHECKPOINT_SCHEMA = "chronos-git.journal-checkpoint.v1"
@@ -11,20 +13,6 @@ CHECKPOINT_SCHEMA = "chronos-git.journal-checkpoint.v1"
 KINDS = ("genesis", "started", "returned", "uncertain", "recovered", "resolved", "replayed",
          "maintenance")
 OUTCOMES = ("completed", "not_applied", "rolled_back")
-
-
-def canonical(obj) -> str:
-    """Sorted keys, no whitespace, no NaN: the bytes that get hashed."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False, default=_default)
-
-
-def _default(o):
-    if isinstance(o, (bytes, bytearray)):
-        return {"$bytes_sha256": hashlib.sha256(o).hexdigest()}
-    if isinstance(o, (set, frozenset, tuple)):
-        return sorted(o, key=repr) if isinstance(o, (set, frozenset)) else list(o)
-    return repr(o)
 
 
 def sha256_hex(data: str | bytes) -> str:
@@ -46,7 +34,7 @@ def message(payload: dict) -> str:
     kind = payload["kind"]
     bits = [f"journal #{payload['seq']} {kind}"]
     if payload.get("tool"):
-        bits.append(str(payload["tool"]))
+        bits.append(display(str(payload["tool"])))
     if payload.get("operation_id"):
         bits.append(f"op={payload['operation_id'][:12]}")
     if payload.get("outcome"):
@@ -54,8 +42,8 @@ def message(payload: dict) -> str:
     if payload.get("status"):
         bits.append(f"status={payload['status']}")
     if payload.get("tool_call_id"):
-        bits.append(f"call={payload['tool_call_id']}")
-    return " ".join(bits) + "\n\n" + canonical(payload) + "\n"
+        bits.append(display(f"call={payload['tool_call_id']}"))
+    return " ".join(bits).replace("\n", " ") + "\n\n" + canonical(payload) + "\n"
 
 
 def parse_message(text: str) -> tuple[dict, str]:

@@ -33,6 +33,7 @@ import pygit2
 
 from ..engine import faults, locking
 from ..engine.durability import fsync_scope
+from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
 from ..engine.store import signature
 from .events import CHECKPOINT_SCHEMA, SCHEMA, canonical, message, parse_message
@@ -77,6 +78,7 @@ class Journal:
         self.poisoned: str | None = None  # an outcome could not be recorded in this process
         self.opened = False
         self.healed: str | None = None
+        self.unwritable: str | None = None   # why the last write failed (full disk, read-only store)
         self.me = ProcessIdentity.current()
 
     # ------------------------------------------------------------------ open
@@ -127,7 +129,11 @@ class Journal:
     def _write_witness(self, journal_id: str, head: str | None, seq: int) -> None:
         data = canonical({"schema": CHECKPOINT_SCHEMA, "journal_id": journal_id, "head": head,
                           "seq": seq, "store": str(self.store.root)}).encode()
-        atomic_write(self.witness_path, data, mode=0o600, durable=True)
+        try:
+            atomic_write(self.witness_path, data, mode=0o600, durable=True)
+        except OSError as exc:
+            raise JournalError(f"could not write the journal witness {self.witness_path}: "
+                               f"{explain(exc, self.witness_path)}") from None
 
     def _check_alarm(self) -> None:
         """O(1): one failed stat when all is well."""
@@ -171,19 +177,29 @@ class Journal:
                     f"{self.witness_path} records {w.get('seq', 0) + 1} events up to {w['head'][:12]}: "
                     "the journal or the whole store was deleted or replaced. If that was deliberate, "
                     "move the checkpoint file away to start a new journal.")
-            journal_id = (w or {}).get("journal_id") or str(uuid.uuid4())
-            if w is None:
-                self._write_witness(journal_id, None, -1)
             self.state = JournalState()
             self.head = None
-            self._append_locked({"kind": "genesis", "operation_id": None, "journal_id": journal_id,
-                                 "created_by": self.me.to_dict()}, blobs={})
+            try:
+                self._genesis_locked(w)
+            except JournalError as exc:     # a read-only or full store: readers still work
+                self.unwritable = str(exc)
             return
         state = self._load_state_at(tip)
         self.healed = self._check_witness(w, tip, state)
         if self.healed:
-            self._write_witness(state.journal_id, tip, state.seq)
+            try:
+                self._write_witness(state.journal_id, tip, state.seq)
+            except JournalError as exc:
+                self.unwritable = str(exc)
+                self.healed += f" (in memory only: {exc})"
         self.head, self.state = tip, state
+
+    def _genesis_locked(self, w: dict | None) -> None:
+        journal_id = (w or {}).get("journal_id") or str(uuid.uuid4())
+        if w is None:
+            self._write_witness(journal_id, None, -1)
+        self._append_locked({"kind": "genesis", "operation_id": None, "journal_id": journal_id,
+                             "created_by": self.me.to_dict()}, blobs={})
 
     def _check_witness(self, w: dict | None, tip: str, state: JournalState) -> str | None:
         """The local checkpoint against the journal at `tip` (state `state`): IntegrityError
@@ -285,6 +301,8 @@ class Journal:
                 self._integrity_from_alarm = isinstance(exc, _AlarmRaised)
                 raise
             self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
+            if self.head is None:           # the genesis could not be written when we opened
+                self._genesis_locked(self._read_witness())
             return self._append_locked({"kind": kind, **fields}, blobs=blobs or {})
 
     def _append_locked(self, fields: dict, *, blobs: dict[str, str]) -> dict:
@@ -292,19 +310,31 @@ class Journal:
         new_state = self.state.apply(payload)           # validates the transition
         repo = self._repo()
         with fsync_scope(True):
-            tb = repo.TreeBuilder()
-            tb.insert("state.json", repo.create_blob(new_state.to_json().encode()), pygit2.GIT_FILEMODE_BLOB)
-            for name, oid in sorted(blobs.items()):
-                tb.insert(name, pygit2.Oid(hex=oid), pygit2.GIT_FILEMODE_BLOB)
-            tree = tb.write()
-            sig = signature(payload["timestamp_ns"] / 1e9)
-            parents = [pygit2.Oid(hex=self.head)] if self.head else []
-            commit = repo.create_commit(None, sig, sig, message(payload), tree, parents)
+            try:
+                tb = repo.TreeBuilder()
+                tb.insert("state.json", repo.create_blob(new_state.to_json().encode()),
+                          pygit2.GIT_FILEMODE_BLOB)
+                for name, oid in sorted(blobs.items()):
+                    tb.insert(name, pygit2.Oid(hex=oid), pygit2.GIT_FILEMODE_BLOB)
+                tree = tb.write()
+                sig = signature(payload["timestamp_ns"] / 1e9)
+                parents = [pygit2.Oid(hex=self.head)] if self.head else []
+                commit = repo.create_commit(None, sig, sig, message(payload), tree, parents)
+            except (pygit2.GitError, OSError) as exc:
+                self.unwritable = explain(exc, self.store.root)
+                raise JournalError(f"could not append to the journal in {self.store.root}: "
+                                   f"{self.unwritable}") from None
             faults.hit("mid_append")
             self._move_ref(repo, str(commit))
         faults.hit("after_ref_update")
-        self._write_witness(new_state.journal_id, str(commit), new_state.seq)
         self.head, self.state = str(commit), new_state
+        try:
+            self._write_witness(new_state.journal_id, str(commit), new_state.seq)
+            self.unwritable = None
+        except JournalError as exc:
+            # the event is durable (the ref moved); the witness lags like after a crash at
+            # `after_ref_update` and is brought up to date by the next append or open
+            self.unwritable = str(exc)
         return {**payload, "id": str(commit)}
 
     def _move_ref(self, repo, new: str) -> None:
@@ -323,7 +353,8 @@ class Journal:
         except (pygit2.GitError, OSError) as exc:
             if "does not match" in str(exc) or "not the first parent" in str(exc):
                 raise IntegrityError(f"compare-and-swap of {REF} failed: {exc}") from None
-            raise JournalError(f"could not move {REF}: {exc}") from None
+            self.unwritable = explain(exc, self.store.root)
+            raise JournalError(f"could not move {REF} in {self.store.root}: {self.unwritable}") from None
 
     # --------------------------------------------------------------- queries
     def unresolved(self) -> list[dict]:
@@ -444,7 +475,9 @@ class Journal:
                     problems.append(str(exc))
                 try:
                     w = self._read_witness()
-                    if w is None:
+                    if w is None and tip is None:
+                        pass                # no journal yet (nothing could be written so far)
+                    elif w is None:
                         witness_problems.append(f"local checkpoint {self.witness_path} is missing")
                     elif w.get("head") != tip:
                         healed = self._heal_lag(repo, w, tip)
@@ -497,8 +530,13 @@ class Journal:
                 if self.integrity == "ok":        # like the alarm: a clean verify lifts it again
                     self.integrity, self._integrity_from_alarm = chain_problems[0], alarmed
             elif not problems:
-                self.alarm_path.unlink(missing_ok=True)
-                if self._integrity_from_alarm:
+                try:
+                    if self.alarm_path.exists():
+                        self.alarm_path.unlink()
+                except OSError as exc:
+                    problems.append(f"the journal is clean but the old alarm {self.alarm_path} could not "
+                                    f"be removed: {explain(exc, self.alarm_path)}")
+                if self._integrity_from_alarm and not problems:
                     self.integrity, self._integrity_from_alarm = "ok", False
             internal_ok = not problems
             ext = None
@@ -532,9 +570,13 @@ class Journal:
             return None
         if tip_state.journal_id != w.get("journal_id"):
             return None
-        self._write_witness(tip_state.journal_id, tip, tip_state.seq)
-        return (f"local checkpoint was {tip_state.seq - w.get('seq', 0)} event(s) behind the journal "
-                "(crash between the two writes); healed")
+        note = (f"local checkpoint was {tip_state.seq - w.get('seq', 0)} event(s) behind the journal "
+                "(crash between the two writes)")
+        try:
+            self._write_witness(tip_state.journal_id, tip, tip_state.seq)
+        except JournalError as exc:
+            return f"{note}; not healed now: {exc}"
+        return f"{note}; healed"
 
     def _check_exported(self, cp: dict, tip: str | None) -> str:
         if not isinstance(cp, dict) or cp.get("schema") != CHECKPOINT_SCHEMA:

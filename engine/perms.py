@@ -1,0 +1,105 @@
+"""Permission bits beyond git's 644/755, kept with each checkpoint.
+
+git stores a file as 100644 or 100755 and a directory not at all, so a
+deleted `secret.env` (0600) or `private/` (0700) would come back as 0644 /
+0755.  Each checkpoint's metadata (the JSON line of its commit message,
+readable with `git show -s`) therefore lists the paths whose bits differ from
+git's defaults, grouped by mode: `{"600": ["secret.env"], "700": ["private/"]}`
+(directories end in "/").  A snapshot only looks at what it visits, so the
+record is carried forward from the previous checkpoint and updated with what
+changed.  A checkpoint without a record (made before this existed) restores
+new paths with restrictive bits.
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+FILE, EXEC, DIR = 0o644, 0o755, 0o755
+LEGACY_FILE, LEGACY_EXEC, LEGACY_DIR = 0o600, 0o700, 0o700
+
+
+def _default(path: str, perm: int) -> int:
+    if path.endswith("/"):
+        return DIR
+    return EXEC if perm & stat.S_IXUSR else FILE
+
+
+def expand(modes: dict | None) -> dict[str, int] | None:
+    """{path: bits} from the grouped record; None when there is no record."""
+    if modes is None:
+        return None
+    out = {}
+    for octal, paths in modes.items():
+        try:
+            bits = int(octal, 8) & 0o7777
+        except (TypeError, ValueError):
+            continue
+        for p in paths if isinstance(paths, list) else ():
+            if isinstance(p, str):
+                out[p] = bits
+    return out
+
+
+def carried(tip, index, root: bytes) -> dict[str, int]:
+    """The record of the previous checkpoint (`tip`, a commit), or one read off the disk."""
+    if tip is None:
+        return {}
+    from .checkpoint import CheckpointMeta
+    prior = expand(CheckpointMeta.from_message(tip.message).modes)
+    if prior is not None:
+        return prior
+    seen: dict[str, int] = {}                   # an older checkpoint: look at every file once
+    from .scan import ScanReport, note_perms
+    report = ScanReport(perms=seen)
+    for entry in index:
+        if entry.mode not in (0o100644, 0o100755):
+            continue
+        try:
+            note_perms(report, root, entry.path, os.lstat(os.path.join(root, os.fsencode(entry.path))))
+        except OSError:
+            continue
+    return seen
+
+
+def record(base: dict[str, int], seen: dict[str, int], index, tree) -> dict[str, list[str]]:
+    """The grouped record for a new checkpoint: `base` updated with `seen`, only what exists."""
+    merged = dict(base)
+    merged.update(seen)
+    out: dict[str, list[str]] = {}
+    for path, perm in merged.items():
+        if perm == _default(path, perm) or not _present(path, index, tree):
+            continue
+        out.setdefault(f"{perm:o}", []).append(path)
+    for paths in out.values():
+        paths.sort()
+    return out
+
+
+def _present(path: str, index, tree) -> bool:
+    if not path.endswith("/"):
+        return path in index
+    try:
+        return tree[path[:-1]].type_str == "tree"
+    except (KeyError, ValueError, TypeError):
+        return False
+
+
+def file_perm(record: dict[str, int] | None, path: str, executable: bool,
+              now: int | None = None) -> int:
+    """The bits a restored file gets: as recorded (never set-id), and never wider than
+    the file on disk now (`now`) when there is one.  The tree decides the executable bit."""
+    if record is None:
+        bits = LEGACY_FILE
+    else:
+        bits = record.get(path, FILE) & 0o666
+    if now is not None:
+        bits &= now
+    bits &= 0o666
+    return bits | ((bits & 0o444) >> 2) if executable else bits
+
+
+def dir_perm(record: dict[str, int] | None, path: str) -> int:
+    if record is None:
+        return LEGACY_DIR
+    return record.get(path.rstrip("/") + "/", DIR)
