@@ -41,6 +41,7 @@ class Ticket:
     snapshot: dict
     started_ns: int
     fingerprint: str
+    declared: list[dict] = field(default_factory=list)   # path, pre, post as journaled
     extra: dict = field(default_factory=dict)
 
 

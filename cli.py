@@ -16,7 +16,13 @@ from pathlib import Path
 from .calls import Blocked
 from .engine.errors import ChronosError
 from .journal_refs import JournalError
-from .service import Chronos, default_store_dir
+import pygit2
+
+from . import settings as settings_mod
+from . import setup_deps
+from .engine import codec
+from .engine.errors import explain
+from .service import Chronos
 from .settings import Settings
 
 EXIT_ERROR = 1
@@ -59,12 +65,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
     p.add_argument("--path", action="append", default=None, help="restore only these paths")
     p.add_argument("--no-clean", action="store_true", help="keep files that are absent from the checkpoint")
+    p.add_argument("--force", action="store_true",
+                   help="also overwrite or delete files whose current bytes the safety checkpoint could not "
+                        "capture (they are lost for good)")
     _common(p)
     p = sub.add_parser("compact", help="apply retention and pack the store")
     p.add_argument("--dry-run", action="store_true")
     _common(p, workspace=False)
     p = sub.add_parser("health", help="store, journal and workspace state")
     _common(p)
+    p = sub.add_parser("setup", help="install chronos-git's dependencies into the Python that runs this")
+    setup_deps.configure_setup_parser(p)
     p = sub.add_parser("run", help="run a command as a protected call: run [opts] -- CMD ARGS...")
     p.add_argument("--tool", default="terminal", help="tool name recorded in the journal")
     p.add_argument("run_argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
@@ -120,27 +131,20 @@ def build_parser(prog: str = "chronos-git") -> argparse.ArgumentParser:
 
 
 def load_settings() -> Settings:
-    """Standalone settings: $CHRONOS_GIT_SETTINGS (JSON) over Hermes' config when present."""
-    data: dict = {}
-    home = os.environ.get("HERMES_HOME")
-    cfg = Path(home) / "config.yaml" if home else None
-    if cfg and cfg.exists():
-        try:
-            import yaml
-            raw = yaml.safe_load(cfg.read_text()) or {}
-            data.update(((raw.get("plugins") or {}).get("entries") or {}).get("chronos-git", {}).get("settings") or {})
-        except Exception:
-            pass
-    env = os.environ.get("CHRONOS_GIT_SETTINGS")
-    if env:
-        try:
-            data.update(json.loads(env))
-        except ValueError as exc:
-            raise ChronosError(f"CHRONOS_GIT_SETTINGS is not valid JSON: {exc}") from None
-    return Settings.from_mapping(data)
+    """Standalone settings (config.yaml of the profile, then $CHRONOS_GIT_SETTINGS)."""
+    return settings_mod.load().settings
 
 
-def dispatch(args: argparse.Namespace, *, settings: Settings | None = None,
+EXIT_NOT_RECORDED = 4
+READ_ONLY = {"log", "show", "diff", "health"}     # never create a store (the journal commands
+                                                  # open, and so start, the journal)
+
+
+def _read_only(args) -> bool:
+    return args.chronos_cmd in READ_ONLY
+
+
+def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = None,
              store: str | None = None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -148,22 +152,36 @@ def dispatch(args: argparse.Namespace, *, settings: Settings | None = None,
     try:
         if not getattr(args, "chronos_cmd", None):
             raise ChronosError("no command given: try snapshot, log, diff, restore, run, write, journal status")
-        settings = settings or load_settings()
-        store_dir = args.store or store or settings.store_dir or default_store_dir()
-        svc = Chronos.get(store_dir, settings)
+        if args.chronos_cmd == "setup":
+            return setup_deps.run_setup(args.chronos_yes, args.chronos_json or as_json, out, err)
+        loaded = loaded or settings_mod.load()
+        if loaded.problems and args.chronos_cmd != "health":
+            raise ChronosError("the chronos-git configuration has problems, so nothing was done: "
+                               + "; ".join(loaded.problems)
+                               + " (fix them; `chronos-git health` shows them too)")
+        svc = Chronos.get(args.store or store, loaded.settings, create=not _read_only(args),
+                          problems=loaded.problems)
         workspace = os.path.abspath(getattr(args, "workspace", None) or os.getcwd())
         rc, result = _run(svc, args, workspace, as_json, err)
     except Blocked as exc:
         _emit({**exc.details, "status": "error", "error": "chronos_blocked", "blocked": True}, as_json, out, err)
         return EXIT_BLOCKED
-    except (ChronosError, JournalError, _ArgumentError, OSError) as exc:
+    except (ChronosError, JournalError, _ArgumentError) as exc:
         _emit({"status": "error", "error": str(exc)}, as_json, out, err)
+        return EXIT_ERROR
+    except (OSError, pygit2.GitError) as exc:
+        _emit({"status": "error", "error": explain(exc, *_stores(args, store))}, as_json, out, err)
         return EXIT_ERROR
     except Exception as exc:  # never a traceback for the operator
         _emit({"status": "error", "error": f"{type(exc).__name__}: {exc}"}, as_json, out, err)
         return EXIT_ERROR
     _emit(result, as_json, out, err, command=args.chronos_cmd)
-    return rc
+    return EXIT_ERROR if rc == 0 and result.get("status") == "error" else rc
+
+
+def _stores(args, store) -> list[str]:
+    given = getattr(args, "store", None) or store
+    return [given] if given else []
 
 
 def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, dict]:
@@ -178,7 +196,7 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, d
         return 0, svc.diff(workspace, args.from_, args.to, patch=not args.stat, paths=args.path)
     if cmd == "restore":
         return 0, svc.restore(workspace, args.checkpoint, paths=args.path, clean=not args.no_clean,
-                              dry_run=args.dry_run, actor="operator-cli")
+                              dry_run=args.dry_run, force=args.force, actor="operator-cli")
     if cmd == "compact":
         return 0, svc.compact(dry_run=args.dry_run)
     if cmd == "health":
@@ -194,6 +212,11 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, d
         result = {"status": "ok", **info}
         if rc is None:
             return 127, {**result, "status": "error"}
+        if not info.get("recorded", True):
+            return EXIT_NOT_RECORDED, {**result, "status": "error", "error": (
+                f"the command ran (exit code {rc}) but its outcome could not be recorded: "
+                f"{info.get('error')}; protected calls stay refused until an operator checks "
+                "`chronos-git journal status`")}
         return rc, result
     if cmd == "write":
         if args.from_file is not None:
@@ -236,11 +259,11 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, d
 
 def _emit(result: dict, as_json: bool, out, err, command: str | None = None) -> None:
     if as_json:
-        out.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+        out.write(codec.dumps(result) + "\n")
         out.flush()
         return
     stream = err if result.get("status") == "error" else out
-    stream.write(render(result, command) + "\n")
+    stream.write(codec.human(render(result, command)) + "\n")
     stream.flush()
 
 
@@ -280,9 +303,14 @@ def render(result: dict, command: str | None = None) -> str:
     if "unresolved" in result and "integrity" in result and "events" in result:
         return status_text(result)
     if "problems" in result and "integrity" in result:
-        return (f"journal verified: {result['events']} events, integrity ok ({result['seconds']} s)"
-                if result["integrity"] == "ok" else
-                "journal verification FAILED:\n" + "\n".join(f"  {p}" for p in result["problems"]))
+        trees = result.get("checkpoint_trees") or {"problems": []}
+        if result["integrity"] != "ok":
+            return "journal verification FAILED:\n" + "\n".join(f"  {p}" for p in result["problems"])
+        if trees["problems"]:
+            return ("journal verified, but checkpoints hold entries git's fsck rejects:\n"
+                    + "\n".join(f"  {p}" for p in trees["problems"]))
+        return (f"journal verified: {result['events']} events, integrity ok; "
+                f"{trees.get('checkpoints', 0)} checkpoint(s) clean ({result['seconds']} s)")
     if command == "journal" and "outcome" in result and "operation_id" in result:
         return (f"operation {result['operation_id'][:12]}: {result['outcome']}"
                 + (f" ({result['evidence']})" if result.get("evidence") else "")
@@ -292,6 +320,10 @@ def render(result: dict, command: str | None = None) -> str:
 
 def status_text(st: dict) -> str:
     lines = [f"journal: integrity {st['integrity']}, {st['events']} events, gate {st.get('gate', '?')}"]
+    prot = st.get("protection") or {}
+    if prot.get("state") not in (None, "on", "ready"):
+        lines.append(f"  protection {prot['state'].upper()}: {prot.get('reason')}"
+                     + (f" (fix: {prot['fix']})" if prot.get("fix") else ""))
     if st.get("healed"):
         lines.append(f"  healed: {st['healed']}")
     for s in st.get("settled_at_start") or []:

@@ -14,11 +14,14 @@ import contextvars
 import json
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 
 from . import PLUGIN_KEY
-from .settings import Settings
+from .settings import Settings, store_location
+from .settings import Loaded
+from .settings import load as load_settings
 
 log = logging.getLogger("chronos_git")
 
@@ -59,53 +62,27 @@ def register(ctx) -> None:
                                  description="The chronos-git operator CLI (same as the standalone `chronos-git`).")
 
 
-def _hermes_home() -> Path:
-    try:
-        from hermes_constants import get_hermes_home
-        return Path(get_hermes_home())
-    except Exception:
-        return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes")
-
-
 def store_dir_for(settings: Settings) -> Path:
-    if settings.store_dir:
-        return Path(os.path.expanduser(settings.store_dir))
-    return _hermes_home() / "plugin-data" / PLUGIN_KEY
+    return store_location(settings)
 
 
 def read_settings(ctx=None) -> Settings:
     """Newer hosts: ctx.get_config; 0.19.0: plugins.entries.<key>.settings of config.yaml."""
-    data: dict = {}
-    get_config = getattr(ctx, "get_config", None)
-    if callable(get_config):
-        for key in Settings.model_fields:
-            try:
-                value = get_config(key, None)
-            except Exception:
-                value = None
-            if value is not None:
-                data[key] = value
-    if not data:
-        try:
-            from hermes_cli.config import load_config
-            cfg = load_config() or {}
-            entry = ((cfg.get("plugins") or {}).get("entries") or {}).get(PLUGIN_KEY) or {}
-            data = dict(entry.get("settings") or entry.get("config") or {})
-        except Exception as exc:
-            log.debug("chronos-git: could not read Hermes config: %s", exc)
-    return Settings.from_mapping(data)
+    return load_settings(ctx, env=False).settings
 
 
 class Plugin:
     def __init__(self, ctx):
         self.ctx = ctx
-        self.settings = read_settings(ctx)
+        loaded = load_settings(ctx, env=False)
+        self.settings = loaded.settings
+        self.settings_problems = loaded.problems
         self._svc = None
         self._svc_lock = threading.Lock()
         self._calls: dict[str, dict] = {}        # tool_call_id -> what transform_tool_result needs
         self._calls_lock = threading.Lock()
         self.section_registered = False
-        self._section_alerts: list[dict] = []     # settlements already told through the section
+        self._told: dict[str, str] = {}           # session -> the protection notice it was given
 
     # ------------------------------------------------------------- plumbing
     def store_dir(self) -> Path:
@@ -117,7 +94,7 @@ class Plugin:
                 import atexit
 
                 from .service import Chronos
-                self._svc = Chronos.get(self.store_dir(), self.settings)
+                self._svc = Chronos.get(self.store_dir(), self.settings, problems=self.settings_problems)
                 self._svc.background = True      # watchers and a background first snapshot
                 atexit.register(self._svc.flush)
             return self._svc
@@ -244,7 +221,6 @@ class Plugin:
             svc = self.svc()
             svc.start()
             settled = svc.take_alerts()
-            self._section_alerts = settled
             unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
             if not settled and not unresolved and svc.journal.integrity == "ok":
                 return ""
@@ -264,12 +240,34 @@ class Plugin:
                 log.info("chronos-git: no turn checkpoint: %s", exc)
             unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
             settled = svc.take_alerts()        # settled by this or any earlier process, told once
-            if not settled and not unresolved and svc.journal.integrity == "ok":
-                return None
-            return {"context": recovery_alert(settled, unresolved, svc.journal.integrity)}
+            parts = []
+            off = self._protection_notice(svc.protection(), session_id)
+            if off:
+                parts.append(off)
+            if settled or unresolved or svc.journal.integrity != "ok":
+                parts.append(recovery_alert(settled, unresolved, svc.journal.integrity))
+            return {"context": "\n\n".join(parts)} if parts else None
         except Exception as exc:
             log.warning("chronos-git pre_llm_call failed: %s", exc)
             return None
+
+    def _protection_notice(self, prot: dict, session_id) -> str | None:
+        """When protection is off or degraded: told to the user (stderr) and the model (context),
+        on the first turn of each session and whenever the reason changes."""
+        if prot.get("state") in ("on", "ready"):
+            self._told.pop(session_id or "", None)
+            return None
+        what = ("is OFF" if prot["state"] == "off" else "is DEGRADED")
+        consequence = ("Protected tool calls are refused: their intent cannot be recorded."
+                       if prot["state"] == "off" else "Tool calls are still journaled.")
+        text = (f"⚠ chronos-git protection {what}: {prot.get('reason')}. {consequence}"
+                + (f" Fix: {prot['fix']}." if prot.get("fix") else ""))
+        key = session_id or ""
+        if self._told.get(key) == text:
+            return None
+        self._told[key] = text
+        print(text, file=sys.stderr, flush=True)
+        return text + " Tell the user this before you change any files."
 
     # ------------------------------------------------------------------ CLI
     def setup_cli(self, parser) -> None:
@@ -280,7 +278,7 @@ class Plugin:
         import sys
 
         from .cli import dispatch
-        rc = dispatch(args, settings=self.settings, store=str(self.store_dir()))
+        rc = dispatch(args, loaded=Loaded(self.settings, self.settings_problems), store=str(self.store_dir()))
         if rc:
             sys.exit(rc)
         return rc

@@ -6,8 +6,7 @@ always takes a safety checkpoint; no tool lets the model resolve operations.
 """
 from __future__ import annotations
 
-import json
-
+from .engine.codec import dumps
 from .engine.errors import ChronosError
 from .journal_refs import JournalError
 
@@ -63,11 +62,11 @@ SCHEMAS = {
 def _envelope(fn):
     def handler(args, **kwargs):
         try:
-            return json.dumps(fn(args or {}, **kwargs), default=str)
+            return dumps(fn(args or {}, **kwargs))
         except (ChronosError, JournalError) as exc:
-            return json.dumps({"status": "error", "error": str(exc)})
+            return dumps({"status": "error", "error": str(exc)})
         except Exception as exc:
-            return json.dumps({"status": "error", "error": f"{type(exc).__name__}: {exc}"})
+            return dumps({"status": "error", "error": f"{type(exc).__name__}: {exc}"})
     handler.__name__ = fn.__name__
     return handler
 
@@ -99,7 +98,7 @@ def handlers(plugin) -> dict:
         svc = plugin.svc()
         st = svc.journal_status()
         h = svc.health(plugin.cwd())
-        return {"status": "ok", "integrity": st["integrity"], "gate": st["gate"],
+        return {"status": "ok", "protection": h["protection"], "integrity": st["integrity"], "gate": st["gate"],
                 "unresolved": st["unresolved"], "running": st["running"], "events": st["events"],
                 "workspace": h.get("workspace"), "store": h["store"], "store_bytes": h["store_bytes"],
                 "last_snapshot": h["last_snapshot"]}

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 from .calls import Call, Declared, Outcome
+from .engine import treecheck
 from .engine.errors import ChronosError
-from .engine.fsutil import atomic_write, write_atomically
+from .engine.fsutil import atomic_write
 from .journal_refs import IntegrityError, TransitionError, recovery
 from .journal_refs.recovery import UNKNOWN
 
@@ -91,13 +93,21 @@ class Reconciliation:
         st = self.journal.status()
         st["settled_at_start"] = self.startup.get("settled", [])
         st["gate"] = "open" if self.gate() is None else "closed"
+        st["protection"] = self.protection()
         return {"status": "ok", **st}
 
     def journal_verify(self, checkpoint: dict | None = None) -> dict:
+        """The journal's chain and witness, and every checkpoint tree's entry names."""
         self.start()
         res = self.journal.verify(checkpoint)
-        return {"status": "ok" if res["integrity"] == "ok" else "error", **res,
-                **({"error": res["integrity"]} if res["integrity"] != "ok" else {})}
+        trees = treecheck.check_checkpoints(self.store)
+        out = {"status": "ok", **res, "checkpoint_trees": trees}
+        if res["integrity"] != "ok":
+            out.update(status="error", error=res["integrity"])
+        elif trees["problems"]:
+            out.update(status="error", error="checkpoints hold entries that git's fsck rejects (a restore "
+                                             "refuses them): " + "; ".join(trees["problems"][:5]))
+        return out
 
     def journal_checkpoint(self) -> dict:
         self.start()
@@ -182,22 +192,27 @@ class Reconciliation:
         if verdict != "not_applied":
             raise ChronosError(f"refusing to replay {op[:12]}: its paths no longer equal their pre-image "
                                f"({recovery.describe(items)})")
+        workspace = info.get("workspace")
+        ws = self.store.workspace(workspace) if workspace else None
+        outside = [d for d in declared if ws is None or not ws.contains(d["path"])]
+        if outside:
+            raise ChronosError(
+                f"refusing to replay {op[:12]}: it writes outside the workspace {workspace}, and a replay "
+                "only writes inside it. Apply it by hand: "
+                + "; ".join(_manual_recipe(self.store.root, {"path": d["path"], "pre": d["post"]})
+                            for d in outside))
         repo = self.store.repo()
         calls = [Declared(d["path"], None if d["post"] is None else repo[d["post"]].data) for d in declared]
         ticket = self.begin(Call(tool=info.get("tool") or "replay", args={"replay_of": op},
-                                 workspace=info.get("workspace") or os.getcwd(),
-                                 session_id=info.get("session_id"), declared=calls, replay_of=op,
-                                 actor=actor), gate=False)
+                                 workspace=workspace, session_id=info.get("session_id"), declared=calls,
+                                 replay_of=op, actor=actor), gate=False)
         self.journal.append("replayed", {"operation_id": op, "replay_operation_id": ticket.operation_id,
                                          "actor": actor})
-        for d in calls:
-            if d.post is None:
-                try:
-                    os.unlink(d.path)
-                except FileNotFoundError:
-                    pass
-            else:
-                write_atomically(d.path, d.post)
+        try:
+            ws.write_files([(d.path, d.post) for d in calls])
+        except (OSError, ChronosError) as exc:
+            self.finish(ticket, self._failed_write(ticket, exc))
+            raise ChronosError(f"replay of {op[:12]} failed: {exc}") from None
         fin = self.finish(ticket, Outcome(status="ok"))
         return {"operation_id": op, "replay_operation_id": ticket.operation_id,
                 "paths": [d.path for d in calls], **{k: fin[k] for k in ("post_checkpoint", "outcome")}}
@@ -207,23 +222,18 @@ class Reconciliation:
         info = self.journal.state.open[op]
         pre = info.get("pre_checkpoint")
         workspace = info.get("workspace")
-        restored_outside = []
+        restored_outside: list[str] = []           # a rollback never writes there any more
         paths_in = []
         if info.get("declared"):
-            repo = self.store.repo()
             ws = self.store.workspace(workspace) if workspace else None
-            for d in info["declared"]:
-                if ws is not None and ws.contains(d["path"]) and pre:
-                    paths_in.append(d["path"])
-                else:      # outside the workspace: the journal's pre-image is the backup
-                    if d["pre"] is None:
-                        try:
-                            os.unlink(d["path"])
-                        except FileNotFoundError:
-                            pass
-                    else:
-                        write_atomically(d["path"], repo[d["pre"]].data)
-                    restored_outside.append(d["path"])
+            outside = [d for d in info["declared"] if ws is None or not ws.contains(d["path"]) or not pre]
+            if outside:
+                raise ChronosError(
+                    f"operation {op[:12]} changed paths outside the workspace {workspace}, and a rollback "
+                    "only writes inside it. Put the pre-images back by hand, then resolve the operation: "
+                    + "; ".join(_manual_recipe(self.store.root, d) for d in outside)
+                    + f"; then `chronos-git journal resolve {op[:12]} --outcome not_applied --evidence ...`")
+            paths_in = [d["path"] for d in info["declared"]]
         elif pre and workspace:
             changed = self.diff(workspace, pre, None, patch=False)["files"]
             paths_in = sorted({f["path"] for f in changed} | {f.get("old_path") for f in changed if f.get("old_path")})
@@ -242,3 +252,10 @@ class Reconciliation:
                                                       "paths": paths_in + restored_outside}})
         return {"status": "ok", "operation_id": op, "outcome": "rolled_back", "evidence": evidence,
                 "restore": res, "gate": "open" if self.gate() is None else "closed"}
+
+
+def _manual_recipe(store_root, d: dict) -> str:
+    if d.get("pre") is None:
+        return f"`rm -- {shlex.quote(d['path'])}` (it did not exist before)"
+    return (f"`git --git-dir {shlex.quote(str(store_root))} cat-file blob {d['pre']} > "
+            f"{shlex.quote(d['path'])}`")

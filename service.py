@@ -8,24 +8,29 @@ each surface turns them into its own envelope.
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 import time
 import uuid
 from pathlib import Path
 
+import pygit2
+
 from .calls import Blocked, Call, Declared, Outcome, Ticket  # noqa: F401 (the service's public types)
 from .engine import diff as diff_mod
-from .engine import faults, retention
+from .engine import faults, inflight, retention
 from .engine import restore as restore_mod
 from .engine.checkpoint import CheckpointMeta
-from .engine.errors import ChronosError
-from .engine.fsutil import write_atomically
+from .engine.confine import split
+from .engine.errors import (ChronosError, PlanTokenError, StoreUnwritable, UnknownWorkspace,
+                            WorkspaceRefused, explain)
 from .engine.store import Store
-from .journal_refs import IntegrityError, Journal, recovery
+from .engine.workspace import canonical_root, system_folder
+from .journal_refs import IntegrityError, Journal, JournalError, recovery
 from .journal_refs.events import args_hash, canonical, fingerprint, sha256_hex
 from .journal_refs.recovery import ABSENT, UNKNOWN
 from .reconcile import Reconciliation
-from .settings import Settings
+from .settings import Settings, store_location
 
 
 def _progress_text(p: dict | None) -> str:
@@ -34,22 +39,29 @@ def _progress_text(p: dict | None) -> str:
     return f", {p['phase']} {p['files_done']}/{p['files_total']} files"
 
 
-def default_store_dir() -> Path:
-    env = os.environ.get("CHRONOS_GIT_STORE")
-    if env:
-        return Path(env)
-    home = os.environ.get("HERMES_HOME") or os.path.join(os.path.expanduser("~"), ".hermes")
-    return Path(home) / "plugin-data" / "chronos-git"
+PLAN_TOKEN_TTL_S = 600.0
+MIN_FREE_BYTES = 16 << 20        # below this a snapshot or an intent is likely to fail
+BLOCK_HINT = "plugins.entries.chronos-git.settings of the profile's config.yaml"
+
+
+def _existing_parent(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 class Chronos(Reconciliation):
     _instances: dict[str, "Chronos"] = {}
     _guard = threading.Lock()
 
-    def __init__(self, store_dir: Path, settings: Settings):
+    def __init__(self, store_dir: Path, settings: Settings, *, create: bool = True,
+                 problems: list[str] | None = None):
         self.settings = settings
-        self.store = Store.open(store_dir, settings.engine_config())
-        self.journal = Journal(self.store)
+        self.settings_problems = list(problems or [])
+        self.store_dir = store_dir
+        self.create = create
+        self._store: Store | None = None
+        self._journal: Journal | None = None
         self._started = False
         self._start_lock = threading.Lock()
         self.startup: dict = {}
@@ -58,17 +70,40 @@ class Chronos(Reconciliation):
         self.background = False        # long-lived host (Hermes): watchers, background first snapshot
         self._bg: dict[str, dict] = {} # workspace id -> {"thread", "kind", "started"}
         self._bg_lock = threading.Lock()
+        self._plans: dict[str, tuple[str, float]] = {}   # plan token -> (request key, expiry)
+        self._plans_lock = threading.Lock()
 
     @classmethod
-    def get(cls, store_dir: os.PathLike | str | None = None, settings: Settings | None = None) -> "Chronos":
-        store_dir = Path(os.path.abspath(store_dir or settings and settings.store_dir or default_store_dir()))
+    def get(cls, store_dir: os.PathLike | str | None = None, settings: Settings | None = None, *,
+            create: bool = True, problems: list[str] | None = None) -> "Chronos":
+        """The service of one store (cached per process).  `create=False` (read-only
+        commands) never makes a store where there is none."""
         settings = settings or Settings()
+        store_dir = Path(os.path.abspath(store_location(settings, store_dir)))
         with cls._guard:
             inst = cls._instances.get(str(store_dir))
             if inst is None or inst.settings != settings:
-                inst = cls(store_dir, settings)
+                inst = cls(store_dir, settings, create=create, problems=problems)
                 cls._instances[str(store_dir)] = inst
+            inst.create = inst.create or create
+            if problems is not None:
+                inst.settings_problems = list(problems)
             return inst
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store.open(self.store_dir, self.settings.engine_config(), create=self.create)
+        return self._store
+
+    @property
+    def journal(self) -> Journal:
+        if self._journal is None:
+            self._journal = Journal(self.store)
+        return self._journal
+
+    def store_exists(self) -> bool:
+        return self._store is not None or Store.exists_at(self.store_dir)
 
     # --------------------------------------------------------------- startup
     def start(self) -> dict:
@@ -77,11 +112,22 @@ class Chronos(Reconciliation):
             if self._started:
                 return self.startup
             self.journal.open()
-            settled = []
+            settled, deferred = [], None
             if self.journal.integrity == "ok":
-                settled = self.settle_by_evidence()
+                try:
+                    settled = self.settle_by_evidence()
+                except (JournalError, ChronosError, OSError) as exc:    # a full or read-only store
+                    deferred = f"crashed calls could not be settled now: {exc}"
+            try:
+                swept = inflight.sweep(self.store)
+            except OSError:
+                swept = 0
             self.startup = {"integrity": self.journal.integrity, "healed": self.journal.healed,
                             "settled": settled}
+            if deferred:
+                self.startup["deferred"] = deferred
+            if swept:
+                self.startup["temp_files_removed"] = swept
             self._started = True
             return self.startup
 
@@ -135,21 +181,12 @@ class Chronos(Reconciliation):
         warning = self.check_gate() if gate else None
         ws = self.store.workspace(call.workspace)
         snap = self._snapshot_for(ws, call, "before", budget_s)
-        repo = self.store.repo()
-        declared_fields = []
-        blobs = {}
-        if call.declared is not None:
-            for i, d in enumerate(call.declared):
-                pre = recovery.content_id(d.path, store_in=repo)
-                if isinstance(d.post, bytes):
-                    post = str(repo.create_blob(d.post))
-                else:
-                    post = d.post              # None (deleted) or UNKNOWN
-                declared_fields.append({"path": d.path, "pre": pre, "post": post})
-                if recovery.is_blob_id(pre):
-                    blobs[f"pre-{i:04d}"] = pre
-                if post not in (ABSENT, UNKNOWN):
-                    blobs[f"post-{i:04d}"] = post
+        try:
+            declared_fields, blobs = self._images(call)
+        except (pygit2.GitError, OSError) as exc:
+            raise StoreUnwritable(f"could not keep the pre- and post-images of this {call.tool} call in "
+                                  f"the store {self.store.root}: {explain(exc, self.store.root)}; it was "
+                                  "not run") from None
         op = uuid.uuid4().hex
         fp = fingerprint(call.tool, call.args)
         fields = {
@@ -171,10 +208,25 @@ class Chronos(Reconciliation):
             fields["actor"] = call.actor
         self.journal.append("started", fields, blobs=blobs)
         faults.hit("after_intent")
-        t = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp)
+        t = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared_fields)
         if warning:
             t.extra["gate_warning"] = warning["message"]
         return t
+
+    def _images(self, call: Call) -> tuple[list[dict], dict[str, str]]:
+        """Per declared path its pre-image (stored now) and post-image (stored if known)."""
+        repo = self.store.repo()
+        declared_fields: list[dict] = []
+        blobs: dict[str, str] = {}
+        for i, d in enumerate(call.declared or ()):
+            pre = recovery.content_id(d.path, store_in=repo)
+            post = str(repo.create_blob(d.post)) if isinstance(d.post, bytes) else d.post
+            declared_fields.append({"path": d.path, "pre": pre, "post": post})
+            if recovery.is_blob_id(pre):
+                blobs[f"pre-{i:04d}"] = pre
+            if post not in (ABSENT, UNKNOWN):
+                blobs[f"post-{i:04d}"] = post
+        return declared_fields, blobs
 
     def finish(self, ticket: Ticket, outcome: Outcome) -> dict:
         """Post-snapshot and outcome.  Never raises: a failure poisons the gate instead."""
@@ -372,20 +424,46 @@ class Chronos(Reconciliation):
     def write_file(self, workspace: str, path: str, content: bytes, *, tool: str = "write_file",
                    session_id: str | None = None, gate: bool = True, replay_of: str | None = None,
                    actor: str | None = "cli") -> dict:
-        """A protected declared-path write with write_file semantics (parents created, replaced whole)."""
-        abspath = path if os.path.isabs(path) else os.path.join(workspace, path)
-        abspath = os.path.normpath(abspath)
+        """A protected declared-path write with write_file semantics (parents created, replaced
+        whole), confined to the workspace: never through a symlink, never into a `.git`."""
+        ws = self.store.workspace(workspace)
+        abspath = os.path.normpath(path if os.path.isabs(path) else os.path.join(workspace, path))
+        split(ws.rel(abspath))                    # outside the workspace or into a .git: refused now
         call = Call(tool=tool, args={"path": abspath, "content": content.decode("utf-8", "replace")},
                     workspace=workspace, session_id=session_id, declared=[Declared(abspath, content)],
                     replay_of=replay_of, actor=actor)
         ticket = self.begin(call, gate=gate)
         try:
-            write_atomically(abspath, content)
-        except OSError as exc:
-            info = self.finish(ticket, Outcome(status="error", uncertain_reason=f"exception: {type(exc).__name__}"))
-            raise ChronosError(f"could not write {abspath}: {exc}", **info) from None
+            ws.write_files([(abspath, content)])
+        except (OSError, ChronosError) as exc:
+            info = self.finish(ticket, self._failed_write(ticket, exc))
+            raise ChronosError(f"could not write {abspath}: {explain(exc, self.store.root)}", **info) from None
         info = self.finish(ticket, Outcome(status="ok", result_hash=sha256_hex(str(len(content)))))
         return {**info, "path": abspath, "bytes_written": len(content)}
+
+    @staticmethod
+    def _failed_write(ticket: Ticket, exc: BaseException) -> Outcome:
+        """A write that raised: a known error when every path is still at its pre-image
+        (temp + rename never half-replaces a file), else an unknown outcome."""
+        untouched = all(recovery.content_id(d["path"]) == d["pre"] for d in ticket.declared)
+        reason = None if untouched else f"exception: {type(exc).__name__}"
+        return Outcome(status="error", result_hash=sha256_hex(str(exc)), uncertain_reason=reason)
+
+    # ------------------------------------------------------------ workspaces
+    def known_workspace(self, path: str) -> str:
+        """`path` as a workspace a remote client may name: one the store already
+        knows (made by Hermes or the CLI), never `/`, a home, the store or a system folder."""
+        root = canonical_root(path)
+        if system_folder(root):
+            raise WorkspaceRefused(f"{os.fsdecode(root)} is a system folder, `/` or a home directory: "
+                                   "it is never served as a workspace")
+        store = canonical_root(self.store.root)
+        if root == store or root.is_relative_to(store) or store.is_relative_to(root):
+            raise WorkspaceRefused(f"{os.fsdecode(root)} holds or is inside the chronos-git store")
+        if not any(ws.root == root for ws in self.store.workspaces()):
+            raise UnknownWorkspace(f"unknown workspace {os.fsdecode(root)}: the store has no checkpoints "
+                                   "for it (only workspaces made by Hermes or the chronos-git CLI are served)")
+        return os.fsdecode(root)
 
     # ------------------------------------------------------------ time machine
     def snapshot(self, workspace: str, message: str = "manual checkpoint", *, tool: str | None = None,
@@ -400,6 +478,9 @@ class Chronos(Reconciliation):
                 "checkpoint_info": res.checkpoint.summary() if res.checkpoint else None}
 
     def log(self, workspace: str, limit: int | None = 20) -> dict:
+        if not self.store_exists():
+            return {"status": "ok", "workspace": os.path.abspath(workspace), "checkpoints": [],
+                    "note": f"no store at {self.store_dir} yet: nothing has been checkpointed"}
         ws = self.store.workspace(workspace)
         cps = ws.checkpoints(limit)
         return {"status": "ok", "workspace": os.fsdecode(ws.root_bytes),
@@ -423,33 +504,68 @@ class Chronos(Reconciliation):
         return {"status": "ok", **diff_mod.diff(ws, from_spec, to_spec, patch=patch,
                                                 max_patch_chars=max_chars, paths=paths)}
 
+    def _plan_key(self, ws, target_id: str, paths, clean: bool, force: bool) -> str:
+        rels = sorted({ws.rel(p) for p in paths}) if paths else None
+        return canonical({"workspace": os.fsdecode(ws.root_bytes), "target": target_id,
+                               "paths": rels, "clean": clean, "force": force})
+
+    def _issue_plan_token(self, key: str) -> str:
+        token = secrets.token_urlsafe(18)
+        now = time.monotonic()
+        with self._plans_lock:
+            for t in [t for t, (_, exp) in self._plans.items() if exp < now]:
+                del self._plans[t]
+            self._plans[token] = (key, now + PLAN_TOKEN_TTL_S)
+        return token
+
+    def _redeem_plan_token(self, token: str, key: str) -> None:
+        with self._plans_lock:
+            entry = self._plans.pop(token, None)
+        if entry is None or entry[1] < time.monotonic():
+            raise PlanTokenError("the plan token is unknown, used or expired: run the dry run again and "
+                                 f"confirm within {int(PLAN_TOKEN_TTL_S // 60)} minutes")
+        if entry[0] != key:
+            raise PlanTokenError("the plan token was issued for a different restore (checkpoint, paths "
+                                 "or options differ): run the dry run of this request first")
+
     def restore(self, workspace: str, spec: str, *, paths: list[str] | None = None,
-                clean: bool | None = None, dry_run: bool = False, gate: bool = True,
-                actor: str = "cli", session_id: str | None = None, tool: str = "chronos.restore") -> dict:
-        """Restore a checkpoint, journaled as an operation of its own (safety checkpoint = pre)."""
+                clean: bool | None = None, dry_run: bool = False, force: bool = False,
+                gate: bool = True, actor: str = "cli", session_id: str | None = None,
+                tool: str = "chronos.restore", plan_token: str | None = None,
+                require_plan: bool = False) -> dict:
+        """Restore a checkpoint, journaled as an operation of its own (safety checkpoint = pre).
+
+        A dry run returns a `plan_token`; with `require_plan` (the HTTP API) a real
+        restore needs the token of a dry run of the same request, so no single
+        request rewrites a workspace blindly."""
         self.start()
         clean = self.settings.clean_untracked_on_rollback if clean is None else clean
         ws = self.store.workspace(workspace)
         if dry_run:
-            return {"status": "ok", **restore_mod.restore(ws, spec, paths=paths, clean=clean, dry_run=True)}
+            res = restore_mod.restore(ws, spec, paths=paths, clean=clean, dry_run=True)
+            key = self._plan_key(ws, res["restored_checkpoint"], paths, clean, force)
+            return {"status": "ok", **res, "plan_token": self._issue_plan_token(key)}
         if gate:
             self.check_gate()
+        if plan_token is not None or require_plan:
+            if not plan_token:
+                raise PlanTokenError("a restore needs the plan_token of a dry run of the same request "
+                                     "(POST the request with dry_run=true first)")
+            self._redeem_plan_token(plan_token, self._plan_key(ws, ws.resolve(spec).id, paths, clean, force))
         holder: dict = {}
 
         def on_plan(items, safety, target):
             declared = []
             blobs = {}
-            for i, it in enumerate(x for x in items if x.action != "skip"):
+            for i, it in enumerate(x for x in items if x.declared):
                 full = os.fsdecode(os.path.join(ws.root_bytes, os.fsencode(it.path)))
-                post = it.blob if it.action in ("restore", "create") else ABSENT
-                pre = it.current_blob if it.action in ("restore", "delete") else ABSENT
-                declared.append({"path": full, "pre": pre, "post": post})
-                if pre:
-                    blobs[f"pre-{i:04d}"] = pre
-                if post:
-                    blobs[f"post-{i:04d}"] = post
+                declared.append({"path": full, "pre": it.current_blob, "post": it.blob})
+                if it.current_blob:
+                    blobs[f"pre-{i:04d}"] = it.current_blob
+                if it.blob:
+                    blobs[f"post-{i:04d}"] = it.blob
             op = uuid.uuid4().hex
-            args = {"checkpoint": target.id, "paths": paths, "clean": clean}
+            args = {"checkpoint": target.id, "paths": paths, "clean": clean, "force": force}
             self.journal.append("started", {
                 "operation_id": op, "tool": tool, "args_hash": args_hash(args), "args": args,
                 "fingerprint": fingerprint(tool, args), "session_id": session_id, "actor": actor,
@@ -459,7 +575,7 @@ class Chronos(Reconciliation):
             holder.update(op=op, t=time.time_ns())
 
         try:
-            result = restore_mod.restore(ws, spec, paths=paths, clean=clean, on_plan=on_plan,
+            result = restore_mod.restore(ws, spec, paths=paths, clean=clean, force=force, on_plan=on_plan,
                                          meta=CheckpointMeta(description="", session_id=session_id,
                                                              tool=tool))
         except BaseException as exc:
@@ -467,14 +583,37 @@ class Chronos(Reconciliation):
                 self.journal.append("uncertain", {"operation_id": holder["op"],
                                                   "reason": f"exception: {type(exc).__name__}"})
             raise
+        evidence = result.pop("evidence", [])
         if holder:
-            faults.hit("after_dispatch")
-            self.journal.append("returned", {"operation_id": holder["op"], "status": "ok",
-                                             "result_hash": sha256_hex(canonical(result["plan"])),
-                                             "post_checkpoint": result["restored_checkpoint"],
-                                             "duration_ms": round((time.time_ns() - holder["t"]) / 1e6, 3)})
             result["operation_id"] = holder["op"]
+            self._record_restore(holder, result, evidence)
+        if result["failed"]:
+            failed = [i for i in result["plan"] if i["action"] == "failed"]
+            return {"status": "error", **result,
+                    "error": (f"restore incomplete: {len(failed)} path(s) could not be changed "
+                              f"({'; '.join(i['path'] + ': ' + i['reason'] for i in failed[:5])}); "
+                              f"everything else was restored. Undo all of it by restoring the safety "
+                              f"checkpoint {result['safety_checkpoint'][:12]}")}
         return {"status": "ok", **result}
+
+    def _record_restore(self, holder: dict, result: dict, evidence: list[dict]) -> None:
+        """The restore's outcome, read back from disk: every path at its post-image (ok), the
+        ones that failed still at their pre-image (partial: known, the gate stays open), or
+        some at neither (uncertain: the gate closes until an operator looks)."""
+        faults.hit("after_dispatch")
+        unknown = [e for e in evidence if not e["at_post"] and not e["at_pre"]]
+        not_done = [e for e in evidence if not e["at_post"]]
+        if unknown:
+            self.journal.append("uncertain", {"operation_id": holder["op"], "evidence": unknown,
+                                              "reason": f"{len(unknown)} path(s) of the restore are at "
+                                                        "neither their old nor their restored content"})
+            return
+        self.journal.append("returned", {
+            "operation_id": holder["op"], "status": "partial" if not_done else "ok",
+            "result_hash": sha256_hex(canonical(result["plan"])),
+            "post_checkpoint": result["restored_checkpoint"],
+            "duration_ms": round((time.time_ns() - holder["t"]) / 1e6, 3),
+            **({"not_restored": [{"path": e["path"], "now": e["now"]} for e in not_done]} if not_done else {})})
 
     def compact(self, *, dry_run: bool = False, max_checkpoints: int | None = None,
                 grace_s: float | None = None, progress=None) -> dict:
@@ -525,17 +664,58 @@ class Chronos(Reconciliation):
         out.sort(key=lambda d: -(d["latest"]["time"] if d["latest"] else 0))
         return {"status": "ok", "workspaces": out}
 
+    def protection(self) -> dict:
+        """Whether protected calls can be protected right now, and the one fix when not.
+
+        `on`; `degraded` (calls are protected, something is off); `off` (protected
+        calls are refused: durable intent is impossible)."""
+        probe = self.store_dir if self.store_exists() else _existing_parent(self.store_dir)
+        try:
+            st = os.statvfs(probe)
+        except OSError as exc:
+            return {"state": "off", "reason": f"the store {self.store_dir} cannot be examined: {exc}",
+                    "fix": f"check that {self.store_dir} is reachable"}
+        free = st.f_bavail * st.f_frsize
+        if st.f_flag & os.ST_RDONLY:
+            return {"state": "off", "reason": f"the store {self.store_dir} is on a read-only filesystem",
+                    "fix": f"remount it writable, or set store_dir to a writable folder ({BLOCK_HINT})"}
+        if free < MIN_FREE_BYTES or st.f_favail == 0:
+            return {"state": "off", "free_bytes": free,
+                    "reason": f"the disk holding the store {self.store_dir} is full ({free} bytes free)",
+                    "fix": f"free space on the filesystem of {self.store_dir}"}
+        if self._journal is not None and self._journal.unwritable:
+            return {"state": "off", "reason": f"the last journal write failed: {self._journal.unwritable}",
+                    "fix": f"make {self.store_dir} writable, then run `chronos-git journal status`"}
+        notes = list(self.settings_problems)
+        if not self.settings.auto_snapshot:
+            notes.append("auto_snapshot is off: calls are journaled but not checkpointed")
+        if notes:
+            return {"state": "degraded", "reason": "; ".join(notes),
+                    "fix": f"fix the settings in {BLOCK_HINT}"}
+        if not self.store_exists():
+            return {"state": "ready", "reason": f"no store at {self.store_dir} yet: the first protected "
+                                                "call creates it"}
+        return {"state": "on"}
+
     def health(self, workspace: str | None = None) -> dict:
+        if not self.store_exists():          # never create a store to report on it
+            return {"status": "ok", "store": str(self.store_dir), "store_exists": False,
+                    "protection": self.protection(), "settings_problems": self.settings_problems,
+                    "settings": self.settings.model_dump()}
         self.start()
         j = self.journal.status()
-        out = {"status": "ok", "store": str(self.store.root),
+        out = {"status": "ok", "store": str(self.store.root), "store_exists": True,
                "store_bytes": retention.store_size(self.store),
+               "protection": self.protection(),
                "journal": {k: j[k] for k in ("integrity", "events", "head", "healed")},
                "gate": "open" if self.gate() is None else "closed",
                "unresolved": len(j["unresolved"]),
                "settings": self.settings.model_dump(),
+               "settings_problems": self.settings_problems,
                "last_snapshot": self.last_snapshot,
                "workspaces": len(self.store.workspaces())}
+        if self.startup.get("deferred"):
+            out["deferred"] = self.startup["deferred"]
         if workspace:
             ws = self.store.workspace(workspace)
             out["workspace"] = ws.describe()

@@ -1,21 +1,49 @@
-"""Plugin settings: `plugins.entries.chronos-git.settings` in Hermes' config.yaml.
+"""Plugin settings and the store location: the one resolver every surface uses.
+
+Settings live in `plugins.entries.chronos-git.settings` of the profile's
+`config.yaml` (newer hosts also hand them over through `ctx.get_config`);
+the standalone tools read the same file and let `CHRONOS_GIT_SETTINGS` (JSON)
+override keys.  The store is `--store` / `CHRONOS_GIT_STORE`, else
+`store_dir`, else `<HERMES_HOME>/plugin-data/chronos-git`, with `~` and
+environment variables expanded everywhere, so one configuration gives one
+store in Hermes, both CLIs and the API.
+
+Nothing is silently ignored: a config file that cannot be read (no YAML
+parser, invalid YAML, a block of the wrong type) or a key with a bad value is
+a *problem* naming the file and the key.  The key falls back to its default
+and the problem is shown by `health`, `/chronos status` and the model's first
+turn; the operator CLI refuses to act on a configuration with problems.
 
 Every key here is also declared in plugin.yaml's `config_schema`
-(tests/test_settings.py keeps the two in step).
+(tests keep the two in step).
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .engine.config import DEFAULT_IGNORED, EngineConfig
 
 log = logging.getLogger("chronos_git")
 
+PLUGIN_KEY = "chronos-git"
+BLOCK = f"plugins.entries.{PLUGIN_KEY}.settings"
 INSPECTION_TOOLS = ("chronos_list_checkpoints", "chronos_diff", "chronos_status", "chronos_verify",
                     "chronos_snapshot")
+
+
+def expand(raw: str) -> Path:
+    """`~`, `~user` and `$VAR` expanded; relative paths are refused (relative to what?)."""
+    p = Path(os.path.expandvars(os.path.expanduser(raw)))
+    if not p.is_absolute():
+        raise ValueError(f"{raw!r} is not an absolute path (use /..., ~/... or $VAR/...)")
+    return p
 
 
 class Settings(BaseModel):
@@ -37,21 +65,33 @@ class Settings(BaseModel):
     duplicate_guard: bool = Field(False, description="Answer an identical completed call of this session from the journal instead of running it again.")
     compact_grace_s: float = Field(3600, ge=0, description="Unreferenced objects younger than this survive compaction.")
     durable_snapshots: bool = Field(False, description="fsync snapshot objects too (the journal is always fsynced).")
-    store_dir: str | None = Field(None, description="Store location (default <HERMES_HOME>/plugin-data/chronos-git).")
+    store_dir: str | None = Field(None, description="Store location (default <HERMES_HOME>/plugin-data/chronos-git); ~ and $VAR are expanded.")
+
+    @field_validator("store_dir")
+    @classmethod
+    def _absolute_store(cls, v: str | None) -> str | None:
+        if v is not None:
+            expand(v)
+        return v
 
     @classmethod
-    def from_mapping(cls, data: dict | None) -> "Settings":
-        """Lenient: a bad value is reported and replaced by its default, never fatal."""
+    def from_mapping(cls, data: dict | None, *, where: str = BLOCK) -> tuple["Settings", list[str]]:
+        """(settings, problems): a bad value is a problem naming `where` and the key, and
+        that key keeps its default."""
         data = dict(data or {})
+        problems: list[str] = []
         try:
-            return cls(**data)
+            return cls(**data), problems
         except ValidationError as exc:
-            bad = {str(e["loc"][0]) for e in exc.errors() if e.get("loc")}
-            for key in bad:
-                log.warning("chronos-git: ignoring invalid setting %s=%r (%s)", key, data.get(key),
-                            "; ".join(e["msg"] for e in exc.errors() if e.get("loc") and e["loc"][0] == key))
+            bad: dict[str, list[str]] = {}
+            for e in exc.errors():
+                key = str(e["loc"][0]) if e.get("loc") else "?"
+                bad.setdefault(key, []).append(e["msg"])
+            for key, msgs in bad.items():
+                problems.append(f"{where}.{key} = {data.get(key)!r} is invalid ({'; '.join(msgs)}); "
+                                "using the default")
                 data.pop(key, None)
-            return cls(**data)
+            return cls(**data), problems
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(max_file_size_mb=self.max_file_size_mb,
@@ -63,3 +103,101 @@ class Settings(BaseModel):
 
     def is_read_only(self, tool: str) -> bool:
         return tool in self.read_only_tools or tool in INSPECTION_TOOLS
+
+
+@dataclass
+class Loaded:
+    """Settings as resolved, with where they came from and what was wrong."""
+    settings: Settings
+    problems: list[str] = field(default_factory=list)
+    source: str | None = None       # the config file read, if any
+
+
+def hermes_home() -> Path:
+    """The profile's home: Hermes' own resolver when importable (profile-aware), else the same rule."""
+    try:
+        from hermes_constants import get_hermes_home
+        return Path(get_hermes_home())
+    except Exception:
+        raw = os.environ.get("HERMES_HOME", "").strip()
+        return Path(raw) if raw else Path.home() / ".hermes"
+
+
+def load(ctx=None, *, env: bool = True) -> Loaded:
+    """Settings from `ctx.get_config` (newer hosts) or the profile's config.yaml, then
+    `CHRONOS_GIT_SETTINGS` when `env` (the standalone tools)."""
+    data, problems, source = _from_host(ctx)
+    if data is None:
+        data, problems, source = _from_file(hermes_home() / "config.yaml")
+    raw = os.environ.get("CHRONOS_GIT_SETTINGS") if env else None
+    if raw:
+        try:
+            extra = json.loads(raw)
+            if not isinstance(extra, dict):
+                raise ValueError("not a JSON object")
+            data.update(extra)
+        except ValueError as exc:
+            problems.append(f"CHRONOS_GIT_SETTINGS is not a JSON object of settings ({exc}); ignored")
+    settings, bad = Settings.from_mapping(data, where=f"{source}: {BLOCK}" if source else BLOCK)
+    problems += bad
+    for p in problems:
+        log.warning("chronos-git: %s", p)
+    return Loaded(settings, problems, source)
+
+
+def _from_host(ctx) -> tuple[dict | None, list[str], str | None]:
+    get_config = getattr(ctx, "get_config", None)
+    if not callable(get_config):
+        return None, [], None
+    data = {}
+    for key in Settings.model_fields:
+        try:
+            value = get_config(key, None)
+        except Exception:
+            value = None
+        if value is not None:
+            data[key] = value
+    return (data, [], "ctx.get_config") if data else (None, [], None)
+
+
+def _from_file(path: Path) -> tuple[dict, list[str], str | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, [], None
+    except (OSError, UnicodeError) as exc:
+        return {}, [f"cannot read {path}: {exc}; chronos-git settings use their defaults"], str(path)
+    try:
+        import yaml
+    except ImportError:
+        return {}, [f"cannot read {path}: no YAML parser (PyYAML) in {os.sys.executable}; "
+                    "chronos-git settings use their defaults"], str(path)
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        return {}, [f"{path} is not valid YAML ({exc}); chronos-git settings use their defaults"], str(path)
+    node, where = doc, []
+    for key in ("plugins", "entries", PLUGIN_KEY, "settings"):
+        where.append(key)
+        if node is None:
+            return {}, [], str(path)
+        if not isinstance(node, dict):
+            return {}, [f"{path}: {'.'.join(where[:-1]) or 'the document'} must be a mapping, "
+                        f"not {type(node).__name__}; chronos-git settings use their defaults"], str(path)
+        node = node.get(key)
+    if node is None:
+        return {}, [], str(path)
+    if not isinstance(node, dict):
+        return {}, [f"{path}: {BLOCK} must be a mapping, not {type(node).__name__}; "
+                    "chronos-git settings use their defaults"], str(path)
+    return dict(node), [], str(path)
+
+
+def store_location(settings: Settings, override: str | os.PathLike | None = None) -> Path:
+    """Where the store is: `override` (--store, CHRONOS_GIT_STORE), `store_dir`, or the default."""
+    for given in (override, os.environ.get("CHRONOS_GIT_STORE")):
+        if given:              # a command-line or environment value may be relative to the cwd
+            return Path(os.path.abspath(os.path.expandvars(os.path.expanduser(os.fspath(given)))))
+    if settings.store_dir:
+        return expand(settings.store_dir)
+    return hermes_home() / "plugin-data" / PLUGIN_KEY

@@ -10,6 +10,7 @@ import threading
 import time
 
 from .cli import render, status_text
+from .engine.codec import human
 from .engine.errors import ChronosError
 from .journal_refs import JournalError
 
@@ -19,7 +20,7 @@ USAGE = """/chronos                         list the newest checkpoints
 /chronos --list N                list N checkpoints
 /chronos --diff ID               what a checkpoint recorded (vs the one before it)
 /chronos --dry-run ID            preview restoring ID (changes nothing)
-/chronos ID|N|latest [--no-clean] [PATH...]
+/chronos ID|N|latest [--no-clean] [--force] [PATH...]
                                  preview a restore and arm it; then /chronos confirm
 /chronos confirm | cancel        run or drop the armed restore
 /chronos status                  journal integrity, unresolved operations, gate
@@ -37,11 +38,12 @@ class SlashCommand:
 
     def __call__(self, raw_args: str = "") -> str:
         try:
-            return self._run(raw_args or "")
+            text = self._run(raw_args or "")
         except (ChronosError, JournalError) as exc:
-            return f"chronos: error: {exc}"
+            text = f"chronos: error: {exc}"
         except Exception as exc:
-            return f"chronos: error: {type(exc).__name__}: {exc}"
+            text = f"chronos: error: {type(exc).__name__}: {exc}"
+        return human(text)
 
     def _run(self, raw: str) -> str:
         try:
@@ -63,9 +65,7 @@ class SlashCommand:
         if head in ("status",):
             return status_text(svc.journal_status())
         if head == "verify":
-            res = svc.journal_verify()
-            return (f"journal verified: {res['events']} events, integrity ok ({res['seconds']} s)"
-                    if res["integrity"] == "ok" else f"journal verification FAILED: {res['integrity']}")
+            return render(svc.journal_verify())
         if head == "recover":
             res = svc.recover(argv[1] if len(argv) > 1 else None)
             lines = [f"settled {len(res['settled'])} operation(s) by evidence"]
@@ -110,13 +110,15 @@ class SlashCommand:
         if "--no-clean" in argv:
             clean = False
             argv = [a for a in argv if a != "--no-clean"]
+        force = "--force" in argv
+        argv = [a for a in argv if a != "--force"]
         if not argv or argv[0].startswith("-"):
             return f"chronos: unknown option {argv[0] if argv else ''}\n{USAGE}"
         spec, paths = argv[0], argv[1:] or None
         cp = svc.store.workspace(cwd).resolve(spec)
-        preview = svc.restore(cwd, cp.id, dry_run=True, paths=paths, clean=clean)
+        preview = svc.restore(cwd, cp.id, dry_run=True, paths=paths, clean=clean, force=force)
         with self._lock:
-            self._armed = {"id": cp.id, "paths": paths, "clean": clean, "cwd": cwd,
+            self._armed = {"id": cp.id, "paths": paths, "clean": clean, "force": force, "cwd": cwd,
                            "until": time.monotonic() + CONFIRM_WINDOW_S}
         return (render(preview) + f"\n\nTo restore checkpoint {cp.id[:8]} ({cp.meta.description}) type "
                 f"/chronos confirm within {CONFIRM_WINDOW_S} s; /chronos cancel drops it. "
@@ -130,5 +132,5 @@ class SlashCommand:
         if time.monotonic() > armed["until"]:
             return "chronos: the armed restore expired; arm it again with /chronos ID"
         res = svc.restore(armed["cwd"], armed["id"], paths=armed["paths"], clean=armed["clean"],
-                          actor="user (/chronos confirm)")
+                          force=armed["force"], actor="user (/chronos confirm)")
         return render(res)
