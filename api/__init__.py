@@ -1,32 +1,48 @@
 """HTTP surface: `build_router()` for the Hermes dashboard, `create_app()` standalone."""
+import secrets
+
 from .router import build_router
 
 __all__ = ["build_router", "create_app"]
 
 
-def create_app(store_dir=None, settings=None, token: str | None = None):
+def create_app(store_dir=None, settings=None, token: str | None = None, *, allowed_hosts=(),
+               problems: list[str] | None = None):
     """A standalone FastAPI app serving the router at /api/plugins/chronos-git.
 
-    With `token`, requests need `X-Hermes-Session-Token` or `Authorization: Bearer`
-    (the same headers the Hermes dashboard uses).
+    Every request needs the token in `X-Hermes-Session-Token` or `Authorization:
+    Bearer` (the Hermes dashboard's headers).  There is no unauthenticated mode,
+    since any web page can reach 127.0.0.1: without `token` one is generated.
+    The token is `app.state.token`.  `allowed_hosts` are Host names accepted
+    besides loopback ones; `problems` are the settings problems /health reports.
     """
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from ..service import Chronos
-    app = FastAPI(title="chronos-git")
+    token = token or secrets.token_urlsafe(32)
+    expected = token.encode("utf-8", "surrogateescape")
+    app = FastAPI(title="chronos-git", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.token = token
 
-    if token:
-        @app.middleware("http")
-        async def _auth(request: Request, call_next):
-            given = request.headers.get("x-hermes-session-token") or ""
-            auth = request.headers.get("authorization") or ""
-            if auth.lower().startswith("bearer "):
-                given = given or auth[7:]
-            if given != token:
-                return JSONResponse({"status": "error", "error": "unauthorized"}, status_code=401)
-            return await call_next(request)
+    @app.middleware("http")
+    async def _auth(request: Request, call_next):
+        given = request.headers.get("x-hermes-session-token") or ""
+        auth = request.headers.get("authorization") or ""
+        if auth.lower().startswith("bearer "):
+            given = given or auth[7:]
+        if not secrets.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
+            return JSONResponse({"status": "error", "error": "unauthorized"}, status_code=401)
+        return await call_next(request)
 
-    app.include_router(build_router(lambda: Chronos.get(store_dir, settings)),
+    @app.exception_handler(StarletteHTTPException)
+    async def _envelope(request: Request, exc: StarletteHTTPException):
+        """Outside the router too (unknown path, wrong method): the envelope, not {"detail": ...}."""
+        return JSONResponse({"status": "error", "error": str(exc.detail)}, status_code=exc.status_code,
+                            headers=exc.headers)
+
+    app.include_router(build_router(lambda: Chronos.get(store_dir, settings, problems=problems),
+                                    extra_hosts=allowed_hosts),
                        prefix="/api/plugins/chronos-git")
     return app

@@ -4,6 +4,9 @@ at /api/plugins/chronos-git/ behind Hermes' session token.
 Hermes imports this file by path (no package context), so it finds the
 chronos-git package that owns this directory and reuses its router: the
 dashboard process shares nothing in memory with agents, only the store.
+The router guards itself (Host names, JSON-only POSTs, known workspaces,
+plan tokens); extra Host names come from $CHRONOS_GIT_ALLOWED_HOSTS, read here
+at import.
 """
 import importlib
 import importlib.util

@@ -9,11 +9,15 @@
  * Backend: ctx.rest(path, {method, body}) -> /api/plugins/chronos-git<path>,
  * the same router the web dashboard tab uses (api/router.py).  Errors are
  * {"status": "error", "error": ..., "message"?: ...} envelopes with 4xx/5xx.
+ * Every POST is JSON (the API answers 415 otherwise).  Names that are not
+ * UTF-8 arrive as `path` + `path_b64`; requests send the `_b64` form then.
  *
  * Behaviour mirrors dashboard/dist/index.js: workspace (follows the session
  * cwd when it has checkpoints), checkpoint timeline, diff of the selected
  * checkpoint, restore with a dry-run preview and a two-click confirmation
- * (armed for 5 s), undo via the safety checkpoint, and the journal: integrity,
+ * (armed for 5 s; the confirm sends the dry run's request with its
+ * `plan_token`), undo via the safety checkpoint (previewed and confirmed the
+ * same way), and the journal: integrity,
  * gate, unresolved operations with a resolve form, recent events, verify.
  */
 import * as SDK from '@hermes/plugin-sdk'
@@ -83,9 +87,15 @@ export function toApiError(err) {
   return { isChronosError: true, status, code: code || 'error', message, body: body || {} }
 }
 
+const JSON_HEADERS = { 'Content-Type': 'application/json' }
+
 function api(ctx, path, opts) {
+  // every POST is JSON, with a body even when it is empty (the API refuses anything else)
+  const o = opts && opts.method && opts.method !== 'GET'
+    ? { ...opts, body: opts.body || {}, headers: { ...JSON_HEADERS, ...(opts.headers || {}) } }
+    : opts
   return Promise.resolve()
-    .then(() => ctx.rest(path, opts))
+    .then(() => ctx.rest(path, o))
     .then(data => {
       if (data && data.status === 'error') throw toApiError({ status: 200, body: data })
       return data
@@ -139,6 +149,12 @@ function useHostCwd() {
   return value
 }
 
+/** The request fields naming workspace `root`: its exact bytes when they are not UTF-8. */
+export function wsArgs(workspaces, root) {
+  const w = (workspaces || []).find(x => x.root === root)
+  return w && w.root_b64 ? { workspace_b64: w.root_b64 } : { workspace: root }
+}
+
 /** The workspace containing `cwd` (deepest root), or null. */
 export function workspaceForCwd(workspaces, cwd) {
   if (!cwd) return null
@@ -150,6 +166,22 @@ export function workspaceForCwd(workspaces, cwd) {
   }
   return best
 }
+
+// every action a restore plan can hold (the engine's, not a guess)
+const ACTION_HELP = {
+  restore: "rewritten to the checkpoint's content", create: 'created from the checkpoint',
+  delete: 'removed: not in the checkpoint', skip: 'left untouched',
+  keep: 'left untouched: not captured by the safety checkpoint (ignored, too large or special)',
+  failed: 'could not be written'
+}
+
+function actionCounts(items) {
+  const n = {}
+  for (const i of items) n[i.action] = (n[i.action] || 0) + 1
+  return Object.entries(n).map(([a, k]) => `${k} ${a}`).join(' · ')
+}
+
+const failedOf = r => (r.plan || []).filter(i => i.action === 'failed')
 
 // ------------------------------------------------------------------- styles
 const V = (name, fallback) => `var(--ui-${name}, ${fallback})`
@@ -324,6 +356,8 @@ export function ChronosPane({ ctx }) {
 
   const wsRef = useRef(null)
   wsRef.current = ws
+  const listRef = useRef([])
+  listRef.current = workspaces
   const followRef = useRef(true)
   followRef.current = follow
   const cwdRef = useRef(cwd)
@@ -341,6 +375,7 @@ export function ChronosPane({ ctx }) {
     return api(ctx, '/workspaces').then(r => {
       const list = r.workspaces || []
       if (!alive.current) return null
+      listRef.current = list
       setWorkspaces(list)
       let root = wsRef.current
       const fromCwd = followRef.current ? workspaceForCwd(list, cwdRef.current) : null
@@ -352,7 +387,7 @@ export function ChronosPane({ ctx }) {
       }
       setError(cur => (cur && cur.context === 'Refresh' ? null : cur))   // polling works again
       return Promise.all([
-        root ? api(ctx, `/checkpoints${qs({ workspace: root, limit: CHECKPOINT_LIMIT })}`)
+        root ? api(ctx, `/checkpoints${qs({ ...wsArgs(list, root), limit: CHECKPOINT_LIMIT })}`)
           .then(c => { if (alive.current && wsRef.current === root) setCheckpoints(c.checkpoints || []) }) : null,
         api(ctx, '/journal/status').then(s => { if (alive.current) setJstatus(s) }),
         api(ctx, `/journal/log${qs({ limit: EVENT_LIMIT })}`).then(l => { if (alive.current) setEvents(l.events || []) })
@@ -373,8 +408,8 @@ export function ChronosPane({ ctx }) {
     }
     const seq = ++detailSeq.current
     const req = mode === 'changes'
-      ? api(ctx, `/checkpoints/${encodeURIComponent(selected)}${qs({ workspace: ws })}`)
-      : api(ctx, `/diff${qs({ workspace: ws, from: selected })}`)
+      ? api(ctx, `/checkpoints/${encodeURIComponent(selected)}${qs(wsArgs(listRef.current, ws))}`)
+      : api(ctx, `/diff${qs({ ...wsArgs(listRef.current, ws), from: selected })}`)
     req.then(r => { if (alive.current && seq === detailSeq.current) setDetail(r) },
              e => { if (seq === detailSeq.current) fail('Loading the diff')(e) })
   }, [ctx, selected, mode, ws, fail])
@@ -412,37 +447,53 @@ export function ChronosPane({ ctx }) {
     refresh()
   }
 
-  const doRestore = (checkpoint, undo) => {
+  // second click: the dry run's request again, with its plan_token and the full checkpoint id
+  const doRestore = p => {
     setBusy(true)
-    return api(ctx, '/restore', { method: 'POST', body: { checkpoint, workspace: ws, dry_run: false } })
+    const body = { ...p.request, checkpoint: p.restored_checkpoint, dry_run: false, plan_token: p.plan_token }
+    return api(ctx, '/restore', { method: 'POST', body })
       .then(r => {
         if (!alive.current) return
-        setResult({ ...r, undo: !!undo })
+        setResult({ ...r, undo: p.undo })
         setPlan(null)
         setError(null)
         refresh()
         loadDetail()
-      }, fail(undo ? 'Undo' : 'Restore'))
+      }, fail(p.undo ? 'Undo' : 'Restore'))
+      .then(() => { if (alive.current) setBusy(false) })
+  }
+
+  // first click: the dry run, which arms the confirm for ARM_MS
+  const preview = (checkpoint, undo) => {
+    const request = { checkpoint, ...wsArgs(listRef.current, ws) }
+    setBusy(true)
+    api(ctx, '/restore', { method: 'POST', body: { ...request, dry_run: true } })
+      .then(p => {
+        if (!alive.current) return
+        setPlan({ ...p, request, undo, selected: checkpoint })
+        setArmed(true)
+        if (disarmRef.current) disarmRef.current()
+        disarmRef.current = later(ctx, () => { disarmRef.current = null; if (alive.current) setArmed(false) }, ARM_MS)
+      }, fail(undo ? 'Undo preview' : 'Restore preview'))
       .then(() => { if (alive.current) setBusy(false) })
   }
 
   const onRestoreClick = () => {
     if (!selected || busy) return
-    if (armed && plan && plan.restored_checkpoint === selected) {       // second click
+    if (armed && plan && plan.selected === selected) {       // second click
       disarm()
-      doRestore(selected, false)
+      doRestore(plan)
       return
     }
-    setBusy(true)
-    api(ctx, '/restore', { method: 'POST', body: { checkpoint: selected, workspace: ws, dry_run: true } })
-      .then(p => {
-        if (!alive.current) return
-        setPlan(p)
-        setArmed(true)
-        if (disarmRef.current) disarmRef.current()
-        disarmRef.current = later(ctx, () => { disarmRef.current = null; if (alive.current) setArmed(false) }, ARM_MS)
-      }, fail('Restore preview'))
-      .then(() => { if (alive.current) setBusy(false) })
+    preview(selected, false)
+  }
+
+  // undo = restore the safety checkpoint, previewed and confirmed like any restore
+  const onUndo = id => {
+    disarm()
+    setPlan(null)
+    setSelected(id)
+    preview(id, true)
   }
 
   const onVerify = () => {
@@ -466,15 +517,17 @@ export function ChronosPane({ ctx }) {
         jsx(Btn, { testid: 'refresh-button', onClick: () => refresh(), children: 'Refresh' })
       ] }),
       jsx(ErrorBox, { error, onDismiss: () => setError(null) }),
-      result ? jsxs('div', { style: S.ok, 'data-testid': 'restore-result', children: [
+      result ? jsxs('div', { style: failedOf(result).length ? S.notice : S.ok, 'data-testid': 'restore-result', children: [
         jsx('div', { children: `${result.undo ? 'Undone' : 'Restored'}: now at ${short(result.restored_checkpoint, 12)} — ` +
           `${result.files_changed} written, ${result.untracked_removed} removed.` }),
+        ...failedOf(result).map(it => jsx('div', { style: S.mono, 'data-testid': 'restore-failed',
+          children: `failed ${it.path}${it.reason ? ` (${it.reason})` : ''}` }, it.path_b64 || it.path)),
         jsxs('div', { style: S.row, children: [
           jsx('span', { children: 'Safety checkpoint' }),
           jsx('span', { style: S.mono, 'data-testid': 'safety-checkpoint-id', 'data-checkpoint-id': result.safety_checkpoint || '',
                         children: short(result.safety_checkpoint, 12) }),
           result.safety_checkpoint
-            ? jsx(Btn, { testid: 'undo-button', disabled: busy, onClick: () => { disarm(); doRestore(result.safety_checkpoint, true) },
+            ? jsx(Btn, { testid: 'undo-button', disabled: busy, onClick: () => onUndo(result.safety_checkpoint),
                          children: 'Undo' })
             : null
         ] })
@@ -532,11 +585,12 @@ export function ChronosPane({ ctx }) {
           armed ? jsx('span', { style: S.muted, 'data-testid': 'restore-armed', children: `click again within ${ARM_MS / 1000} s` }) : null
         ] }),
         plan ? jsxs('div', { 'data-testid': 'restore-plan', style: armed ? S.notice : S.muted, children: [
-          jsx('div', { children: `Dry run: ${plan.files_changed} restored/created, ${plan.untracked_removed} removed, ${plan.skipped} skipped` }),
+          jsx('div', { 'data-testid': 'restore-plan-summary',
+                       children: `${plan.undo ? 'Undo' : 'Dry run'}: ${actionCounts(plan.plan || []) || 'no changes'}` }),
           ...(plan.plan || []).map(it => jsx('div', {
-            style: S.mono, 'data-testid': 'restore-plan-item', 'data-action': it.action,
+            style: S.mono, 'data-testid': 'restore-plan-item', 'data-action': it.action, title: ACTION_HELP[it.action] || '',
             children: `${it.action} ${it.path}${it.reason ? ` (${it.reason})` : ''}`
-          }, `${it.action}:${it.path}`))
+          }, `${it.action}:${it.path_b64 || it.path}`))
         ] }) : null
       ] }) : jsx('div', { style: S.muted, 'data-testid': 'checkpoint-detail-empty', children: 'Select a checkpoint to see its diff.' }),
       jsx(Journal, { ctx, status: jstatus, events, verify, verifying, onVerify,

@@ -91,6 +91,15 @@ def crash_unresolved(cli, ws, command="true") -> str:
     return st["unresolved"][0]["operation_id"]
 
 
+def confirmed_restore(http: httpx.Client, **body) -> tuple[dict, httpx.Response]:
+    """The API's two steps: a dry run, then the same request with the dry run's plan_token."""
+    plan = http.post("/restore", json={**body, "dry_run": True})
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["plan_token"]
+    return plan.json(), http.post("/restore", json={**body, "dry_run": False,
+                                                    "plan_token": plan.json()["plan_token"]})
+
+
 def err_of(resp: httpx.Response) -> dict:
     body = resp.json()
     assert body["status"] == "error", body
@@ -210,7 +219,7 @@ def test_unknown_checkpoint_is_404(http, history):
     ws = str(history["ws"])
     for r in (http.get("/checkpoints/0123456789abcdef", params={"workspace": ws}),
               http.get("/diff", params={"workspace": ws, "from": "0123456789abcdef"}),
-              http.post("/restore", json={"checkpoint": "0123456789abcdef", "workspace": ws}),
+              http.post("/restore", json={"checkpoint": "0123456789abcdef", "workspace": ws, "plan_token": "t"}),
               http.post("/restore", json={"checkpoint": "0123456789abcdef", "workspace": ws, "dry_run": True})):
         assert r.status_code == 404, (r.request.url, r.text)
         assert "0123456789" in err_of(r)["error"]
@@ -251,7 +260,9 @@ def test_restore_dry_run_changes_nothing_and_real_restore_does(http, history, cl
     assert (ws / "b.txt").exists() and (ws / "new.txt").exists()
     assert cli("--json", "log", "-n", "100", cwd=ws).json["checkpoints"] == before_log
 
-    r = http.post("/restore", json={"checkpoint": history["first"], "workspace": str(ws)})
+    assert plan["plan_token"]
+    r = http.post("/restore", json={"checkpoint": history["first"], "workspace": str(ws), "dry_run": False,
+                                    "plan_token": plan["plan_token"]})
     assert r.status_code == 200, r.text
     res = r.json()
     assert res["dry_run"] is False and res["files_changed"] == 1 and res["untracked_removed"] == 2
@@ -269,9 +280,11 @@ def test_restore_dry_run_changes_nothing_and_real_restore_does(http, history, cl
     assert started["tool"] == "chronos.restore" and started["actor"] == "user (HTTP API)"
     assert started["pre_checkpoint"] == safety
 
-    # undo = restore the safety checkpoint
-    r = http.post("/restore", json={"checkpoint": safety, "workspace": str(ws)})
+    # undo = restore the safety checkpoint (dry run, then confirm)
+    undo_plan, r = confirmed_restore(http, checkpoint=safety, workspace=str(ws))
     assert r.status_code == 200, r.text
+    assert sorted((i["path"], i["action"]) for i in undo_plan["plan"]) == [
+        ("a.txt", "restore"), ("b.txt", "create"), ("new.txt", "create")]
     assert (ws / "a.txt").read_text() == "edited after the checkpoints\n"
     assert (ws / "new.txt").read_text() == "untracked\n" and (ws / "b.txt").read_text() == "gamma\n"
 
@@ -280,8 +293,9 @@ def test_restore_only_some_paths_without_clean(http, history):
     ws = history["ws"]
     (ws / "a.txt").write_text("changed\n")
     (ws / "src" / "main.py").write_text("changed too\n")
-    r = http.post("/restore", json={"checkpoint": history["first"], "workspace": str(ws),
-                                    "paths": ["a.txt"], "clean": False})
+    plan, r = confirmed_restore(http, checkpoint=history["first"], workspace=str(ws), paths=["a.txt"],
+                                clean=False)
+    assert [(i["path"], i["action"]) for i in plan["plan"]] == [("a.txt", "restore")]
     assert r.status_code == 200, r.text
     assert (ws / "a.txt").read_text() == "alpha\n"
     assert (ws / "src" / "main.py").read_text() == "changed too\n"
@@ -289,10 +303,13 @@ def test_restore_only_some_paths_without_clean(http, history):
 
 
 def test_compact_dry_run(http, history, cli):
-    r = http.post("/compact", params={"dry_run": "true"})
+    r = http.post("/compact", json={"dry_run": True})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["status"] == "ok" and "dropped" in body
+    # the query parameter still works (older clients), but the request must be JSON all the same
+    assert http.post("/compact", params={"dry_run": "true"}, json={}).status_code == 200
+    assert http.post("/compact", params={"dry_run": "true"}).status_code == 415
     assert len(cli("--json", "log", "-n", "100", cwd=history["ws"]).json["checkpoints"]) == 3
 
 
@@ -308,7 +325,7 @@ def test_journal_status_log_verify_and_checkpoint(http, history):
     assert log[0]["post_checkpoint"] == history["after"]
     assert [e["kind"] for e in http.get("/journal/log", params={"limit": 1}).json()["events"]] == ["returned"]
 
-    v = http.post("/journal/verify").json()
+    v = http.post("/journal/verify", json={}).json()
     assert v["status"] == "ok" and v["integrity"] == "ok" and v["events"] == 3 and v["problems"] == []
     assert v["head"] == st["head"]
 
@@ -333,7 +350,7 @@ def test_restore_is_blocked_while_an_operation_is_unresolved(http, history, cli)
     assert http.get("/health").json()["gate"] == "closed"
 
     (ws / "a.txt").write_text("keep me\n")
-    r = http.post("/restore", json={"checkpoint": history["first"], "workspace": str(ws)})
+    _plan, r = confirmed_restore(http, checkpoint=history["first"], workspace=str(ws))
     assert r.status_code == 409, r.text
     body = err_of(r)
     assert body["error"] == "chronos_blocked" and body["blocked"] is True
@@ -370,10 +387,10 @@ def test_restore_is_blocked_while_an_operation_is_unresolved(http, history, cli)
     r = http.post("/journal/resolve", json={"operation_id": op, "outcome": "completed", "evidence": "again"})
     assert r.status_code == 400
 
-    r = http.post("/restore", json={"checkpoint": history["first"], "workspace": str(ws)})
+    _plan, r = confirmed_restore(http, checkpoint=history["first"], workspace=str(ws))
     assert r.status_code == 200, r.text
     assert (ws / "a.txt").read_text() == "alpha\n"
-    assert http.post("/journal/verify").json()["integrity"] == "ok"
+    assert http.post("/journal/verify", json={}).json()["integrity"] == "ok"
 
 
 def test_recover_rollback_of_a_crashed_shell_call(http, history, cli):

@@ -201,6 +201,22 @@ def test_router_is_mounted_behind_the_session_token(ctx):
     r = httpx.post(api("/journal/resolve"), headers={"X-Hermes-Session-Token": TOKEN},
                    json={"operation_id": "abcdef123", "outcome": "completed", "evidence": ""})
     assert r.status_code == 400 and r.json()["status"] == "error"
+    # the router's own guards hold inside Hermes' app too
+    auth = {"X-Hermes-Session-Token": TOKEN}
+    r = httpx.get(api("/checkpoints"), params={"workspace": "/etc"}, headers=auth)
+    assert r.status_code == 403 and r.json()["status"] == "error"
+    r = httpx.get(api("/checkpoints"), params={"workspace": str(ctx.env.root)}, headers=auth)
+    assert r.status_code in (403, 404) and r.json()["status"] == "error"
+    r = httpx.post(api("/snapshot"), content=f'{{"workspace": "{ctx.ws}"}}', headers={**auth, "Content-Type": "text/plain"})
+    assert r.status_code == 415 and r.json()["status"] == "error"
+    r = httpx.post(api("/restore"), json={"checkpoint": first, "workspace": str(ctx.ws)}, headers=auth)
+    assert r.status_code == 428                                   # no plan_token: nothing restored
+    for host in ("evil.example", f"127.0.0.1.evil.example:{ctx.dash.port}"):
+        r = httpx.get(api("/workspaces"), headers={**auth, "Host": host})
+        assert r.status_code in (400, 403), r.text                # Hermes' own Host check, or ours
+    pre = httpx.options(api("/restore"), headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+    assert not [h for h in pre.headers if h.lower().startswith("access-control-allow")]
+    assert [c["id"] for c in ctx.log()] == [first]
 
     plugins = httpx.get(ctx.dash.url("/api/dashboard/plugins")).json()
     mine = next(p for p in plugins if p["name"] == "chronos-git")
@@ -288,7 +304,13 @@ def test_timeline_diff_and_two_click_restore_with_undo(ctx, page, tmp_path):
     page.locator('[data-testid="restore-button"][data-armed="true"]').wait_for()
     assert (ctx.ws / "a.txt").read_text() == "one two\n" and (ctx.ws / "b.txt").exists()
 
-    button.click()                                     # second click: restore
+    with page.expect_request(lambda q: q.url.endswith("/restore") and q.method == "POST") as confirm:
+        button.click()                                 # second click: restore, with the dry run's token
+    sent = confirm.value
+    assert sent.headers["content-type"] == "application/json"
+    body = json.loads(sent.post_data)
+    assert body["dry_run"] is False and body["plan_token"] and body["checkpoint"] == oldest["id"]
+    assert body["workspace"] == str(ctx.ws)
     result = page.get_by_test_id("restore-result")
     result.wait_for()
     assert (ctx.ws / "a.txt").read_text() == "one\n"
@@ -302,8 +324,14 @@ def test_timeline_diff_and_two_click_restore_with_undo(ctx, page, tmp_path):
     row(page, safety).wait_for()                       # the timeline shows the safety checkpoint
     page.screenshot(path=str(tmp_path / "dashboard-restored.png"), full_page=True)
 
-    # undo = restore the safety checkpoint
+    # undo = restore the safety checkpoint: previewed (nothing written yet), then confirmed
     page.get_by_test_id("undo-button").click()
+    page.locator('[data-testid="restore-button"][data-armed="true"]').wait_for()
+    assert page.get_by_test_id("checkpoint-detail").get_attribute("data-checkpoint-id") == safety
+    items = page.get_by_test_id("restore-plan-item").evaluate_all("els => els.map(e => e.dataset.action)")
+    assert sorted(items) == ["create", "restore"]
+    assert (ctx.ws / "a.txt").read_text() == "one\n" and not (ctx.ws / "b.txt").exists()
+    page.get_by_test_id("restore-button").click()
     page.locator('[data-testid="restore-result"]:has-text("Undone")').wait_for()
     assert (ctx.ws / "a.txt").read_text() == "one two\n" and (ctx.ws / "b.txt").read_text() == "bee\n"
     events = ctx.cli("journal", "log", "-n", "10")["events"]

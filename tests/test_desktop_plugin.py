@@ -123,9 +123,15 @@ def test_timeline_follows_the_session_cwd_and_shows_diffs(node_modules):
 
 
 def test_two_click_restore_then_undo(node_modules):
+    """Dry run, then the confirm with the dry run's plan_token; undo is previewed and confirmed too."""
     res = run(node_modules, "restore")
     assert [c["checkpoint"][0] for c in res["restore_calls"]] == ["c", "e"]      # target, then safety
     assert all(c["dry_run"] is False and c["workspace"] == "/w/proj" for c in res["restore_calls"])
+    assert [c["plan_token"] for c in res["restore_calls"]] == ["plan-1", "plan-2"]
+
+
+def test_a_workspace_that_is_not_utf8_is_named_by_its_bytes(node_modules):
+    run(node_modules, "non-utf8", sdk="minimal", cwd=None)
 
 
 def test_arming_expires_and_belongs_to_one_checkpoint(node_modules):
@@ -196,6 +202,8 @@ def test_pane_against_the_real_http_api(node_modules, store_dir, ws, cli):
     assert first in res["rows"] and res["rows"][0] != first
     assert sorted(res["plan"]) == ["delete new.txt", "restore a.txt"]
     assert res["after_first_click"] == 0
+    [confirm] = res["confirm"]                  # the dry run's request, its plan_token, the full id
+    assert confirm["checkpoint"] == first and confirm["workspace"] == str(ws) and confirm["plan_token"]
     assert (ws / "a.txt").read_text() == "alpha\n" and not (ws / "new.txt").exists()
     assert res["safety"] == log[0]["id"]
     assert res["gate"] == "gate open"

@@ -8,6 +8,11 @@
  * Backend: /api/plugins/chronos-git/* (api/router.py).  Every response is an
  * envelope; errors are {"status": "error", "error": ..., "message"?: ...} with a
  * 4xx/5xx status, which SDK.fetchJSON turns into Error("<code>: <body>").
+ * Every POST is JSON (the API refuses anything else with 415).  Names that are
+ * not UTF-8 arrive as `path` (display) + `path_b64` (exact): requests always
+ * send the `_b64` form when there is one.  A restore is two requests: the dry
+ * run (first click) returns the plan and a `plan_token`; the confirm click
+ * sends the same request with that token.
  *
  * Stable data-testid attributes are part of the contract with
  * tests/test_dashboard_browser.py — rename them only together with the tests.
@@ -102,9 +107,9 @@
   function api(path, opts) {
     opts = opts || {};
     var init = { method: opts.method || "GET", headers: {} };
-    if (opts.body !== undefined) {
+    if (init.method !== "GET") {
       init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(opts.body);
+      init.body = JSON.stringify(opts.body || {});
     }
     return SDK.fetchJSON(BASE + path, init).then(function (data) {
       if (data && data.status === "error") throw ApiError(200, data);
@@ -128,6 +133,25 @@
     if (!seconds) return "—";
     var dt = new Date(seconds * 1000);
     return dt.toLocaleString() + " (" + ago(seconds) + ")";
+  }
+
+  /** The request fields naming workspace `root`: its exact bytes when they are not UTF-8. */
+  function wsArgs(list, root) {
+    var w = (list || []).filter(function (x) { return x.root === root; })[0];
+    return w && w.root_b64 ? { workspace_b64: w.root_b64 } : { workspace: root };
+  }
+
+  var ACTION_HELP = {   // every action the engine's plan can hold
+    restore: "rewritten to the checkpoint's content", create: "created from the checkpoint",
+    delete: "removed: not in the checkpoint", skip: "left untouched",
+    keep: "left untouched: not captured by the safety checkpoint (ignored, too large or special)",
+    failed: "could not be written"
+  };
+
+  function actionCounts(items) {
+    var n = {};
+    items.forEach(function (i) { n[i.action] = (n[i.action] || 0) + 1; });
+    return Object.keys(n).map(function (a) { return n[a] + " " + a; }).join(" · ");
   }
 
   var KIND_TONE = { manual: "secondary", safety: "warning", full: "outline", declared: "outline" };
@@ -175,7 +199,7 @@
     if (!files.length) return null;
     return h("ul", { "data-testid": "diff-files", style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) },
       files.map(function (f) {
-        return h("li", { key: f.path + f.status, "data-path": f.path },
+        return h("li", { key: (f.path_b64 || f.path) + f.status, "data-path": f.path },
           f.status + "  " + (f.old_path ? f.old_path + " → " : "") + f.path +
           (f.additions || f.deletions ? "  (+" + (f.additions || 0) + " −" + (f.deletions || 0) + ")" : ""));
       }));
@@ -223,17 +247,17 @@
   function RestorePlan(props) {
     var p = props.plan;
     if (!p) return null;
-    var items = (p.plan || []).filter(function (i) { return i.action !== "keep"; });
+    var items = p.plan || [];
     return h("div", { "data-testid": "restore-plan", style: props.armed ? S.notice : { padding: 10, border: "1px dashed rgba(127,127,127,0.4)" } },
-      h("div", null, h("strong", null, props.armed ? "Restore plan (dry run) — click Confirm restore to apply"
-                                       : "Restore plan (dry run) — not armed: click Restore again to confirm"),
+      h("div", null, h("strong", null, (p.undo ? "Undo plan" : "Restore plan") + (props.armed
+          ? " (dry run) — click Confirm restore to apply" : " (dry run) — not armed: click Restore again to preview anew")),
         h("span", { style: S.muted }, "  → " + short(p.restored_checkpoint, 12))),
       h("div", { style: S.muted, "data-testid": "restore-plan-summary" },
-        p.files_changed + " file(s) restored/created, " + p.untracked_removed + " untracked removed, " +
-        p.skipped + " skipped" + (p.clean ? "" : " (no clean)")),
+        (items.length ? actionCounts(items) : "no changes") + (p.clean ? "" : " (no clean)")),
       items.length
         ? h("ul", { style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) }, items.map(function (it) {
-            return h("li", { key: it.path + it.action, "data-testid": "restore-plan-item", "data-action": it.action },
+            return h("li", { key: (it.path_b64 || it.path) + it.action, "data-testid": "restore-plan-item",
+                             "data-action": it.action, title: ACTION_HELP[it.action] || "" },
               it.action + "  " + it.path + (it.reason ? "  (" + it.reason + ")" : ""));
           }))
         : h("div", { style: S.muted }, "Nothing to change: the working tree already matches."));
@@ -242,7 +266,8 @@
   function RestoreResult(props) {
     var r = props.result;
     if (!r) return null;
-    return h("div", { "data-testid": "restore-result", style: S.ok },
+    var failed = (r.plan || []).filter(function (i) { return i.action === "failed"; });
+    return h("div", { "data-testid": "restore-result", style: failed.length ? S.notice : S.ok },
       h("div", null, h("strong", null, r.undo ? "Undone. " : "Restored. "),
         "Workspace is now at checkpoint ",
         h("span", { style: S.mono, "data-testid": "restored-checkpoint-id" }, short(r.restored_checkpoint, 12)),
@@ -256,6 +281,10 @@
           ? h(Button, { outlined: true, size: "sm", disabled: props.busy, "data-testid": "undo-button",
                         onClick: function () { props.onUndo(r.safety_checkpoint); } }, "Undo (restore it)")
           : null),
+      failed.length ? h("ul", { "data-testid": "restore-failed", style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) },
+        failed.map(function (it) {
+          return h("li", { key: it.path_b64 || it.path }, "failed  " + it.path + (it.reason ? "  (" + it.reason + ")" : ""));
+        })) : null,
       r.operation_id ? h("div", { style: S.muted }, "journal operation " + short(r.operation_id, 12)) : null);
   }
 
@@ -400,6 +429,7 @@
     var s17 = useState(null), updated = s17[0], setUpdated = s17[1];
 
     var wsRef = useRef(null); wsRef.current = ws;
+    var listRef = useRef([]); listRef.current = workspaces;
     var armTimer = useRef(null);
     var inflight = useRef(null);     // the refresh in progress (a promise) ...
     var again = useRef(false);       // ... and whether another was asked for meanwhile
@@ -419,7 +449,7 @@
 
     var loadCheckpoints = useCallback(function (root) {
       if (!root) { setCheckpoints([]); return Promise.resolve(); }
-      return api("/checkpoints" + qs({ workspace: root, limit: CHECKPOINT_LIMIT })).then(function (r) {
+      return api("/checkpoints" + qs(Object.assign(wsArgs(listRef.current, root), { limit: CHECKPOINT_LIMIT }))).then(function (r) {
         if (wsRef.current === root) setCheckpoints(r.checkpoints || []);
       });
     }, []);
@@ -428,6 +458,7 @@
       if (inflight.current) { again.current = true; return inflight.current; }
       var run = api("/workspaces").then(function (r) {
         var list = r.workspaces || [];
+        listRef.current = list;
         setWorkspaces(list);
         var root = wsRef.current;
         if (!root && list.length) { root = list[0].root; wsRef.current = root; setWs(root); }
@@ -465,8 +496,8 @@
       var seq = ++detailSeq.current;
       setDetailLoading(true);
       var req = mode === "changes"
-        ? api("/checkpoints/" + encodeURIComponent(selected) + qs({ workspace: ws }))
-        : api("/diff" + qs({ workspace: ws, from: selected }));
+        ? api("/checkpoints/" + encodeURIComponent(selected) + qs(wsArgs(listRef.current, ws)))
+        : api("/diff" + qs(Object.assign(wsArgs(listRef.current, ws), { from: selected })));
       req.then(function (r) { if (seq === detailSeq.current) setDetail(r); },
                function (e) { if (seq === detailSeq.current) { setDetail(null); fail("Loading the diff")(e); } })
         .then(function () { if (seq === detailSeq.current) setDetailLoading(false); });
@@ -482,35 +513,51 @@
       setSelected(id);
     }
 
-    function doRestore(checkpointId, isUndo) {
+    /** Second click: the dry run's request again, with its plan_token and the full id. */
+    function doRestore(p) {
       setBusy(true);
-      return api("/restore", { method: "POST", body: { checkpoint: checkpointId, workspace: ws, dry_run: false } })
+      return api("/restore", { method: "POST", body: Object.assign({}, p.request,
+        { checkpoint: p.restored_checkpoint, dry_run: false, plan_token: p.plan_token }) })
         .then(function (r) {
-          setResult(Object.assign({}, r, { undo: !!isUndo }));
+          setResult(Object.assign({}, r, { undo: !!p.undo }));
           setPlan(null);
           setError(null);
           // the working tree changed: the resultKey effect below re-fetches the diff
           return refresh();
-        }, fail(isUndo ? "Undo" : "Restore"))
+        }, fail(p.undo ? "Undo" : "Restore"))
+        .then(function () { setBusy(false); });
+    }
+
+    /** First click: the dry run, which arms the confirm button for ARM_MS. */
+    function preview(checkpointId, isUndo) {
+      var request = Object.assign({ checkpoint: checkpointId }, wsArgs(listRef.current, ws));
+      setBusy(true);
+      return api("/restore", { method: "POST", body: Object.assign({ dry_run: true }, request) })
+        .then(function (p) {
+          setPlan(Object.assign({}, p, { request: request, undo: !!isUndo, selected: checkpointId }));
+          setArmed(true);
+          if (armTimer.current) clearTimeout(armTimer.current);
+          armTimer.current = setTimeout(function () { armTimer.current = null; setArmed(false); }, ARM_MS);
+        }, fail(isUndo ? "Undo preview" : "Restore preview"))
         .then(function () { setBusy(false); });
     }
 
     function onRestoreClick() {
       if (!selected || busy) return;
-      if (armed && plan && plan.restored_checkpoint === selected) {   // second click: apply
+      if (armed && plan && plan.selected === selected) {   // second click: apply
         disarm();
-        doRestore(selected, false);
+        doRestore(plan);
         return;
       }
-      setBusy(true);
-      api("/restore", { method: "POST", body: { checkpoint: selected, workspace: ws, dry_run: true } })
-        .then(function (p) {
-          setPlan(p);
-          setArmed(true);
-          if (armTimer.current) clearTimeout(armTimer.current);
-          armTimer.current = setTimeout(function () { armTimer.current = null; setArmed(false); }, ARM_MS);
-        }, fail("Restore preview"))
-        .then(function () { setBusy(false); });
+      preview(selected, false);
+    }
+
+    /** Undo = restore the safety checkpoint, previewed and confirmed like any restore. */
+    function onUndo(id) {
+      disarm();
+      setPlan(null);
+      setSelected(id);
+      preview(id, true);
     }
 
     function onVerify() {
@@ -532,8 +579,8 @@
       if (!resultKey || !selected || !ws) return;
       var seq = ++detailSeq.current;
       var req = mode === "changes"
-        ? api("/checkpoints/" + encodeURIComponent(selected) + qs({ workspace: ws }))
-        : api("/diff" + qs({ workspace: ws, from: selected }));
+        ? api("/checkpoints/" + encodeURIComponent(selected) + qs(wsArgs(listRef.current, ws)))
+        : api("/diff" + qs(Object.assign(wsArgs(listRef.current, ws), { from: selected })));
       req.then(function (r) { if (seq === detailSeq.current) setDetail(r); }, function () {});
     }, [resultKey]);  // eslint-disable-line
 
@@ -552,7 +599,7 @@
           h("span", { style: S.muted, "data-testid": "last-updated" }, updated ? "updated " + new Date(updated).toLocaleTimeString() : "loading…"),
           h(Button, { size: "sm", outlined: true, onClick: function () { refresh(); }, "data-testid": "refresh-button" }, "Refresh"))),
       h(ErrorBanner, { error: error, onDismiss: function () { setError(null); } }),
-      h(RestoreResult, { result: result, busy: busy, onUndo: function (id) { disarm(); doRestore(id, true); } }),
+      h(RestoreResult, { result: result, busy: busy, onUndo: onUndo }),
       h("div", { style: S.row },
         h(Label, null, "Workspace"),
         workspaces.length

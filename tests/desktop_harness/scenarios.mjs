@@ -19,7 +19,9 @@ const scenario = process.argv[2]
 
 // ------------------------------------------------------------------ helpers
 const hex = c => c.repeat(40)
-const CP = { newest: hex('a'), middle: hex('b'), oldest: hex('c'), other: hex('d'), safety: hex('e') }
+const CP = { newest: hex('a'), middle: hex('b'), oldest: hex('c'), other: hex('d'), safety: hex('e'), odd: hex('f') }
+// a workspace whose root is not UTF-8 (b"/w/caf\xe9"): shown with U+FFFD, named by its bytes
+const NON_UTF8 = { root: '/w/caf\ufffd', root_b64: 'L3cvY2Fm6Q==' }
 const OP = '0123456789abcdef0123456789abcdef'
 
 function cpSummary(id, i, extra = {}) {
@@ -34,9 +36,12 @@ function cpSummary(id, i, extra = {}) {
 class HttpError extends Error {}
 
 /** A canned backend with just enough state for the flows. `errorStyle` picks how a
- *  non-2xx is thrown: {status, body} fields, or only "409: {json}" in the message. */
+ *  non-2xx is thrown: {status, body} fields, or only "409: {json}" in the message.
+ *  Like api/router.py it refuses a POST that is not JSON (415) and a real restore
+ *  without the plan_token of a dry run of the same request (428 / 409). */
 function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
-  const state = { gate, unresolved: gate === 'closed' ? 1 : 0, restored: [], seq: 6 }
+  const state = { gate, unresolved: gate === 'closed' ? 1 : 0, restored: [], seq: 6, plans: new Map(), tokens: 0 }
+  const planKey = b => JSON.stringify([b.checkpoint, b.workspace, b.workspace_b64, b.paths, b.paths_b64, b.clean])
   const fail = (status, body) => {
     if (errorStyle === 'fields') throw Object.assign(new HttpError(`Request failed with status ${status}`), { status, body })
     throw new HttpError(`${status}: ${JSON.stringify(body)}`)
@@ -45,7 +50,8 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
     '/w/proj': [cpSummary(CP.newest, 1, { tool: 'patch', tool_call_id: 'call_patch', skipped: ['big.bin'] }),
                 cpSummary(CP.middle, 2, { tool_call_id: 'call_write' }),
                 cpSummary(CP.oldest, 3, { kind: 'manual', tool: null, description: 'first' })],
-    '/w/other': [cpSummary(CP.other, 1)]
+    '/w/other': [cpSummary(CP.other, 1)],
+    [NON_UTF8.root_b64]: [cpSummary(CP.odd, 1)]
   }
   return async (rawPath, opts = {}) => {
     const url = new URL(rawPath, 'http://x')
@@ -53,20 +59,25 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
     const q = Object.fromEntries(url.searchParams)
     const method = opts.method || 'GET'
     const body = opts.body || {}
+    if (method !== 'GET' && (opts.headers || {})['Content-Type'] !== 'application/json') {
+      fail(415, { status: 'error', error: 'requests that change state must be sent as Content-Type: application/json' })
+    }
+    const wsOf = x => (x.workspace_b64 !== undefined ? x.workspace_b64 : x.workspace)
     if (method === 'GET' && p === '/workspaces') {
       // /w/other is the most recently used workspace
       return { status: 'ok', workspaces: [
         { root: '/w/other', checkpoints: 1, exists: true, latest: cps['/w/other'][0] },
-        { root: '/w/proj', checkpoints: cps['/w/proj'].length, exists: true, latest: cps['/w/proj'][0] }] }
+        { root: '/w/proj', checkpoints: cps['/w/proj'].length, exists: true, latest: cps['/w/proj'][0] },
+        { ...NON_UTF8, checkpoints: 1, exists: true, latest: cps[NON_UTF8.root_b64][0] }] }
     }
     if (method === 'GET' && p === '/checkpoints') {
-      const list = cps[q.workspace]
-      if (!list) fail(400, { status: 'error', error: `unknown workspace ${q.workspace}` })
+      const list = cps[wsOf(q)]
+      if (!list) fail(404, { status: 'error', error: `unknown workspace ${wsOf(q)}` })
       return { status: 'ok', workspace: q.workspace, checkpoints: list.slice(0, Number(q.limit || 20)) }
     }
     if (method === 'GET' && p.startsWith('/checkpoints/')) {
       const id = decodeURIComponent(p.slice('/checkpoints/'.length))
-      const found = (cps[q.workspace] || []).find(c => c.id === id)
+      const found = (cps[wsOf(q)] || []).find(c => c.id === id)
       if (!found) fail(404, { status: 'error', error: `no checkpoint ${id} in ${q.workspace}` })
       if (id === CP.oldest) return { status: 'ok', checkpoint: found }
       return { status: 'ok', checkpoint: found, changes: {
@@ -82,18 +93,29 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
     }
     if (method === 'POST' && p === '/restore') {
       if (!body.checkpoint) fail(400, { status: 'error', error: 'invalid request: checkpoint: Field required' })
-      const planItems = [{ path: 'a.txt', action: 'restore' }, { path: 'b.txt', action: 'delete' }]
+      const planItems = [{ path: 'a.txt', action: 'restore' }, { path: 'b.txt', action: 'delete' },
+                         { path: 'big.bin', action: 'keep', reason: 'not captured by the safety checkpoint' }]
+      if (body.workspace_b64) planItems.push({ path: 'caf\ufffd.txt', path_b64: 'Y2Fm6S50eHQ=', action: 'create' })
       if (body.dry_run) {
+        const token = `plan-${++state.tokens}`
+        state.plans.set(token, planKey(body))
         return { status: 'ok', restored_checkpoint: body.checkpoint, safety_checkpoint: null, dry_run: true, clean: true,
-                 files_changed: 1, untracked_removed: 1, skipped: 0, plan: planItems }
+                 files_changed: 1, untracked_removed: 1, skipped: 0, kept: 1, failed: 0, plan: planItems, plan_token: token }
       }
+      if (!body.plan_token) fail(428, { status: 'error', error: 'a restore needs the plan_token of its dry run' })
+      const planned = state.plans.get(body.plan_token)
+      state.plans.delete(body.plan_token)
+      if (planned !== planKey(body)) fail(409, { status: 'error', error: 'the plan token is unknown, used or expired' })
       if (state.gate === 'closed') {
         fail(409, { status: 'error', error: 'chronos_blocked', blocked: true, operation_ids: [OP],
                     message: `chronos-git recovery gate is closed: ${OP.slice(0, 12)} terminal cut off by a crash (pending)` })
       }
       state.restored.push(body.checkpoint)
+      const list = cps[wsOf(body)]
+      if (!list.some(c => c.id === CP.safety)) list.unshift(cpSummary(CP.safety, 0, { kind: 'safety', tool: null }))
+      const done = [...planItems, { path: 'locked.txt', action: 'failed', reason: 'Permission denied' }]
       return { status: 'ok', restored_checkpoint: body.checkpoint, safety_checkpoint: CP.safety, dry_run: false, clean: true,
-               files_changed: 1, untracked_removed: 1, skipped: 0, plan: planItems, operation_id: 'f'.repeat(32) }
+               files_changed: 1, untracked_removed: 1, skipped: 0, kept: 1, failed: 1, plan: done, operation_id: 'f'.repeat(32) }
     }
     if (method === 'GET' && p === '/journal/status') {
       return { status: 'ok', integrity: 'ok', gate: state.gate, events: state.seq + 1, head: hex('9'),
@@ -127,7 +149,7 @@ function realBackend(base, token) {
   return async (path, opts = {}) => {
     const res = await fetch(`${base}${path}`, {
       method: opts.method || 'GET',
-      headers: { 'X-Hermes-Session-Token': token, ...(opts.body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+      headers: { 'X-Hermes-Session-Token': token, ...(opts.headers || {}) },      // only what the pane sends
       body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined
     })
     const text = await res.text()
@@ -151,7 +173,10 @@ function fakeCtx(backend, { timers = true } = {}) {
     rest(path, opts) {
       assert.equal(typeof path, 'string')
       assert.ok(path.startsWith('/') && !path.startsWith('/api/'), `ctx.rest paths are relative to the namespace: ${path}`)
-      h.calls.push({ path, method: (opts && opts.method) || 'GET', body: opts && opts.body })
+      const call = { path, method: (opts && opts.method) || 'GET', body: opts && opts.body }
+      // the headers ride along unseen by deepEqual on the calls
+      Object.defineProperty(call, 'headers', { value: (opts && opts.headers) || {}, enumerable: false })
+      h.calls.push(call)
       return backend(path, opts)
     },
     onDispose(fn) { h.disposers.push(fn) },
@@ -290,22 +315,33 @@ const scenarios = {
     assert.equal(text(one(r, 'restore-button')), 'Confirm restore')
     one(r, 'restore-armed')
     assert.deepEqual(all(r, 'restore-plan-item').map(n => `${n.props['data-action']} ${text(n)}`),
-                     ['restore restore a.txt', 'delete delete b.txt'])
+                     ['restore restore a.txt', 'delete delete b.txt',
+                      'keep keep big.bin (not captured by the safety checkpoint)'])
+    assert.equal(text(one(r, 'restore-plan-summary')), 'Dry run: 1 restore · 1 delete · 1 keep')
     assert.equal(realCalls(h).length, 0)
     const armTimer = h.timeouts.filter(t => t.active)
     assert.equal(armTimer.length, 1)
     assert.equal(armTimer[0].ms, 5000)
 
-    await click(one(r, 'restore-button'))                       // second click: restore
-    assert.deepEqual(realCalls(h).map(c => c.body), [{ checkpoint: CP.oldest, workspace: '/w/proj', dry_run: false }])
+    await click(one(r, 'restore-button'))                       // second click: restore, with the plan's token
+    assert.deepEqual(realCalls(h).map(c => c.body),
+                     [{ checkpoint: CP.oldest, workspace: '/w/proj', dry_run: false, plan_token: 'plan-1' }])
+    assert.ok(h.calls.every(c => c.method === 'GET' || c.headers['Content-Type'] === 'application/json'),
+              'every POST is JSON')
     assert.equal(armTimer[0].active, false, 'the arm timer is cancelled once used')
     one(r, 'restore-result')
     assert.equal(one(r, 'safety-checkpoint-id').props['data-checkpoint-id'], CP.safety)
     assert.equal(text(one(r, 'restore-button')), 'Restore…')
+    assert.deepEqual(all(r, 'restore-failed').map(text), ['failed locked.txt (Permission denied)'])
     assert.ok(h.calls.filter(c => c.path === '/workspaces').length >= 1, 'refreshes after restoring')
 
-    await click(one(r, 'undo-button'))                          // undo = restore the safety checkpoint
-    assert.deepEqual(realCalls(h).map(c => c.body.checkpoint), [CP.oldest, CP.safety])
+    await click(one(r, 'undo-button'))                          // undo = restore the safety checkpoint: preview ...
+    assert.equal(realCalls(h).length, 1)
+    assert.equal(dryCalls(h).at(-1).body.checkpoint, CP.safety)
+    assert.equal(one(r, 'checkpoint-detail').props['data-checkpoint-id'], CP.safety)
+    assert.ok(text(one(r, 'restore-plan-summary')).startsWith('Undo:'))
+    await click(one(r, 'restore-button'))                       // ... and confirm
+    assert.deepEqual(realCalls(h).map(c => [c.body.checkpoint, c.body.plan_token]), [[CP.oldest, 'plan-1'], [CP.safety, 'plan-2']])
     assert.ok(text(one(r, 'restore-result')).startsWith('Undone'))
     out.restore_calls = realCalls(h).map(c => c.body)
     await act(async () => { r.unmount() })
@@ -432,6 +468,28 @@ const scenarios = {
     h.disposers.forEach(d => d())
   },
 
+  async 'non-utf8'() {
+    // a workspace whose root is not UTF-8: listed by its display name, named by its bytes in every request
+    const { ctx, h } = fakeCtx(cannedBackend(), { timers: false })
+    const r = await mount(ctx, h)
+    await act(async () => { one(r, 'workspace-select').props.onChange({ target: { value: NON_UTF8.root } }) })
+    await settle()
+    assert.deepEqual(all(r, 'checkpoint-row').map(n => n.props['data-checkpoint-id']), [CP.odd])
+    await click(all(r, 'checkpoint-row')[0])
+    await click(one(r, 'restore-button'))
+    assert.ok(text(one(r, 'restore-plan')).includes('create caf\ufffd.txt'))
+    await click(one(r, 'restore-button'))
+    one(r, 'restore-result')
+    const named = h.calls.filter(c => c.path.includes('L3cvY2Fm6Q') || (c.body && c.body.workspace_b64))
+    assert.ok(named.length >= 4, JSON.stringify(h.calls))
+    assert.ok(!h.calls.some(c => c.path.includes(encodeURIComponent(NON_UTF8.root)) ||
+                                 (c.body && c.body.workspace === NON_UTF8.root)), 'never the display name')
+    assert.deepEqual(realCalls(h).map(c => c.body),
+                     [{ checkpoint: CP.odd, workspace_b64: NON_UTF8.root_b64, dry_run: false, plan_token: 'plan-1' }])
+    await act(async () => { r.unmount() })
+    h.disposers.forEach(d => d())
+  },
+
   async errors() {
     // both shapes a host may throw become one readable error with the envelope's text
     const a = plugin.toApiError(Object.assign(new Error('x'), { status: 404, body: { status: 'error', error: 'no checkpoint abc' } }))
@@ -465,6 +523,7 @@ const scenarios = {
     await until(() => all(r, 'restore-result').length === 1 || all(r, 'chronos-error').length === 1, 'the restore')
     assert.equal(all(r, 'chronos-error').length, 0, all(r, 'chronos-error').map(text).join())
     out.safety = one(r, 'safety-checkpoint-id').props['data-checkpoint-id']
+    out.confirm = realCalls(h).map(c => c.body)
     await until(() => one(r, 'journal-panel') && all(r, 'journal-event').some(n => n.props['data-kind'] === 'returned'), 'journal events')
     out.gate = text(one(r, 'journal-gate'))
     await act(async () => { r.unmount() })
