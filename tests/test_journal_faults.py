@@ -452,21 +452,39 @@ def test_retention_keeps_checkpoint_of_unresolved_operation(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
-def test_write_outside_workspace_rollback_uses_journal_pre_image(cli, ws, store_dir, tmp_path):
-    init(cli, ws)
+def test_write_outside_workspace_is_refused_before_anything_is_journaled(cli, ws, store_dir, tmp_path):
+    """`write` is confined to the workspace: a path outside it is refused up front."""
+    st0 = init(cli, ws)
     outside = tmp_path / "outside.cfg"
     outside.write_text("original outside\n")
-    r = cli("write", "--json", str(outside), "--content", "agent outside\n", cwd=ws, fault="after_intent")
-    assert r.rc == KILLED
-    outside.write_text("half-written garbage")                 # neither image: partial
-    st = status(cli)
-    (u,) = st["unresolved"]
-    assert u["state"] == "uncertain" and u["declared_paths"] == [str(outside)]
-    rb = cli("journal", "recover", u["operation_id"], "--rollback", "--json")
-    assert rb.rc == 0, rb.stdout
+    r = cli("write", "--json", str(outside), "--content", "agent outside\n", cwd=ws)
+    assert r.rc == 1 and "outside the workspace" in r.json["error"]
     assert outside.read_text() == "original outside\n"
-    assert rb.json["gate"] == "open"
+    assert status(cli)["events"] == st0["events"]             # nothing journaled
     assert_sound(cli, store_dir)
+
+
+def test_rollback_of_a_call_outside_the_workspace_names_the_manual_recipe(svc, ws, store_dir, tmp_path):
+    """A Hermes file call outside the workspace is journaled with its pre-image, but a rollback
+    only writes inside the workspace: it refuses and says how to put the pre-image back by hand."""
+    from chronos_git.calls import Call, Declared, Outcome
+    s = svc()
+    outside = tmp_path / "outside.cfg"
+    outside.write_text("original outside\n")
+    t = s.begin(Call(tool="write_file", args={"path": str(outside)}, workspace=str(ws),
+                     declared=[Declared(str(outside), b"agent outside\n")]))
+    outside.write_text("half-written garbage")
+    s.finish(t, Outcome(status="error", uncertain_reason="exception: Killed"))
+    (u,) = s.journal.unresolved()
+    with pytest.raises(Exception) as exc:
+        s.recover(u["operation_id"], rollback=True)
+    msg = str(exc.value)
+    assert str(outside) in msg and "outside the workspace" in msg and "cat-file" in msg
+    assert outside.read_text() == "half-written garbage"        # nothing written outside
+    pre = t.declared[0]["pre"]
+    blob = git(f"--git-dir={store_dir}", "cat-file", "blob", pre).stdout
+    assert blob == "original outside\n"                        # the recipe's blob is there
+    assert s.journal.unresolved()                                # still for the operator
 
 
 def test_stale_git_lock_of_the_journal_ref_does_not_block(cli, ws, store_dir):

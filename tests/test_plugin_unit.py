@@ -104,9 +104,11 @@ def test_register_survives_a_bare_stub_and_is_idempotent(tmp_path):
 
 
 def test_settings_are_lenient_with_bad_values():
-    s = Settings.from_mapping({"max_checkpoints": -3, "gate_mode": "sometimes", "strict_errors": True,
-                               "snapshot_budget_s": "fast", "unknown_key": 1})
+    s, problems = Settings.from_mapping({"max_checkpoints": -3, "gate_mode": "sometimes", "strict_errors": True,
+                                         "snapshot_budget_s": "fast", "unknown_key": 1})
     assert s.max_checkpoints == 200 and s.gate_mode == "block" and s.snapshot_budget_s == 8.0
+    assert sorted(p.split(" = ")[0].rsplit(".", 1)[1] for p in problems) == [
+        "gate_mode", "max_checkpoints", "snapshot_budget_s"]       # never silently: each one named
     assert s.strict_errors is True
     assert all(s.is_read_only(t) for t in INSPECTION_TOOLS)
     assert not s.is_read_only("chronos_rollback") and not s.is_read_only("terminal")
@@ -332,3 +334,25 @@ def test_newer_hosts_get_the_alert_in_the_system_prompt_section(tmp_path, monkey
 
 def test_own_tools_list_matches_the_registered_tools():
     assert hermes_glue.OWN_TOOLS == set(SCHEMAS)
+
+
+# ------------------------------------------------------- never silently off
+def test_a_store_that_cannot_take_writes_is_told_on_the_first_turn(plugin, monkeypatch, capsys):
+    """Full disk or read-only store: the model's first turn and the user's terminal say OFF,
+    why and the fix; once per session (and again if the reason changes)."""
+    ctx, p, ws = plugin()
+    svc = p.svc()
+    off = {"state": "off", "reason": "the disk holding the store /s is full (0 bytes free)",
+           "fix": "free space on the filesystem of /s"}
+    monkeypatch.setattr(type(svc), "protection", lambda self: off)
+    first = p.on_pre_llm_call(session_id="s1", is_first_turn=True)
+    assert "protection is OFF" in first["context"] and "full" in first["context"]
+    assert "free space" in first["context"]
+    assert "protection is OFF" in capsys.readouterr().err
+    assert p.on_pre_llm_call(session_id="s1") is None                  # told once per session
+    assert capsys.readouterr().err == ""
+    assert "protection is OFF" in p.on_pre_llm_call(session_id="s2")["context"]
+    monkeypatch.setattr(type(svc), "protection", lambda self: {"state": "on"})
+    assert p.on_pre_llm_call(session_id="s1") is None
+    status = json.loads(ctx.tools["chronos_status"][2]({}))
+    assert status["protection"] == {"state": "on"}
