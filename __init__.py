@@ -47,7 +47,7 @@ def register(ctx):
     and that `hermes chronos-git setup` fixes it.  Cheap: no subprocess, no network."""
     log = logging.getLogger("chronos_git")
     try:
-        from . import hermes_shell as shell
+        from .hermes import shell
         reason, fix = shell.protection_problem(), shell.SETUP_COMMAND
         if reason is None and (reason := shell.host_problem(ctx)):
             fix = shell.UPDATE_HERMES
@@ -57,7 +57,7 @@ def register(ctx):
     if reason is None:
         staged = _Staged(ctx)
         try:
-            from .hermes_glue import register as _register
+            from .hermes.plugin import register as _register
             result = _register(staged)
             staged.commit()
             return result

@@ -1,6 +1,7 @@
 """HTTP surface: `build_router()` for the Hermes dashboard, `create_app()` standalone."""
 import secrets
 
+from .. import __version__
 from .router import build_router
 
 __all__ = ["build_router", "create_app"]
@@ -23,7 +24,8 @@ def create_app(store_dir=None, settings=None, token: str | None = None, *, allow
     from ..service import Chronos
     token = token or secrets.token_urlsafe(32)
     expected = token.encode("utf-8", "surrogateescape")
-    app = FastAPI(title="chronos-git", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="chronos-git", version=__version__, docs_url=None, redoc_url=None,
+                  openapi_url="/api/plugins/chronos-git/openapi.json")
     app.state.token = token
 
     @app.middleware("http")

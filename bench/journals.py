@@ -28,7 +28,7 @@ FIXTURE_VERSION = 1
 
 def _schemas() -> dict:
     from chronos_git.journal_refs import events
-    return {k: getattr(events, k, None) for k in ("SCHEMA", "STATE_SCHEMA", "CHECKPOINT_SCHEMA")}
+    return {k: getattr(events, k, None) for k in ("SCHEMA", "STATE_SCHEMA", "WITNESS_SCHEMA")}
 
 
 def _marker_ok(path: Path, want: dict) -> bool:

@@ -96,10 +96,11 @@ def _check_git_tree(env, cwd, rev: str, expect: dict, who: str) -> None:
 # ============================================================== chronos-git
 class ChronosHandler:
     def __init__(self):
+        from chronos_git.journal_refs import events
         from chronos_git.service import Call, Chronos, Declared, Outcome
         from chronos_git.settings import Settings
-        self.Chronos, self.Call, self.Declared, self.Outcome, self.Settings = (
-            Chronos, Call, Declared, Outcome, Settings)
+        self.Chronos, self.Call, self.Declared, self.Outcome, self.Settings, self.events = (
+            Chronos, Call, Declared, Outcome, Settings, events)
         self.c = None
         self.ws = None
         self.pending = None
@@ -202,7 +203,7 @@ class ChronosHandler:
         init_ms = _ms(t0)
         self.ws = ws
         t0 = _now()
-        r = self.c.snapshot(ws, "bench: first snapshot")
+        r = self.c.snapshot(ws, "bench: first snapshot").wire()
         ms = _ms(t0)
         cp = r.get("checkpoint")
         if not cp or r.get("partial"):
@@ -241,7 +242,7 @@ class ChronosHandler:
         with open(path, "wb") as fh:
             fh.write(data)
         t0 = _now()
-        info = self.c.finish(ticket, self.Outcome(status="ok", result_hash=blob_id(data)))
+        info = self.c.finish(ticket, self.Outcome(status="ok", result_hash=blob_id(data))).wire()
         ms = _ms(t0)
         if not info.get("recorded") or info.get("outcome") != "returned":
             raise BenchCheck(f"chronos: finish() did not record the outcome: {info}")
@@ -259,7 +260,7 @@ class ChronosHandler:
         ticket = self.pending[0]
         self.pending = None
         t0 = _now()
-        info = self.c.finish(ticket, self.Outcome(status="ok", exit_code=0, result_hash="0"))
+        info = self.c.finish(ticket, self.Outcome(status="ok", exit_code=0, result_hash="0")).wire()
         ms = _ms(t0)
         if not info.get("recorded") or info.get("outcome") != "returned":
             raise BenchCheck(f"chronos: finish() did not record the outcome: {info}")
@@ -267,7 +268,7 @@ class ChronosHandler:
         return {"ms": ms}
 
     def op_checkpoint(self) -> str:
-        r = self.c.snapshot(self.ws, "bench: restore target")
+        r = self.c.snapshot(self.ws, "bench: restore target").wire()
         if not r.get("checkpoint") or r.get("partial"):
             raise BenchCheck(f"chronos: snapshot failed: {r}")
         return r["checkpoint"]
@@ -275,7 +276,7 @@ class ChronosHandler:
     def op_restore(self, checkpoint: str, paths: list[str] | None, expect_changed: int) -> dict:
         """P5: restore (safety checkpoint + plan + writes + journal)."""
         t0 = _now()
-        r = self.c.restore(self.ws, checkpoint, paths=paths, actor="bench")
+        r = self.c.restore(self.ws, checkpoint, paths=paths, actor="bench").wire()
         ms = _ms(t0)
         if r.get("status") != "ok":
             raise BenchCheck(f"chronos: restore failed: {r}")
@@ -300,9 +301,9 @@ class ChronosHandler:
         open_ms = _ms(t0)
         if st.get("integrity") != "ok":
             raise BenchCheck(f"chronos: journal integrity {st.get('integrity')}")
-        while self.c.journal_status()["events"] < seed_events:
+        while self.c.journal_status().events < seed_events:
             self._append_pair()
-        return {"open_ms": open_ms, "events": self.c.journal_status()["events"]}
+        return {"open_ms": open_ms, "events": self.c.journal_status().events}
 
     def _intent_fields(self) -> dict:
         self.n += 1
@@ -313,20 +314,20 @@ class ChronosHandler:
 
     def _append_pair(self) -> None:
         f = self._intent_fields()
-        self.c.journal.append("started", f)
-        self.c.journal.append("returned", {"operation_id": f["operation_id"], "status": "ok",
+        self.c.journal.append(self.events.Started, f)
+        self.c.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
                                            "result_hash": None, "post_checkpoint": None, "duration_ms": 0.0})
 
     def op_append(self) -> dict:
         """P4 append: one durable `started` event (the `returned` after it is untimed)."""
         f = self._intent_fields()
         t0 = _now()
-        ev = self.c.journal.append("started", f)
+        ev = self.c.journal.append(self.events.Started, f)
         ms = _ms(t0)
         if ev.get("id") != self.c.journal.head:
             raise BenchCheck("chronos: append did not move the journal head")
         self._check_event("started", f["operation_id"])
-        self.c.journal.append("returned", {"operation_id": f["operation_id"], "status": "ok",
+        self.c.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
                                            "result_hash": None, "post_checkpoint": None, "duration_ms": 0.0})
         self._check_event("returned", f["operation_id"])
         return {"ms": ms}
@@ -334,10 +335,10 @@ class ChronosHandler:
     def op_gate(self) -> dict:
         """P4 admission: Chronos.gate()."""
         t0 = _now()
-        g = self.c.gate()
+        g = self.c.gate.state()
         ms = _ms(t0)
         if g is not None:
-            raise BenchCheck(f"chronos: gate closed: {g.get('message')}")
+            raise BenchCheck(f"chronos: gate closed: {g.message}")
         return {"ms": ms}
 
     def op_begin_nosnap(self) -> dict:
@@ -349,20 +350,20 @@ class ChronosHandler:
         ticket = self.c.begin(call)
         ms = _ms(t0)
         self._check_event("started", ticket.operation_id)
-        info = self.c.finish(ticket, self.Outcome(status="ok", exit_code=0))
+        info = self.c.finish(ticket, self.Outcome(status="ok", exit_code=0)).wire()
         if not info.get("recorded"):
             raise BenchCheck(f"chronos: finish() did not record the outcome: {info}")
         return {"ms": ms}
 
     def op_events(self) -> int:
-        return self.c.journal_status()["events"]
+        return self.c.journal_status().events
 
     # P6 ----------------------------------------------------------------
     def op_compact(self, store_dir: str) -> dict:
         before, obj_before = dir_bytes(store_dir), dir_bytes(store_dir, "objects")
         tip = self.c.store.workspace(self.ws).tip()
         t0 = _now()
-        rep = self.c.compact(grace_s=0)
+        rep = self.c.compact(grace_s=0).wire()
         ms = _ms(t0)
         after, obj_after = dir_bytes(store_dir), dir_bytes(store_dir, "objects")
         if rep.get("dropped"):
@@ -381,7 +382,7 @@ class ChronosHandler:
                     missing += 1
         if missing:
             raise BenchCheck(f"chronos: {missing} objects of the newest checkpoint vanished in compaction")
-        v = self.c.journal_verify()
+        v = self.c.journal_verify().wire()
         if v.get("status") != "ok":
             raise BenchCheck(f"chronos: journal verify after compaction: {v.get('integrity')}")
         return {"ms": ms, "bytes_before": before, "bytes_after": after, "objects_bytes_before": obj_before,

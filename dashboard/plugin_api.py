@@ -30,14 +30,34 @@ def _package():
 
 
 _pkg = _package()
-_glue = importlib.import_module(_pkg.__name__ + ".hermes_glue")
-_service = importlib.import_module(_pkg.__name__ + ".service")
-_router = importlib.import_module(_pkg.__name__ + ".api.router")
 
 
-def _svc():
-    settings = _glue.read_settings()
-    return _service.Chronos.get(_glue.store_dir_for(settings), settings)
+def _full_router():
+    settings = importlib.import_module(_pkg.__name__ + ".settings")
+    service = importlib.import_module(_pkg.__name__ + ".service")
+    api = importlib.import_module(_pkg.__name__ + ".api.router")
+
+    def svc():
+        loaded = settings.load(env=False)           # the one resolver Hermes and the CLIs use
+        return service.Chronos.get(settings.store_location(loaded.settings), loaded.settings,
+                                   problems=loaded.problems)
+    return api.build_router(svc)
 
 
-router = _router.build_router(_svc)
+def _off_router(reason: str):
+    """Protection cannot run here (pygit2 missing, say): the pane still says so, and why."""
+    from fastapi import APIRouter
+    from fastapi.responses import JSONResponse
+    shell = importlib.import_module(_pkg.__name__ + ".hermes.shell")
+    off = APIRouter()
+
+    @off.get("/health")
+    def health():
+        return JSONResponse(shell.off_status(reason), status_code=503)
+    return off
+
+
+try:
+    router = _full_router()
+except Exception as exc:                # never silently off, in the dashboard either
+    router = _off_router(f"the chronos-git API could not load ({type(exc).__name__}: {exc})")

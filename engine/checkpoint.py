@@ -16,6 +16,15 @@ import pygit2
 from .codec import canonical, display
 
 SCHEMA = "chronos-git.checkpoint.v1"
+SIGNATURE_NAME = "chronos-git"
+SIGNATURE_EMAIL = "chronos-git@localhost"
+
+
+def signature(when: float | None = None) -> pygit2.Signature:
+    """The author and committer of every commit chronos-git writes (checkpoints, journal)."""
+    t = int(when if when is not None else time.time())
+    return pygit2.Signature(SIGNATURE_NAME, SIGNATURE_EMAIL, t, 0)
+
 
 
 @dataclass

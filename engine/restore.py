@@ -213,33 +213,67 @@ def _decide(ws, disk: Confined, ch: _Change, current, uncaptured: dict, deleting
     return PlanItem(path, "restore", blob=ch.new_id, mode=ch.new_mode, current_blob=ch.old_id)
 
 
-def restore(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
-            dry_run: bool = False, force: bool = False, meta: CheckpointMeta | None = None,
-            on_plan=None) -> dict:
-    """Restore checkpoint `spec`. `on_plan(items, safety, target)` runs before any write."""
+@dataclass
+class Prepared:
+    """A validated restore whose safety checkpoint exists and nothing is written yet."""
+    target: Checkpoint
+    safety: Checkpoint
+    items: list[PlanItem]
+    clean: bool
+
+
+def preview(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
+            force: bool = False) -> dict:
+    """A dry run: the plan against the working tree, nothing committed or written."""
     target = ws.resolve(spec)
-    rels = [ws.rel(p) for p in paths] if paths else None       # validated before any side effect
+    rels = _rels(ws, paths)
+    items = plan(ws, target, working_tree(ws), rels=rels, clean=clean, force=force)
+    return _result(target, None, items, clean, dry_run=True)
+
+
+def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True, force: bool = False,
+            meta: CheckpointMeta | None = None) -> Prepared:
+    """Steps 1-5: validate, scan, plan, capture check, safety checkpoint.
+
+    The caller holds `ws.exclusive()` from here until `apply` returns."""
+    target = ws.resolve(spec)
+    rels = _rels(ws, paths)                   # validated before any side effect
+    ws.root.mkdir(parents=True, exist_ok=True)
+    safety_meta = meta or CheckpointMeta(description="")
+    safety_meta.kind = "safety"
+    safety_meta.description = safety_meta.description or f"safety checkpoint before restoring {target.id[:8]}"
+    safety_meta.note = f"state before restoring {target.id}; restore this to undo"
+    scan = ws.snapshot(safety_meta, commit=False)
+    items = plan(ws, target, scan.tree_id, rels=rels, clean=clean, force=force)
+    safety = ws.commit_scan(scan, safety_meta).checkpoint
+    for it in items:
+        it.declared = it.writes
+    return Prepared(target, safety, items, clean)
+
+
+def apply(ws, prepared: Prepared) -> tuple[dict, list[dict]]:
+    """Steps 7-8: the writes, then every declared path read back: (result, evidence)."""
+    _apply(ws, prepared.target, prepared.items)
+    faults.hit("after_restore_files")
+    return (_result(prepared.target, prepared.safety.id, prepared.items, prepared.clean, dry_run=False),
+            evidence(ws, prepared.items))
+
+
+def restore(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
+            dry_run: bool = False, force: bool = False, meta: CheckpointMeta | None = None) -> dict:
+    """preview, or prepare + apply, for callers that journal nothing (the engine's own tests)."""
+    if dry_run:
+        return preview(ws, spec, paths=paths, clean=clean, force=force)
+    with ws.exclusive():
+        result, _ = apply(ws, prepare(ws, spec, paths=paths, clean=clean, force=force, meta=meta))
+    return result
+
+
+def _rels(ws, paths: list[str] | None) -> list[str] | None:
+    rels = [ws.rel(p) for p in paths] if paths else None
     for rel in rels or ():
         split(rel)
-    if dry_run:
-        items = plan(ws, target, working_tree(ws), rels=rels, clean=clean, force=force)
-        return _result(target, None, items, clean, dry_run=True)
-    ws.root.mkdir(parents=True, exist_ok=True)
-    with ws.store.writing(), ws.lock():
-        safety_meta = meta or CheckpointMeta(description="")
-        safety_meta.kind = "safety"
-        safety_meta.description = safety_meta.description or f"safety checkpoint before restoring {target.id[:8]}"
-        safety_meta.note = f"state before restoring {target.id}; restore this to undo"
-        scan = ws.snapshot(safety_meta, commit=False)
-        items = plan(ws, target, scan.tree_id, rels=rels, clean=clean, force=force)
-        safety = ws.commit_scan(scan, safety_meta).checkpoint
-        for it in items:
-            it.declared = it.writes
-        if on_plan is not None:
-            on_plan(items, safety, target)
-        _apply(ws, target, items)
-        faults.hit("after_restore_files")
-        return {**_result(target, safety.id, items, clean, dry_run=False), "evidence": evidence(ws, items)}
+    return rels
 
 
 def _result(target, safety_id, items, clean, *, dry_run) -> dict:
@@ -247,6 +281,7 @@ def _result(target, safety_id, items, clean, *, dry_run) -> dict:
         return sum(1 for i in items if i.action in actions)
     return {
         "restored_checkpoint": target.id,
+        "target": target.summary(),
         "safety_checkpoint": safety_id,
         "dry_run": dry_run,
         "clean": clean,

@@ -234,7 +234,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                     atomic_write(_shallow_path(store), ("\n".join(want) + "\n").encode(), mode=0o600)
                 else:
                     _shallow_path(store).unlink(missing_ok=True)
-            store._local.__dict__.pop("repo", None)     # reopen: libgit2 caches grafts
+            store.forget_repos()     # reopen: libgit2 caches grafts
             commits_a, trees_a = _roots(store)
             old_packs, old_loose = _odb_files(store)
         say(f"retention decided; packing objects reachable from {len(commits_a)} refs")
@@ -251,7 +251,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
 
         # ---- phase C: catch up, delete the redundant ------------------------
         with store.maintenance.exclusive():
-            store._local.__dict__.pop("repo", None)
+            store.forget_repos()
             commits_c, trees_c = _roots(store)
             repo = pygit2.Repository(str(store.root))
             extra = _walk(repo, commits_c, trees_c, seen)
@@ -279,7 +279,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                         d.rmdir()
                     except OSError:
                         pass
-            store._local.__dict__.pop("repo", None)
+            store.forget_repos()
     report.update({
         "objects_packed": len(reachable) + len(extra),
         "loose_removed": removed_loose,

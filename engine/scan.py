@@ -99,7 +99,7 @@ class Scanner:
         self.deadline = deadline
         self.report = ScanReport()
 
-    def _full(self, rel: str) -> bytes:
+    def full(self, rel: str) -> bytes:
         return os.path.join(self.root, os.fsencode(rel))
 
     def visit(self, rel: str) -> int:
@@ -109,11 +109,11 @@ class Scanner:
             return -1
         if rel.endswith("/"):
             d = rel[:-1]
-            if os.path.lexists(os.path.join(self._full(d), b".git")):
+            if os.path.lexists(os.path.join(self.full(d), b".git")):
                 self.report.nested(d)
                 return 1
             return 0
-        full = self._full(rel)
+        full = self.full(rel)
         try:
             st = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):
@@ -214,7 +214,7 @@ def _apply(index: pygit2.Index, scanner: Scanner, diff, pathspecs) -> None:
             return
         if verdict > 0 or rel.endswith("/"):
             continue
-        full = scanner._full(rel)
+        full = scanner.full(rel)
         try:
             try:
                 mode = os.lstat(full).st_mode
@@ -261,3 +261,123 @@ def _drop_uncapturable(index: pygit2.Index, report: ScanReport) -> None:
             index.remove_directory(d)
         except (GitError, OSError):
             pass
+
+
+def nested_ancestor(root: bytes, parts: list[str]) -> str | None:
+    """The nearest directory above `parts` (a path's components) that holds a `.git`."""
+    for i in range(1, len(parts)):
+        d = "/".join(parts[:i])
+        if os.path.lexists(os.path.join(root, os.fsencode(d), b".git")):
+            return d
+    return None
+
+
+def update_paths(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner, rels: list[str], *,
+                 watched: bool = False) -> None:
+    """Bring just these entries up to date: a file call's declared paths, or the watcher's
+    dirty set (`watched`: paths it saw change, reported only when they are omitted)."""
+    root = scanner.root
+    todo = []
+    for rel in rels:
+        parts = rel.split("/")
+        if ".git" in parts:
+            if not watched:
+                scanner.report.skip(rel, "inside_git_dir")
+            continue
+        nested = nested_ancestor(root, parts)
+        if nested:
+            scanner.report.nested(nested)
+            if not watched:
+                scanner.report.skip(rel, "inside_nested_repo")
+            continue
+        todo.append(rel)
+    for rel in todo:
+        if scanner.deadline is not None and time.monotonic() > scanner.deadline:
+            scanner.report.aborted = True
+            return
+        full = scanner.full(rel)
+        try:
+            st = os.lstat(full)
+        except (FileNotFoundError, NotADirectoryError):
+            _forget_tree(index, rel)
+            continue
+        except OSError as exc:
+            scanner.report.omit(rel, exc)
+            _forget_tree(index, rel)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if os.path.lexists(os.path.join(full, b".git")):
+                scanner.report.nested(rel)
+                _forget_tree(index, rel)
+                continue
+            _update_dir(repo, index, scanner, rel)
+            continue
+        if rel in index:
+            try:
+                index.remove_directory(rel)      # a directory became a file
+            except (GitError, OSError):
+                pass
+        _update_file(repo, index, scanner, rel, full, report_ignored=not watched)
+
+
+def _update_file(repo, index, scanner: Scanner, rel: str, full: bytes, *, report_ignored: bool = False) -> None:
+    if rel not in index and is_ignored(repo, rel):
+        if report_ignored:
+            scanner.report.skip(rel, "ignored")
+        return
+    if scanner.visit(rel) != 0:
+        forget(index, rel)
+        return
+    try:
+        index.add(rel)
+        still_a_file(index, scanner.report, rel, full)
+    except (GitError, OSError) as exc:
+        forget(index, rel)        # never keep stale content under a name we could not read now
+        if os.path.lexists(full):
+            scanner.report.skip(rel, f"unreadable: {exc}")
+
+
+def _update_dir(repo, index, scanner: Scanner, rel: str) -> None:
+    """A directory that appeared or changed as a whole: walk just that subtree."""
+    if is_ignored(repo, rel + "/"):
+        return
+    seen = set()
+    stack = [rel]
+    while stack:
+        cur = stack.pop()
+        try:
+            it = os.scandir(scanner.full(cur))
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                name = os.fsdecode(e.name)
+                sub = f"{cur}/{name}"
+                try:
+                    is_dir = e.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if is_dir:
+                    if name == ".git":
+                        continue
+                    if os.path.lexists(os.path.join(e.path, b".git")):
+                        scanner.report.nested(sub)
+                        continue
+                    if not is_ignored(repo, sub + "/"):
+                        stack.append(sub)
+                    continue
+                seen.add(sub)
+                _update_file(repo, index, scanner, sub, e.path)
+    prefix = rel + "/"
+    for entry in [e.path for e in index if e.path.startswith(prefix)]:
+        if entry not in seen and not os.path.lexists(scanner.full(entry)):
+            index.remove(entry)
+
+
+def _forget_tree(index, rel: str) -> None:
+    try:
+        if rel in index:
+            index.remove(rel)
+        index.remove_directory(rel)
+    except (GitError, OSError):
+        pass

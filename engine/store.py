@@ -25,12 +25,12 @@ from pathlib import Path
 import pygit2
 
 from . import locking
+from .checkpoint import SIGNATURE_EMAIL, SIGNATURE_NAME
 from .config import EngineConfig
 from .errors import StoreError, StoreUnwritable, explain
 from .fsutil import make_private_dir
+from .workspace import Workspace, canonical_root
 
-SIGNATURE_NAME = "chronos-git"
-SIGNATURE_EMAIL = "chronos-git@localhost"
 STALE_TMP_AGE_S = 3600.0
 
 _BASE_CONFIG = {
@@ -68,18 +68,14 @@ def _config_value(cfg, key: str):
         return None
 
 
-def signature(when: float | None = None) -> pygit2.Signature:
-    t = int(when if when is not None else time.time())
-    return pygit2.Signature(SIGNATURE_NAME, SIGNATURE_EMAIL, t, 0)
-
-
 class Store:
     """Opened once per process per store path; cheap to share between threads."""
 
     _instances: dict[str, "Store"] = {}
     _instances_guard = threading.Lock()
 
-    def __init__(self, root: Path, config: EngineConfig):
+    def __init__(self, root: Path, config: EngineConfig, *, create: bool = True):
+        """Use `Store.open` (one instance per store and process)."""
         self.root = root
         self.config = config
         self.meta_dir = root / "chronos"
@@ -87,6 +83,7 @@ class Store:
         self._local = threading.local()
         self._workspaces: dict[str, object] = {}
         self._ws_guard = threading.Lock()
+        self._init_on_disk(create)
 
     # ------------------------------------------------------------------ open
     @classmethod
@@ -99,8 +96,7 @@ class Store:
         with cls._instances_guard:
             inst = cls._instances.get(str(root))
             if inst is None or inst.config != config:
-                inst = cls(root, config)
-                inst._init_on_disk(create)
+                inst = cls(root, config, create=create)
                 cls._instances[str(root)] = inst
             return inst
 
@@ -179,6 +175,10 @@ class Store:
         return None
 
     # ----------------------------------------------------------------- repos
+    def forget_repos(self) -> None:
+        """Drop this thread's handle: the next `repo()` reopens (libgit2 caches grafts)."""
+        self._local.__dict__.pop("repo", None)
+
     def repo(self) -> pygit2.Repository:
         """This thread's handle on the common repository (libgit2 objects are not thread-safe)."""
         r = getattr(self._local, "repo", None)
@@ -188,7 +188,6 @@ class Store:
         return r
 
     def workspace(self, path: os.PathLike | str):
-        from .workspace import Workspace, canonical_root
         root = canonical_root(path)
         key = os.fsdecode(root)
         with self._ws_guard:
@@ -198,9 +197,13 @@ class Store:
                 self._workspaces[key] = ws
             return ws
 
+    def open_workspaces(self) -> list:
+        """The workspaces this process has opened (their in-memory stat caches)."""
+        with self._ws_guard:
+            return list(self._workspaces.values())
+
     def workspaces(self) -> list:
         """Every workspace that has a gitdir in this store."""
-        from .workspace import Workspace
         out = []
         wt = self.root / "worktrees"
         for d in sorted(wt.iterdir()) if wt.exists() else ():

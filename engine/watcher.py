@@ -118,6 +118,16 @@ class Watcher:
             self._why = "stopped"
 
     @property
+    def trusted(self) -> bool:
+        """Whether the dirty set is provably complete since the last take()."""
+        return self._trusted
+
+    @property
+    def why(self) -> str:
+        """Why it is (not) trusted, for `health`."""
+        return self._why
+
+    @property
     def running(self) -> bool:
         return self._fd >= 0
 

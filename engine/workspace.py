@@ -7,6 +7,7 @@ import shutil
 import stat
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,14 +15,13 @@ import pygit2
 from pygit2 import GitError
 
 from . import faults, fifo_guard, locking, perms
-from .checkpoint import Checkpoint, CheckpointMeta
+from .checkpoint import Checkpoint, CheckpointMeta, signature
 from .confine import EXCLUDE_PATTERN
 from .durability import fsync_scope
 from .errors import CheckpointNotFound, PathError, StoreError, StoreUnwritable, WorkspaceRefused
 from .fsutil import atomic_write
 from .ignore import is_ignored
-from .scan import Scanner, find_omissions, forget, still_a_file, update_all
-from .store import signature
+from .scan import Scanner, find_omissions, forget, nested_ancestor, update_all, update_paths
 
 UNBORN_HEAD = b"ref: refs/heads/chronos-unborn\n"
 _UMASK_AT_IMPORT = os.umask(0o22)
@@ -119,6 +119,12 @@ class Workspace:
     def lock(self):
         return locking.exclusive(self._lock_path)
 
+    @contextmanager
+    def exclusive(self):
+        """This workspace to oneself (objects may be written, nobody else snapshots it)."""
+        with self.store.writing(), self.lock():
+            yield
+
     def rel(self, path: os.PathLike | str) -> str:
         """Path relative to the root (as libgit2 wants it); raises if outside."""
         raw = os.fsencode(path)
@@ -149,8 +155,7 @@ class Workspace:
         if store.is_relative_to(self.root):
             rel = _glob_escape(os.fsdecode(os.path.relpath(os.fsencode(store), self.root_bytes)))
             lines.append("/" + rel + "/")
-            # the journal keeps its witness file beside the store (journal_refs.witness_path_for)
-            lines.append("/" + rel + ".journal-checkpoint.json")
+            lines.append("/" + rel + ".*")     # the store's sidecar files (kept beside it on purpose)
         return lines
 
     def _ensure_gitdir(self) -> None:
@@ -248,7 +253,7 @@ class Workspace:
                     repo = self._open_repo()          # a bulk import swapped the index file
                     index = repo.index
                 else:
-                    self._update_paths(repo, index, scanner, paths)
+                    update_paths(repo, index, scanner, [self.rel(p) for p in paths])
             report = scanner.report
             if how in ("scan", "bulk") and not report.aborted:
                 find_omissions(repo, self.root_bytes, report)
@@ -303,7 +308,7 @@ class Workspace:
             if self._bulk_import(repo, scanner):
                 return "bulk"
         if trusted and not force_scan:
-            self._update_paths(repo, index, scanner, sorted(dirty), watched=True)
+            update_paths(repo, index, scanner, sorted(dirty), watched=True)
             return "watched"
         update_all(repo, index, scanner)
         return "scan"
@@ -399,7 +404,7 @@ class Workspace:
         w = self._watcher
         if w is None:
             return {"enabled": False}
-        return {"enabled": True, "running": w.running, "trusted": w._trusted, "why": w._why, **w.stats}
+        return {"enabled": True, "running": w.running, "trusted": w.trusted, "why": w.why, **w.stats}
 
     def _clear_stale_git_locks(self) -> None:
         """git `*.lock` files of everything this workspace writes, left by a killed process.
@@ -418,120 +423,9 @@ class Workspace:
         repo.set_head(cid)             # detached at the newest checkpoint: restore baseline, fsck-clean
         return cid
 
-    def _update_paths(self, repo, index, scanner: Scanner, paths, *, watched: bool = False) -> None:
-        """Refresh just these entries (declared paths, or the watcher's dirty set)."""
-        rels = []
-        for p in paths:
-            rel = p if watched else self.rel(p)
-            parts = rel.split("/")
-            if ".git" in parts:
-                if not watched:
-                    scanner.report.skip(rel, "inside_git_dir")
-                continue
-            nested = self.nested_ancestor(parts)
-            if nested:
-                scanner.report.nested(nested)
-                if not watched:
-                    scanner.report.skip(rel, "inside_nested_repo")
-                continue
-            rels.append(rel)
-        for rel in rels:
-            if scanner.deadline is not None and time.monotonic() > scanner.deadline:
-                scanner.report.aborted = True
-                return
-            full = os.path.join(self.root_bytes, os.fsencode(rel))
-            try:
-                st = os.lstat(full)
-            except (FileNotFoundError, NotADirectoryError):
-                self._index_forget(index, rel)
-                continue
-            except OSError as exc:
-                scanner.report.omit(rel, exc)
-                self._index_forget(index, rel)
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if os.path.lexists(os.path.join(full, b".git")):
-                    scanner.report.nested(rel)
-                    self._index_forget(index, rel)
-                    continue
-                self._update_dir(repo, index, scanner, rel)
-                continue
-            if rel in index:
-                try:
-                    index.remove_directory(rel)      # a directory became a file
-                except (GitError, OSError):
-                    pass
-            self._update_file(repo, index, scanner, rel, full, report_ignored=not watched)
-
-    def _update_file(self, repo, index, scanner: Scanner, rel: str, full: bytes, *,
-                     report_ignored: bool = False) -> None:
-        if rel not in index and is_ignored(repo, rel):
-            if report_ignored:
-                scanner.report.skip(rel, "ignored")
-            return
-        if scanner.visit(rel) != 0:
-            forget(index, rel)
-            return
-        try:
-            index.add(rel)
-            still_a_file(index, scanner.report, rel, full)
-        except (GitError, OSError) as exc:
-            forget(index, rel)        # never keep stale content under a name we could not read now
-            if os.path.lexists(full):
-                scanner.report.skip(rel, f"unreadable: {exc}")
-
-    def _update_dir(self, repo, index, scanner: Scanner, rel: str) -> None:
-        """A directory that appeared or changed as a whole: walk just that subtree."""
-        if is_ignored(repo, rel + "/"):
-            return
-        seen = set()
-        stack = [rel]
-        while stack:
-            cur = stack.pop()
-            try:
-                it = os.scandir(os.path.join(self.root_bytes, os.fsencode(cur)))
-            except OSError:
-                continue
-            with it:
-                for e in it:
-                    name = os.fsdecode(e.name)
-                    sub = f"{cur}/{name}"
-                    try:
-                        is_dir = e.is_dir(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if is_dir:
-                        if name == ".git":
-                            continue
-                        if os.path.lexists(os.path.join(e.path, b".git")):
-                            scanner.report.nested(sub)
-                            continue
-                        if not is_ignored(repo, sub + "/"):
-                            stack.append(sub)
-                        continue
-                    seen.add(sub)
-                    self._update_file(repo, index, scanner, sub, e.path)
-        prefix = rel + "/"
-        for entry in [e.path for e in index if e.path.startswith(prefix)]:
-            if entry not in seen and not os.path.lexists(os.path.join(self.root_bytes, os.fsencode(entry))):
-                index.remove(entry)
-
-    @staticmethod
-    def _index_forget(index, rel: str) -> None:
-        try:
-            if rel in index:
-                index.remove(rel)
-            index.remove_directory(rel)
-        except (GitError, OSError):
-            pass
-
     def nested_ancestor(self, parts: list[str]) -> str | None:
         """The nearest directory above `parts` that holds a `.git` (a nested repository)."""
-        for i in range(1, len(parts)):
-            d = "/".join(parts[:i])
-            if os.path.lexists(os.path.join(self.root_bytes, os.fsencode(d), b".git")):
-                return d
-        return None
+        return nested_ancestor(self.root_bytes, parts)
 
     # ---------------------------------------------------------------- history
     def _tip_commit(self, repo) -> pygit2.Commit | None:
@@ -637,9 +531,3 @@ class Workspace:
 
     def count(self) -> int:
         return sum(1 for _ in self.iter_commits())
-
-    def describe(self) -> dict:
-        tip = self.tip()
-        return {"root": os.fsdecode(self.root_bytes), "id": self.id, "ref": self.ref,
-                "gitdir": str(self.gitdir), "exists": self.root.is_dir(),
-                "latest": tip.summary() if tip else None}

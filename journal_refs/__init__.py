@@ -3,7 +3,8 @@
 Knows the shadow repository (it lives in the same object graph) but nothing
 about Hermes, HTTP or how tools are run.
 """
+from . import events
 from .journal import IntegrityError, Journal, JournalError, TransitionError
-from .owner import ProcessIdentity
+from .operation import Operation
 
-__all__ = ["Journal", "IntegrityError", "JournalError", "TransitionError", "ProcessIdentity"]
+__all__ = ["Journal", "IntegrityError", "JournalError", "TransitionError", "Operation", "events"]

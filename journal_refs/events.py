@@ -1,18 +1,137 @@
-"""Event payloads: canonical JSON, hashes and the commit message format."""
+"""Journal events: one type per kind, canonical JSON, hashes and the commit format.
+
+An event is stored as the canonical JSON of its payload (the bytes git hashes
+into the chain); the types here are typed views of such a payload, so code
+reads `ev.outcome`, never `payload["outcome"]`, and the kind of an event is a
+class, never a string literal.  The payload itself is kept verbatim: `journal
+verify` recomputes the canonical form of exactly what was stored.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from ..engine.codec import canonical, display
 
 SCHEMA = "chronos-git.journal.v1"
 STATE_SCHEMA = "chronos-git.journal-state.v1"
-CHECKPOINT_SCHEMA = "chronos-git.journal-checkpoint.v1"
-
-KINDS = ("genesis", "started", "returned", "uncertain", "recovered", "resolved", "replayed",
-         "maintenance")
+WITNESS_SCHEMA = "chronos-git.journal-checkpoint.v1"   # the witness file and exported heads
 OUTCOMES = ("completed", "not_applied", "rolled_back")
+
+__all__ = ["Event", "Genesis", "Started", "Returned", "Uncertain", "Recovered", "Resolved", "Replayed",
+           "Maintenance", "TYPES", "parse", "canonical", "message", "parse_message", "sha256_hex",
+           "args_hash", "fingerprint"]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Common to every event; `payload` is the stored dict, verbatim."""
+    kind: ClassVar[str]
+    required: ClassVar[tuple[str, ...]] = ()
+    seq: int
+    operation_id: str | None
+    payload: dict = field(repr=False)
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> "Event":
+        missing = [k for k in cls.required if payload.get(k) is None]
+        if missing:
+            raise ValueError(f"{cls.kind} event without {', '.join(missing)}")
+        extra = {f.name: payload.get(f.name) for f in fields(cls)
+                 if f.name not in ("seq", "operation_id", "payload")}
+        return cls(seq=payload.get("seq"), operation_id=payload.get("operation_id"), payload=payload, **extra)
+
+
+@dataclass(frozen=True)
+class Genesis(Event):
+    kind = "genesis"
+    required = ("journal_id",)
+    journal_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Started(Event):
+    """Durable intent: written and fsynced before the tool is dispatched."""
+    kind = "started"
+    required = ("operation_id",)
+    tool: str | None = None
+    session_id: str | None = None
+    tool_call_id: str | None = None
+    turn_id: str | None = None
+    owner: dict | None = None
+    workspace: str | None = None
+    pre_checkpoint: str | None = None
+    declared: list | None = None              # [{"path", "pre", "post"}] of a file call
+    snapshot: dict | None = None
+    replay_of: str | None = None
+
+
+@dataclass(frozen=True)
+class Returned(Event):
+    """The tool returned: a known outcome (`status` ok, error, or partial for a restore)."""
+    kind = "returned"
+    required = ("operation_id",)
+    status: str | None = None
+    post_checkpoint: str | None = None
+
+
+@dataclass(frozen=True)
+class Uncertain(Event):
+    """The outcome is unknown (exception, timeout, a crash settled as partial)."""
+    kind = "uncertain"
+    required = ("operation_id",)
+    reason: str | None = None
+    evidence: list | None = None
+
+
+@dataclass(frozen=True)
+class Recovered(Event):
+    """Settled by evidence at a later start (only a crashed call that was still running)."""
+    kind = "recovered"
+    required = ("operation_id", "outcome")
+    outcome: str | None = None
+    evidence: list | None = None
+    replayable: bool | None = None
+
+
+@dataclass(frozen=True)
+class Resolved(Event):
+    """Settled by an operator, with evidence."""
+    kind = "resolved"
+    required = ("operation_id", "outcome")
+    outcome: str | None = None
+    evidence: str | None = None
+
+
+@dataclass(frozen=True)
+class Replayed(Event):
+    """A not-applied file call was applied once, as operation `replay_operation_id`."""
+    kind = "replayed"
+    required = ("operation_id",)
+    replay_operation_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Maintenance(Event):
+    """Retention decisions and compactions (no operation)."""
+    kind = "maintenance"
+    action: str | None = None
+
+
+TYPES: dict[str, type[Event]] = {t.kind: t for t in (Genesis, Started, Returned, Uncertain, Recovered,
+                                                      Resolved, Replayed, Maintenance)}
+
+
+def parse(payload: dict) -> Event:
+    """The typed view of a stored payload; ValueError for an unknown kind or missing fields."""
+    try:
+        cls = TYPES[payload["kind"]]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown event kind {payload.get('kind') if isinstance(payload, dict) else payload!r}") \
+            from None
+    return cls.from_payload(payload)
 
 
 def sha256_hex(data: str | bytes) -> str:
@@ -31,8 +150,7 @@ def fingerprint(tool: str, args) -> str:
 
 def message(payload: dict) -> str:
     """`git log` shows the first line; the canonical JSON follows a blank line."""
-    kind = payload["kind"]
-    bits = [f"journal #{payload['seq']} {kind}"]
+    bits = [f"journal #{payload['seq']} {payload['kind']}"]
     if payload.get("tool"):
         bits.append(display(str(payload["tool"])))
     if payload.get("operation_id"):

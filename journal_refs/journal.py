@@ -35,9 +35,10 @@ from ..engine import faults, locking
 from ..engine.durability import fsync_scope
 from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
-from ..engine.store import signature
-from .events import CHECKPOINT_SCHEMA, SCHEMA, canonical, message, parse_message
-from .owner import ProcessIdentity
+from ..engine.checkpoint import signature
+from ..engine.owner import ProcessIdentity
+from .events import SCHEMA, WITNESS_SCHEMA, Event, Genesis, canonical, message, parse_message
+from .operation import Operation
 from .state import JournalState, TransitionError
 
 REF = "refs/chronos/journal"
@@ -113,7 +114,7 @@ class Journal:
             return None
         try:
             w = json.loads(raw)
-            if not isinstance(w, dict) or w.get("schema") != CHECKPOINT_SCHEMA or "journal_id" not in w:
+            if not isinstance(w, dict) or w.get("schema") != WITNESS_SCHEMA or "journal_id" not in w:
                 raise ValueError("wrong schema")
             head, seq = w.get("head"), w.get("seq")
             if not (head is None or (isinstance(head, str) and len(head) == 40
@@ -127,7 +128,7 @@ class Journal:
                                  "it was edited or damaged") from None
 
     def _write_witness(self, journal_id: str, head: str | None, seq: int) -> None:
-        data = canonical({"schema": CHECKPOINT_SCHEMA, "journal_id": journal_id, "head": head,
+        data = canonical({"schema": WITNESS_SCHEMA, "journal_id": journal_id, "head": head,
                           "seq": seq, "store": str(self.store.root)}).encode()
         try:
             atomic_write(self.witness_path, data, mode=0o600, durable=True)
@@ -198,7 +199,7 @@ class Journal:
         journal_id = (w or {}).get("journal_id") or str(uuid.uuid4())
         if w is None:
             self._write_witness(journal_id, None, -1)
-        self._append_locked({"kind": "genesis", "operation_id": None, "journal_id": journal_id,
+        self._append_locked({"kind": Genesis.kind, "operation_id": None, "journal_id": journal_id,
                              "created_by": self.me.to_dict()}, blobs={})
 
     def _check_witness(self, w: dict | None, tip: str, state: JournalState) -> str | None:
@@ -282,8 +283,9 @@ class Journal:
         self.head, self.state = tip, state
 
     # ---------------------------------------------------------------- append
-    def append(self, kind: str, fields: dict, *, blobs: dict[str, str] | None = None) -> dict:
-        """Append one event durably; returns the payload with `id` (commit) added."""
+    def append(self, kind: type[Event], fields: dict, *, blobs: dict[str, str] | None = None) -> dict:
+        """Append one event of type `kind` (events.Started, ...) durably; returns the payload
+        with `id` (the event's commit) added."""
         with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
             if not self.opened:
                 self.open()
@@ -303,7 +305,7 @@ class Journal:
             self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
             if self.head is None:           # the genesis could not be written when we opened
                 self._genesis_locked(self._read_witness())
-            return self._append_locked({"kind": kind, **fields}, blobs=blobs or {})
+            return self._append_locked({"kind": kind.kind, **fields}, blobs=blobs or {})
 
     def _append_locked(self, fields: dict, *, blobs: dict[str, str]) -> dict:
         payload = {"schema": SCHEMA, "seq": self.state.seq + 1, "timestamp_ns": time.time_ns(), **fields}
@@ -357,40 +359,18 @@ class Journal:
             raise JournalError(f"could not move {REF} in {self.store.root}: {self.unwritable}") from None
 
     # --------------------------------------------------------------- queries
-    def unresolved(self) -> list[dict]:
+    def operations(self) -> list[Operation]:
+        """Every open operation, oldest first."""
+        self.refresh()
+        return [Operation.from_state(op, info)
+                for op, info in sorted(self.state.open.items(), key=lambda kv: kv[1].get("started_seq", 0))]
+
+    def unresolved(self) -> list[Operation]:
         """Operations that close the gate: uncertain, or started by a dead owner."""
-        self.refresh()
-        out = []
-        for op, info in sorted(self.state.open.items(), key=lambda kv: kv[1].get("started_seq", 0)):
-            owner = ProcessIdentity.from_dict(info.get("owner"))
-            if info["state"] == "uncertain":
-                out.append(self._describe(op, info, "uncertain"))
-            elif owner is None or not owner.alive():
-                out.append(self._describe(op, info, "pending"))
-        return out
+        return [op for op in self.operations() if op.state != "running"]
 
-    def running(self) -> list[dict]:
-        self.refresh()
-        out = []
-        for op, info in self.state.open.items():
-            owner = ProcessIdentity.from_dict(info.get("owner"))
-            if info["state"] == "running" and owner is not None and owner.alive():
-                out.append(self._describe(op, info, "running"))
-        return out
-
-    @staticmethod
-    def _describe(op: str, info: dict, state: str) -> dict:
-        d = {"operation_id": op, "tool": info.get("tool"), "state": state,
-             "session_id": info.get("session_id"), "tool_call_id": info.get("tool_call_id"),
-             "workspace": info.get("workspace"), "pre_checkpoint": info.get("pre_checkpoint"),
-             "started_seq": info.get("started_seq"), "owner": info.get("owner")}
-        if info.get("reason"):
-            d["reason"] = info["reason"]
-        if info.get("evidence") is not None:
-            d["evidence"] = info["evidence"]
-        if info.get("declared"):
-            d["declared_paths"] = [x["path"] for x in info["declared"]]
-        return d
+    def running(self) -> list[Operation]:
+        return [op for op in self.operations() if op.state == "running"]
 
     def pinned_checkpoints(self) -> set[str]:
         """Checkpoints that open or replayable operations refer to: retention keeps them."""
@@ -406,8 +386,9 @@ class Journal:
         payload, _ = parse_message(commit.message)
         return {**payload, "id": str(commit.id)}
 
-    def events(self, limit: int | None = 50, *, kinds: set[str] | None = None) -> list[dict]:
-        """Newest first."""
+    def events(self, limit: int | None = 50, *, kinds: set[type[Event]] | None = None) -> list[dict]:
+        """Payloads (with `id`), newest first; `kinds`: only events of these types."""
+        names = {k.kind for k in kinds} if kinds else None
         self.refresh()
         out = []
         repo = self._repo()
@@ -415,20 +396,15 @@ class Journal:
         while cid and (limit is None or len(out) < limit):
             commit = repo[cid]
             payload, _ = parse_message(commit.message)
-            if kinds is None or payload["kind"] in kinds:
+            if names is None or payload["kind"] in names:
                 out.append({**payload, "id": cid})
             cid = str(commit.parent_ids[0]) if commit.parent_ids else None
         return out
 
-    def find_started(self, operation_id: str, *, max_events: int | None = None) -> dict | None:
-        for ev in self.events(max_events, kinds={"started"}):
-            if ev.get("operation_id") == operation_id:
-                return ev
-        return None
-
-    def export_checkpoint(self) -> dict:
+    def export_head(self) -> dict:
+        """The head as a document to keep elsewhere: `verify(exported)` proves append-only growth."""
         self.refresh()
-        return {"schema": CHECKPOINT_SCHEMA, "journal_id": self.state.journal_id, "head": self.head,
+        return {"schema": WITNESS_SCHEMA, "journal_id": self.state.journal_id, "head": self.head,
                 "seq": self.state.seq, "store": str(self.store.root),
                 "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -439,8 +415,8 @@ class Journal:
             "head": self.head,
             "events": self.state.seq + 1,
             "journal_id": self.state.journal_id,
-            "unresolved": self.unresolved() if self.integrity == "ok" else [],
-            "running": self.running() if self.integrity == "ok" else [],
+            "unresolved": [o.to_dict() for o in self.unresolved()] if self.integrity == "ok" else [],
+            "running": [o.to_dict() for o in self.running()] if self.integrity == "ok" else [],
             "replayable": sorted(self.state.replayable),
             "totals": self.state.totals,
             "healed": self.healed,
@@ -545,7 +521,7 @@ class Journal:
                 ext = self._check_exported(checkpoint, tip)
                 # a checkpoint of this journal that does not fit proves a rewrite; a foreign
                 # or malformed file is only a wrong argument and must not close the gate
-                ext_ours = (isinstance(checkpoint, dict) and checkpoint.get("schema") == CHECKPOINT_SCHEMA
+                ext_ours = (isinstance(checkpoint, dict) and checkpoint.get("schema") == WITNESS_SCHEMA
                             and checkpoint.get("journal_id") == self.state.journal_id)
                 if ext != "ok":
                     problems.append(ext)
@@ -579,7 +555,7 @@ class Journal:
         return f"{note}; healed"
 
     def _check_exported(self, cp: dict, tip: str | None) -> str:
-        if not isinstance(cp, dict) or cp.get("schema") != CHECKPOINT_SCHEMA:
+        if not isinstance(cp, dict) or cp.get("schema") != WITNESS_SCHEMA:
             return "the exported checkpoint has an unknown schema"
         if cp.get("journal_id") != self.state.journal_id:
             return (f"the exported checkpoint belongs to journal {cp.get('journal_id')}, "

@@ -2,21 +2,25 @@
 
 Every event commit carries the state *after* that event (`state.json` in its
 tree), so opening the journal and admitting a call read one blob at the head,
-whatever the history length.  `apply` is the only place where transitions
-are defined; `journal verify` replays it over the whole chain and compares.
+whatever the history length.  `TRANSITIONS` is the only place where what an
+event does to the state is defined (one function per event type); `journal
+verify` replays it over the whole chain and compares.
 """
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 
-from .events import OUTCOMES, STATE_SCHEMA, canonical
+from .events import (OUTCOMES, STATE_SCHEMA, Event, Genesis, Maintenance, Recovered, Replayed, Resolved,
+                     Returned, Started, Uncertain, canonical, parse)
 
 
 class TransitionError(Exception):
     """An event that the current state does not allow (e.g. resolving twice)."""
 
 
+# what an open operation keeps of its Started event
 OPEN_FIELDS = ("tool", "session_id", "tool_call_id", "turn_id", "owner", "workspace",
                "pre_checkpoint", "declared", "snapshot", "replay_of")
 
@@ -35,70 +39,101 @@ class JournalState:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "JournalState":
-        import json
         d = json.loads(text)
         if d.get("schema") != STATE_SCHEMA:
             raise ValueError(f"unknown state schema {d.get('schema')!r}")
         return cls(journal_id=d["journal_id"], seq=d["seq"], open=d["open"],
                    replayable=d["replayable"], totals=d.get("totals", {}))
 
-    def apply(self, ev: dict) -> "JournalState":
-        """The state after `ev`, or TransitionError.  Never mutates self."""
-        kind = ev["kind"]
-        if ev.get("seq") != self.seq + 1:
-            raise TransitionError(f"event seq {ev.get('seq')} does not follow {self.seq}")
-        new = JournalState(journal_id=self.journal_id, seq=ev["seq"],
-                           open=copy.deepcopy(self.open), replayable=copy.deepcopy(self.replayable),
-                           totals=dict(self.totals))
-        new.totals[kind] = new.totals.get(kind, 0) + 1
-        op = ev.get("operation_id")
-        if kind == "genesis":
-            if self.seq != -1:
-                raise TransitionError("genesis must be the first event")
-            new.journal_id = ev["journal_id"]
-            return new
-        if self.seq == -1:
+    def apply(self, payload: dict) -> "JournalState":
+        """The state after the event `payload`, or TransitionError.  Never mutates self."""
+        try:
+            ev = parse(payload)
+        except ValueError as exc:
+            raise TransitionError(str(exc)) from None
+        if ev.seq != self.seq + 1:
+            raise TransitionError(f"event seq {ev.seq} does not follow {self.seq}")
+        if self.seq == -1 and not isinstance(ev, Genesis):
             raise TransitionError("the first event must be genesis")
-        if kind == "maintenance":
-            return new
-        if not op:
-            raise TransitionError(f"{kind} event without operation_id")
-        cur = new.open.get(op)
-        if kind == "started":
-            if cur is not None or op in new.replayable:
-                raise TransitionError(f"operation {op} already started")
-            info = {k: ev.get(k) for k in OPEN_FIELDS if ev.get(k) is not None}
-            info.update(state="running", started_seq=ev["seq"])
-            new.open[op] = info
-        elif kind == "returned":
-            if cur is None or cur["state"] != "running":
-                raise TransitionError(f"operation {op} is not running; cannot record a return")
-            del new.open[op]
-        elif kind == "uncertain":
-            if cur is None:
-                raise TransitionError(f"operation {op} is not open")
-            cur["state"] = "uncertain"
-            cur["reason"] = ev.get("reason")
-            if ev.get("evidence") is not None:
-                cur["evidence"] = ev["evidence"]
-        elif kind in ("recovered", "resolved"):
-            if cur is None:
-                raise TransitionError(f"operation {op} is not unresolved (already closed or unknown)")
-            outcome = ev.get("outcome")
-            if outcome not in OUTCOMES:
-                raise TransitionError(f"unknown outcome {outcome!r}")
-            if kind == "recovered" and cur["state"] != "running":
-                raise TransitionError(f"operation {op} is {cur['state']}; only an operator can resolve it")
-            if kind == "resolved" and not (ev.get("evidence") or "").strip():
-                raise TransitionError("a resolution needs non-empty evidence")
-            del new.open[op]
-            if kind == "recovered" and outcome == "not_applied" and ev.get("replayable"):
-                new.replayable[op] = {k: cur[k] for k in OPEN_FIELDS if k in cur}
-        elif kind == "replayed":
-            if op not in new.replayable:
-                raise TransitionError(f"operation {op} is not replayable (never settled as not applied, "
-                                      "or already replayed)")
-            del new.replayable[op]
-        else:
-            raise TransitionError(f"unknown event kind {kind!r}")
+        new = JournalState(journal_id=self.journal_id, seq=ev.seq, open=copy.deepcopy(self.open),
+                           replayable=copy.deepcopy(self.replayable), totals=dict(self.totals))
+        new.totals[ev.kind] = new.totals.get(ev.kind, 0) + 1
+        TRANSITIONS[type(ev)](self, new, ev)
         return new
+
+
+def _genesis(old: JournalState, new: JournalState, ev: Genesis) -> None:
+    if old.seq != -1:
+        raise TransitionError("genesis must be the first event")
+    new.journal_id = ev.journal_id
+
+
+def _maintenance(old: JournalState, new: JournalState, ev: Maintenance) -> None:
+    pass
+
+
+def _open_op(new: JournalState, ev: Event) -> dict:
+    cur = new.open.get(ev.operation_id)
+    if cur is None:
+        raise TransitionError(f"operation {ev.operation_id} is not open")
+    return cur
+
+
+def _started(old: JournalState, new: JournalState, ev: Started) -> None:
+    op = ev.operation_id
+    if op in new.open or op in new.replayable:
+        raise TransitionError(f"operation {op} already started")
+    info = {k: ev.payload.get(k) for k in OPEN_FIELDS if ev.payload.get(k) is not None}
+    info.update(state="running", started_seq=ev.seq)
+    new.open[op] = info
+
+
+def _returned(old: JournalState, new: JournalState, ev: Returned) -> None:
+    cur = new.open.get(ev.operation_id)
+    if cur is None or cur["state"] != "running":
+        raise TransitionError(f"operation {ev.operation_id} is not running; cannot record a return")
+    del new.open[ev.operation_id]
+
+
+def _uncertain(old: JournalState, new: JournalState, ev: Uncertain) -> None:
+    cur = _open_op(new, ev)
+    cur["state"] = "uncertain"
+    cur["reason"] = ev.reason
+    if ev.evidence is not None:
+        cur["evidence"] = ev.evidence
+
+
+def _settled(new: JournalState, ev: Recovered | Resolved) -> dict:
+    cur = new.open.get(ev.operation_id)
+    if cur is None:
+        raise TransitionError(f"operation {ev.operation_id} is not unresolved (already closed or unknown)")
+    if ev.outcome not in OUTCOMES:
+        raise TransitionError(f"unknown outcome {ev.outcome!r}")
+    del new.open[ev.operation_id]
+    return cur
+
+
+def _recovered(old: JournalState, new: JournalState, ev: Recovered) -> None:
+    cur = new.open.get(ev.operation_id)
+    if cur is not None and cur["state"] != "running":
+        raise TransitionError(f"operation {ev.operation_id} is {cur['state']}; only an operator can resolve it")
+    cur = _settled(new, ev)
+    if ev.outcome == "not_applied" and ev.replayable:
+        new.replayable[ev.operation_id] = {k: cur[k] for k in OPEN_FIELDS if k in cur}
+
+
+def _resolved(old: JournalState, new: JournalState, ev: Resolved) -> None:
+    if not (ev.evidence or "").strip():
+        raise TransitionError("a resolution needs non-empty evidence")
+    _settled(new, ev)
+
+
+def _replayed(old: JournalState, new: JournalState, ev: Replayed) -> None:
+    if ev.operation_id not in new.replayable:
+        raise TransitionError(f"operation {ev.operation_id} is not replayable (never settled as not "
+                              "applied, or already replayed)")
+    del new.replayable[ev.operation_id]
+
+
+TRANSITIONS = {Genesis: _genesis, Started: _started, Returned: _returned, Uncertain: _uncertain,
+               Recovered: _recovered, Resolved: _resolved, Replayed: _replayed, Maintenance: _maintenance}

@@ -1,11 +1,7 @@
-"""Shared fixtures: real stores on disk, real subprocesses for the CLI."""
+"""Shared fixtures: real stores on disk, real subprocesses for the CLI.  Helpers that
+tests import live in tests/support/ (never `from conftest import`)."""
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +9,7 @@ import pytest
 from chronos_git.engine.store import Store
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
-
-REPO = Path(__file__).resolve().parent.parent
+from support.helpers import run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -49,56 +44,9 @@ def svc(store_dir):
     return make
 
 
-class CliResult:
-    def __init__(self, proc: subprocess.CompletedProcess):
-        self.proc = proc
-        self.rc = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-
-    @property
-    def json(self) -> dict:
-        try:
-            return json.loads(self.stdout)
-        except ValueError:
-            raise AssertionError(f"stdout is not one JSON document:\n{self.stdout}\nstderr:\n{self.stderr}")
-
-
 @pytest.fixture
 def cli(store_dir):
     """Run the real `chronos-git` CLI in a subprocess (as external tests do)."""
-    def run(*args, cwd=None, env=None, fault=None, settings=None, timeout=120) -> CliResult:
-        e = dict(os.environ)
-        e["CHRONOS_GIT_STORE"] = str(store_dir)
-        e.pop("CHRONOS_GIT_FAULT", None)
-        e.pop("CHRONOS_GIT_SETTINGS", None)
-        e.pop("HERMES_HOME", None)
-        if fault:
-            e["CHRONOS_GIT_FAULT"] = fault
-        if settings:
-            e["CHRONOS_GIT_SETTINGS"] = json.dumps(settings)
-        if env:
-            e.update(env)
-        proc = subprocess.run([sys.executable, "-m", "chronos_git.cli", *map(str, args)],
-                              cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout)
-        return CliResult(proc)
+    def run(*args, **kw):
+        return run_cli(store_dir, *args, **kw)
     return run
-
-
-def tree_fingerprint(path: Path) -> str:
-    """Hash of every name, mode and byte below `path` (used for the user's .git)."""
-    h = hashlib.sha256()
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files) + sorted(dirs):
-            p = os.path.join(root, name)
-            st = os.lstat(p)
-            h.update(os.fsencode(os.path.relpath(p, path)) + b"\0" + str(st.st_mode).encode())
-            if os.path.isfile(p) and not os.path.islink(p):
-                with open(p, "rb") as fh:
-                    h.update(fh.read())
-    return h.hexdigest()
-
-
-def git(*args, cwd=None, check=True) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *map(str, args)], cwd=cwd, capture_output=True, text=True, check=check)

@@ -1,0 +1,154 @@
+"""What every route depends on: the service, the workspace a request names, the
+guard against what a browser can be tricked into sending, and the answer.
+
+Any web page the user opens can send requests to 127.0.0.1, so the router
+itself (not only the app around it) refuses:
+
+* a Host header that is not a loopback name or an allowed one (DNS
+  rebinding): 403.  Extra names: $CHRONOS_GIT_ALLOWED_HOSTS (comma-separated);
+* a request that changes state without `Content-Type: application/json`
+  (forms and text/plain bodies are sent cross-site without a CORS preflight): 415;
+* a workspace the store does not already know (`Chronos.known_workspace`):
+  404, or 403 for `/`, a home, the store and system folders.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from fastapi import HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as AnyHTTPException
+
+from ..engine.codec import dumps, from_b64
+from ..service.errors import envelope
+from ..service.results import ErrorResult, Result
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+ALLOWED_HOSTS_ENV = "CHRONOS_GIT_ALLOWED_HOSTS"
+
+# documented for every route: the OpenAPI schema is the contract the panes follow
+ERRORS = {code: {"model": ErrorResult, "description": why} for code, why in (
+    (400, "bad input"), (403, "a refused workspace or Host"), (404, "unknown checkpoint or workspace"),
+    (409, "the recovery gate is closed, the journal is in doubt, or a plan token does not fit"),
+    (415, "a request that changes state must be JSON"), (428, "a restore without its dry run's plan token"),
+    (500, "an unexpected failure"), (507, "the store cannot take writes (full disk, read-only)"))}
+
+
+def host_name(value: str) -> str:
+    """The name in a Host header: `[::1]:8765` -> `::1`, `LocalHost:80` -> `localhost`."""
+    v = value.strip().lower()
+    if v.startswith("["):
+        return v[1:].split("]", 1)[0]
+    return v.rsplit(":", 1)[0] if v.count(":") == 1 else v
+
+
+def allowed_hosts(extra: Iterable[str] = ()) -> frozenset[str]:
+    """Loopback names, `extra` and $CHRONOS_GIT_ALLOWED_HOSTS (read when the router is built)."""
+    names = [*extra, *os.environ.get(ALLOWED_HOSTS_ENV, "").split(",")]
+    return LOOPBACK_HOSTS | {host_name(n) for n in names if n.strip()}
+
+
+def guard(hosts: frozenset[str]):
+    """The router-level dependency, so the copy Hermes mounts is protected too."""
+    async def check(request: Request) -> None:
+        given = request.headers.get("host", "")
+        if host_name(given) not in hosts:
+            raise HTTPException(403, f"Host {given[:100]!r} is not allowed: chronos-git answers only to "
+                                     f"loopback names (127.0.0.1, localhost, [::1]) and those listed in "
+                                     f"${ALLOWED_HOSTS_ENV}")
+        if request.method not in ("GET", "HEAD"):
+            ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if ctype != "application/json":
+                raise HTTPException(415, "requests that change state must be sent as Content-Type: "
+                                         f"application/json (got {ctype or 'none'!r})")
+    return check
+
+
+def respond(result: Result | dict, status: int = 200) -> Response:
+    """Every body through `wire()` / codec.jsonable: a name that is not UTF-8 gets a `_b64`
+    twin, never a 500."""
+    body = result.wire() if isinstance(result, Result) else result
+    return Response(dumps(body).encode("utf-8", "replace"), status_code=status, media_type="application/json")
+
+
+def fail(exc: BaseException) -> Response:
+    result, _exit, status = envelope(exc)
+    return respond(result, status)
+
+
+def names(plain: list[str] | None, b64: list[str] | None) -> list[str] | None:
+    """`paths` plus the decoded `paths_b64`; None for neither (everything), never an empty list."""
+    if plain is None and b64 is None:
+        return None
+    out = [*(plain or []), *(from_b64(p) for p in b64 or [])]
+    if not out:
+        raise ValueError("paths is empty: omit it to mean the whole workspace")
+    return out
+
+
+@dataclass
+class Deps:
+    """Bound once per router: where the service comes from and the default workspace."""
+    get_service: Callable
+    default_workspace: Callable[[], str | None] | None = None
+
+    def service(self):
+        return self.get_service()
+
+    def workspace(self, svc, given: str | None, given_b64: str | None = None) -> str:
+        """A workspace the store knows, whatever the client named (or the default one)."""
+        if given_b64 is not None:
+            given = from_b64(given_b64)
+        if given:
+            if not os.path.isabs(given):   # the server's cwd means nothing to an HTTP client
+                raise ValueError(f"workspace must be an absolute path, got {given!r}")
+            return svc.known_workspace(given)
+        d = self.default_workspace() if self.default_workspace else None
+        if d:
+            return svc.known_workspace(d)
+        for w in self.servable(svc):
+            return w.root
+        raise ValueError("no workspace has checkpoints yet; pass ?workspace=/path")
+
+    @staticmethod
+    def servable(svc) -> list:
+        """The workspaces a client may name (newest first)."""
+        out = []
+        for w in svc.workspaces().workspaces:
+            try:
+                svc.known_workspace(w.root)
+            except Exception:
+                continue
+            out.append(w)
+        return out
+
+
+class EnvelopeRoute(APIRoute):
+    """Validation errors, the guard's refusals and anything else become the envelope
+    (FastAPI answers 422 {"detail": [...]} otherwise, and a router cannot add app
+    exception handlers)."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def route(request):
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                problems = []
+                for e in exc.errors():
+                    if e.get("type") == "json_invalid":
+                        problems.append(f"the body is not valid JSON ({(e.get('ctx') or {}).get('error')})")
+                        continue
+                    loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("body", "query", "path"))
+                    problems.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
+                return respond(ErrorResult(error="invalid request: " + "; ".join(problems)), 400)
+            except AnyHTTPException as exc:   # the guard, or FastAPI failing to parse the body
+                return respond(ErrorResult(error=str(exc.detail)), exc.status_code)
+            except Exception as exc:
+                return fail(exc)
+        return route

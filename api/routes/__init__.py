@@ -1,0 +1,1 @@
+"""One router per resource: checkpoints (and diffs, restores), the journal, the store."""

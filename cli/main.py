@@ -1,0 +1,255 @@
+"""The operator CLI: `chronos-git …` standalone and `hermes chronos-git …` in Hermes.
+
+Both build the same parser with `configure(parser)` and run `dispatch(args)`.
+The contract: `chronos-git [--store DIR] <command> ... [--workspace DIR] [--json]`
+(options are accepted after any subcommand).  Text for people (cli/render.py);
+with --json exactly one JSON document on stdout (a protected command's own
+output goes to stderr).  Exit codes: 0 ok, 1 error (`{"status":"error",...}`),
+3 the recovery gate is closed, 4 a `run` whose outcome could not be recorded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .. import settings as settings_mod
+from ..engine.codec import dumps
+from ..service import Chronos
+from ..service.errors import EXIT_ERROR, EXIT_NOT_RECORDED, envelope
+from ..service.results import ErrorResult, Result
+from . import deps, render
+
+READ_ONLY = {"log", "show", "diff", "health"}     # never create a store (the journal commands
+                                                  # open, and so start, the journal)
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    """The options every command takes, after the command too."""
+    p.add_argument("--workspace", "-w", default=argparse.SUPPRESS,
+                   help="workspace directory (default: the current directory)")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", default=None,
+                        help="store directory (default: $CHRONOS_GIT_STORE, store_dir, or "
+                             "<HERMES_HOME>/plugin-data/chronos-git)")
+    parser.add_argument("--workspace", "-w", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", default=False, help="print one JSON document")
+    sub = parser.add_subparsers(dest="chronos_cmd", metavar="COMMAND")
+
+    p = sub.add_parser("snapshot", help="take a checkpoint now")
+    p.add_argument("-m", "--message", default="manual checkpoint")
+    p.add_argument("--path", action="append", default=None, help="only refresh these paths (declared-path snapshot)")
+    _common(p)
+    p = sub.add_parser("log", help="list checkpoints, newest first")
+    p.add_argument("--limit", "-n", type=_positive, default=20)
+    _common(p)
+    p = sub.add_parser("show", help="one checkpoint with the changes it recorded")
+    p.add_argument("checkpoint")
+    _common(p)
+    p = sub.add_parser("diff", help="diff FROM (default newest) against TO (default the working tree)")
+    p.add_argument("from_", nargs="?", metavar="FROM")
+    p.add_argument("to", nargs="?", metavar="TO")
+    p.add_argument("--stat", action="store_true", help="file list only, no patch")
+    p.add_argument("--path", action="append", default=None)
+    _common(p)
+    p = sub.add_parser("restore", help="restore a checkpoint (a safety checkpoint is taken first)")
+    p.add_argument("checkpoint")
+    p.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
+    p.add_argument("--path", action="append", default=None, help="restore only these paths")
+    p.add_argument("--no-clean", action="store_true", help="keep files that are absent from the checkpoint")
+    p.add_argument("--force", action="store_true",
+                   help="also overwrite or delete files whose current bytes the safety checkpoint could not "
+                        "capture (they are lost for good)")
+    _common(p)
+    p = sub.add_parser("compact", help="apply retention and pack the store")
+    p.add_argument("--dry-run", action="store_true")
+    _common(p)
+    p = sub.add_parser("health", help="store, journal and workspace state")
+    _common(p)
+    p = sub.add_parser("setup", help="install chronos-git's dependencies into the Python that runs this")
+    deps.configure_setup_parser(p)
+    p = sub.add_parser("run", help="run a command as a protected call: run [opts] -- CMD ARGS...")
+    p.add_argument("--tool", default="terminal", help="tool name recorded in the journal")
+    p.add_argument("run_argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
+    _common(p)
+    p = sub.add_parser("write", help="a protected write_file")
+    p.add_argument("path")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--content")
+    g.add_argument("--from", dest="from_file")
+    _common(p)
+
+    j = sub.add_parser("journal", help="the tool-call journal")
+    js = j.add_subparsers(dest="journal_cmd", metavar="SUBCOMMAND")
+    q = js.add_parser("status", help="integrity and unresolved operations")
+    _common(q)
+    q = js.add_parser("verify", help="re-hash and replay the whole chain")
+    q.add_argument("--checkpoint", default=None, help="an exported journal head that must be an ancestor")
+    _common(q)
+    q = js.add_parser("checkpoint", help="print the journal head to keep elsewhere (verify against it later)")
+    _common(q)
+    q = js.add_parser("log", help="events, newest first")
+    q.add_argument("--limit", "-n", type=_positive, default=50)
+    _common(q)
+    q = js.add_parser("show", help="every event of one operation")
+    q.add_argument("operation")
+    _common(q)
+    q = js.add_parser("resolve", help="record the outcome of an unresolved operation")
+    q.add_argument("operation")
+    q.add_argument("--outcome", required=True, choices=["completed", "not_applied"])
+    q.add_argument("--evidence", required=True)
+    _common(q)
+    q = js.add_parser("recover", help="settle crashed file operations by evidence; replay or roll back")
+    q.add_argument("operation", nargs="?")
+    g = q.add_mutually_exclusive_group()
+    g.add_argument("--replay", action="store_true", help="apply a not-applied file operation exactly once")
+    g.add_argument("--rollback", action="store_true", help="restore the operation's pre-checkpoint, record rolled_back")
+    _common(q)
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _ArgumentError(message)
+
+
+def build_parser(prog: str = "chronos-git") -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description="chronos-git: reversible, journaled tool calls (shadow git store).")
+    configure(p)
+    return p
+
+
+def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = None,
+             store: str | None = None, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    as_json = bool(getattr(args, "json", False))
+    command = getattr(args, "chronos_cmd", None)
+    if command == "setup":
+        return deps.run_setup(args.chronos_yes, args.chronos_json or as_json, out, err)
+    stores = [s for s in (getattr(args, "store", None) or store,) if s]
+    try:
+        if not command:
+            raise ValueError("no command given: try snapshot, log, diff, restore, run, write, journal status")
+        loaded = loaded or settings_mod.load()
+        if loaded.problems and command != "health":
+            raise ValueError("the chronos-git configuration has problems, so nothing was done: "
+                             + "; ".join(loaded.problems) + " (fix them; `chronos-git health` shows them too)")
+        svc = Chronos.get(args.store or store, loaded.settings, create=command not in READ_ONLY,
+                          problems=loaded.problems)
+        stores = [str(svc.core.store_dir)]
+        workspace = os.path.abspath(getattr(args, "workspace", None) or os.getcwd())
+        rc, result = _run(svc, args, workspace, as_json, err)
+    except Exception as exc:               # never a traceback for the operator
+        result, rc, _ = envelope(exc, *stores)
+    _emit(result, as_json, out, err, command)
+    return EXIT_ERROR if rc == 0 and result.status == "error" else rc
+
+
+def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, Result]:
+    cmd = args.chronos_cmd
+    if cmd == "snapshot":
+        return 0, svc.snapshot(workspace, args.message, paths=args.path)
+    if cmd == "log":
+        return 0, svc.log(workspace, args.limit)
+    if cmd == "show":
+        return 0, svc.show(workspace, args.checkpoint)
+    if cmd == "diff":
+        return 0, svc.diff(workspace, args.from_, args.to, patch=not args.stat, paths=args.path)
+    if cmd == "restore":
+        return 0, svc.restore(workspace, args.checkpoint, paths=args.path, clean=not args.no_clean,
+                              dry_run=args.dry_run, force=args.force, actor="operator-cli")
+    if cmd == "compact":
+        return 0, svc.compact(dry_run=args.dry_run, progress=None if as_json else render.progress(err))
+    if cmd == "health":
+        return 0, svc.health(workspace)
+    if cmd == "run":
+        argv = list(args.run_argv)
+        if argv and argv[0] == "--":
+            argv = argv[1:]
+        if not argv:
+            raise ValueError("run needs a command after --, e.g. chronos-git run -- make test")
+        res = svc.run_command(workspace, argv, tool=args.tool, stdout=err if as_json else None)
+        if res.exit_code is None:
+            return 127, res
+        if res.recorded is False:
+            res.status = "error"
+            res.error = (f"the command ran (exit code {res.exit_code}) but its outcome could not be recorded: "
+                         f"{res.error}; protected calls stay refused until an operator checks "
+                         "`chronos-git journal status`")
+            return EXIT_NOT_RECORDED, res
+        return res.exit_code, res
+    if cmd == "write":
+        content = Path(args.from_file).read_bytes() if args.from_file is not None else os.fsencode(args.content)
+        return 0, svc.write_file(workspace, args.path, content)
+    if cmd == "journal":
+        jc = getattr(args, "journal_cmd", None)
+        if jc == "status":
+            return 0, svc.journal_status()
+        if jc == "verify":
+            return 0, svc.journal_verify(_exported_head(args.checkpoint) if args.checkpoint else None)
+        if jc == "checkpoint":
+            return 0, svc.journal_export()
+        if jc == "log":
+            return 0, svc.journal_log(args.limit)
+        if jc == "show":
+            return 0, svc.journal_show(args.operation)
+        if jc == "resolve":
+            return 0, svc.resolve(args.operation, args.outcome, args.evidence, actor="operator-cli")
+        if jc == "recover":
+            return 0, svc.recover(args.operation, replay=args.replay, rollback=args.rollback,
+                                  actor="operator-cli")
+        raise ValueError("journal needs a subcommand: status, verify, checkpoint, log, show, resolve, recover")
+    raise ValueError(f"unknown command {cmd!r}")
+
+
+def _exported_head(path: str) -> dict:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a JSON journal head: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("checkpoint"), dict):
+        doc = doc["checkpoint"]            # the whole `journal checkpoint --json` output
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} does not hold a journal head object")
+    return doc
+
+
+def _emit(result: Result, as_json: bool, out, err, command: str | None) -> None:
+    if as_json:
+        out.write(dumps(result.wire()) + "\n")
+        out.flush()
+        return
+    render.show(result, err if result.status == "error" else out, command=command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except _ArgumentError as exc:
+        _emit(ErrorResult(error=f"bad arguments: {exc}"), "--json" in argv, sys.stdout, sys.stderr, None)
+        return EXIT_ERROR
+    return dispatch(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

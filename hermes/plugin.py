@@ -1,0 +1,283 @@
+"""Hermes wiring: thin.  Everything real happens in the service.
+
+Hermes 0.19.0 facts this module is built around (see docs/hermes-notes.md):
+* a raising hook or middleware fails OPEN, so the gate is enforced with a
+  `pre_tool_call` block directive and a middleware short-circuit, never by raising;
+* `tool_execution` middleware runs twice, nested, for calls of a parallel batch
+  (same tool_call_id): the inner frame passes straight through;
+* batches run on worker threads: all state here is lock- or contextvar-guarded;
+* hooks must accept **kwargs; newer hosts add ctx.get_config and friends.
+"""
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+from ..settings import PLUGIN_KEY, Loaded, Settings, store_location
+from ..settings import load as load_settings
+from .alerts import failure_hint, model_block, protection_notice, recovery_alert
+
+log = logging.getLogger("chronos_git")
+
+HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call")
+OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
+                       "chronos_status", "chronos_verify"})
+_active: contextvars.ContextVar[tuple] = contextvars.ContextVar("chronos_git_active", default=())
+_plugins: list["Plugin"] = []
+
+
+def register(ctx) -> None:
+    plugin = Plugin(ctx)
+    _plugins.append(plugin)
+    from .tools import SCHEMAS, TOOLSET, handlers
+    fns = handlers(plugin)
+    for name, schema in SCHEMAS.items():
+        ctx.register_tool(name=name, toolset=TOOLSET, schema={"name": name, **schema},
+                          handler=fns[name], emoji="⏱")
+    ctx.register_hook("pre_tool_call", plugin.on_pre_tool_call)
+    ctx.register_hook("transform_tool_result", plugin.on_transform_tool_result)
+    ctx.register_hook("pre_llm_call", plugin.on_pre_llm_call)
+    ctx.register_middleware("tool_execution", plugin.tool_execution)
+    section = getattr(ctx, "register_system_prompt_section", None)
+    if callable(section):            # newer hosts: the alert goes into the session's system prompt
+        try:
+            section("chronos-git-recovery", plugin.system_prompt_section)
+            plugin.section_registered = True
+        except Exception as exc:      # an unexpected signature must not cost us the plugin
+            log.info("chronos-git: system prompt section not registered: %s", exc)
+    from .slash import SlashCommand
+    if hasattr(ctx, "register_command"):
+        ctx.register_command("chronos", SlashCommand(plugin),
+                             description="chronos-git checkpoints, rollback and recovery",
+                             args_hint="[ID|status|verify|recover|resolve|--list N|--diff ID|--dry-run ID]")
+    if hasattr(ctx, "register_cli_command"):
+        ctx.register_cli_command(PLUGIN_KEY, help="chronos-git checkpoints and tool-call journal",
+                                 setup_fn=plugin.setup_cli, handler_fn=plugin.handle_cli,
+                                 description="The chronos-git operator CLI (same as the standalone `chronos-git`).")
+
+
+def store_dir_for(settings: Settings) -> Path:
+    return store_location(settings)
+
+
+def read_settings(ctx=None) -> Settings:
+    """Newer hosts: ctx.get_config; 0.19.0: plugins.entries.<key>.settings of config.yaml."""
+    return load_settings(ctx, env=False).settings
+
+
+class Plugin:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        loaded = load_settings(ctx, env=False)
+        self.settings = loaded.settings
+        self.settings_problems = loaded.problems
+        self._svc = None
+        self._svc_lock = threading.Lock()
+        self._calls: dict[str, dict] = {}        # tool_call_id -> what transform_tool_result needs
+        self._calls_lock = threading.Lock()
+        self.section_registered = False
+        self._told: dict[str, str] = {}           # session -> the protection notice it was given
+
+    # ------------------------------------------------------------- plumbing
+    def store_dir(self) -> Path:
+        return store_dir_for(self.settings)
+
+    def svc(self):
+        with self._svc_lock:
+            if self._svc is None:
+                import atexit
+
+                from ..service import Chronos
+                self._svc = Chronos.get(self.store_dir(), self.settings, problems=self.settings_problems)
+                self._svc.background = True      # watchers and a background first snapshot
+                atexit.register(self._svc.flush)
+            return self._svc
+
+    @staticmethod
+    def cwd() -> str:
+        try:
+            from agent.runtime_cwd import resolve_agent_cwd
+            return str(resolve_agent_cwd())
+        except Exception:
+            return os.environ.get("TERMINAL_CWD") or os.getcwd()
+
+    # ---------------------------------------------------------------- hooks
+    def on_pre_tool_call(self, tool_name=None, args=None, tool_call_id=None, **kwargs):
+        """The gate (block directive: cannot fail open) and the rollback approval."""
+        try:
+            tool_name = tool_name or ""
+            if self.settings.is_read_only(tool_name):
+                return None
+            refusal = self.svc().refusal()
+            if refusal is not None:
+                return {"action": "block", "message": json.dumps(model_block(refusal))}
+            if tool_name == "chronos_rollback":
+                return self._approval(args or {}, tool_call_id)
+        except Exception as exc:
+            log.warning("chronos-git pre_tool_call failed: %s", exc)
+            if tool_name == "chronos_rollback":
+                return {"action": "block", "message": f"chronos-git could not prepare the rollback: {exc}"}
+            return {"action": "block",
+                    "message": f"chronos-git could not check its recovery gate ({exc}); the call was not run"}
+        return None
+
+    def _approval(self, args: dict, tool_call_id) -> dict:
+        try:
+            plan = self.svc().restore(self.cwd(), str(args.get("checkpoint_id") or ""), dry_run=True,
+                                      paths=args.get("paths"), clean=args.get("clean"))
+        except Exception as exc:
+            return {"action": "block", "message": f"chronos_rollback: {exc}"}
+        cp = plan.restored_checkpoint
+        summary = (f"{plan.files_changed} file(s) rewritten, {plan.untracked_removed} removed"
+                   + (f", {plan.skipped + plan.kept} left untouched" if plan.skipped + plan.kept else ""))
+        # a unique rule key: "allow permanently" can never pre-approve a future rollback
+        return {"action": "approve",
+                "message": f"chronos-git rollback of {self.cwd()} to checkpoint {cp[:8]}: {summary} "
+                           "(a safety checkpoint is taken first)",
+                "rule_key": f"chronos-git:rollback:{cp[:12]}:{tool_call_id or os.urandom(4).hex()}"}
+
+    def tool_execution(self, tool_name=None, args=None, next_call=None, tool_call_id=None,
+                       session_id=None, turn_id=None, **kwargs):
+        """The protected call: `svc.protect` around exactly one `next_call`."""
+        from ..service import Call
+        from ..service.errors import Blocked
+        from .semantics import classify, declared_paths
+        tool_name = tool_name or ""
+        key = (tool_name, tool_call_id or "")
+        if key in _active.get() or self.settings.is_read_only(tool_name) or tool_name in OWN_TOOLS:
+            # the nested 0.19.0 double invocation, a read-only tool, or one of ours (a rollback
+            # journals itself as a restore)
+            return next_call(args)
+        svc = self.svc()
+        cwd = self.cwd()
+        if self.settings.duplicate_guard:
+            prior = svc.calls.completed_before(session_id, tool_name, args or {})
+            if prior:
+                return json.dumps({"status": "ok", "chronos_duplicate": True,
+                                   "message": f"not run again: an identical {tool_name} call already completed "
+                                              f"in this session (operation {prior['operation_id'][:12]}, "
+                                              f"checkpoint {str(prior['post_checkpoint'])[:8]})",
+                                   "operation_id": prior["operation_id"]})
+        call = Call(tool=tool_name, args=args or {}, workspace=cwd, session_id=session_id, turn_id=turn_id,
+                    tool_call_id=tool_call_id, declared=declared_paths(tool_name, args or {}, cwd))
+        dispatched = False
+        try:
+            with svc.protect(call) as t:
+                dispatched = True
+                token = _active.set(_active.get() + (key,))
+                try:
+                    result = next_call(args)
+                finally:
+                    _active.reset(token)
+                t.outcome = classify(result)
+        except Blocked as exc:
+            return json.dumps(model_block(exc.refusal))
+        except Exception as exc:
+            if dispatched:
+                raise                                 # the tool's own exception: Hermes reports it
+            log.warning("chronos-git could not record the intent of %s: %s", tool_name, exc)
+            return json.dumps({"error": f"chronos-git could not record the intent of this {tool_name} call "
+                                        f"({exc}); it was NOT run. Check `hermes chronos-git health`."})
+        if tool_call_id:
+            with self._calls_lock:
+                self._calls[tool_call_id] = {"pre": t.ticket.pre_checkpoint, "tool": tool_name}
+                if len(self._calls) > 512:
+                    self._calls.pop(next(iter(self._calls)))
+        if not t.record.recorded:
+            result = _annotate(result, "chronos_warning",
+                               "the outcome of this call could not be recorded; further protected calls "
+                               "are blocked in this process until an operator checks `hermes chronos-git journal status`")
+        return result
+
+    def on_transform_tool_result(self, tool_name=None, result=None, tool_call_id=None, status=None, **kwargs):
+        """After a failed protected call, tell the model exactly how to inspect or undo it."""
+        if not tool_call_id:
+            return None
+        with self._calls_lock:
+            info = self._calls.pop(tool_call_id, None)
+        if not info or not info.get("pre"):
+            return None
+        from .semantics import failed
+        if status != "error" and not failed(result):
+            return None
+        return result + "\n\n" + failure_hint(info["tool"], info["pre"]) if isinstance(result, str) else None
+
+    def system_prompt_section(self, *args, **kwargs) -> str:
+        """Newer hosts render this once per session: the crash alert, if any."""
+        try:
+            svc = self.svc()
+            svc.start()
+            settled = svc.take_alerts()
+            unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
+            if not settled and not unresolved and svc.journal.integrity == "ok":
+                return ""
+            return recovery_alert(settled, unresolved, svc.journal.integrity)
+        except Exception as exc:
+            log.warning("chronos-git system prompt section failed: %s", exc)
+            return ""
+
+    def on_pre_llm_call(self, session_id=None, is_first_turn=None, **kwargs):
+        """The first turn after a crash (and every turn while blocked) learns what happened;
+        while protection is off, the first turn of each session says so."""
+        try:
+            svc = self.svc()
+            svc.start()
+            try:
+                svc.turn_checkpoint(self.cwd(), session_id=session_id, turn_id=kwargs.get("turn_id"))
+            except Exception as exc:       # a refused workspace (/, $HOME) must not break the turn
+                log.info("chronos-git: no turn checkpoint: %s", exc)
+            unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
+            settled = svc.take_alerts()        # settled by this or any earlier process, told once
+            parts = []
+            off = self._tell_once(protection_notice(svc.protection()), session_id)
+            if off:
+                parts.append(off)
+            if settled or unresolved or svc.journal.integrity != "ok":
+                parts.append(recovery_alert(settled, unresolved, svc.journal.integrity))
+            return {"context": "\n\n".join(parts)} if parts else None
+        except Exception as exc:
+            log.warning("chronos-git pre_llm_call failed: %s", exc)
+            return None
+
+    def _tell_once(self, notice: str | None, session_id) -> str | None:
+        """A protection notice for the user (stderr) and the model (context): on the first turn
+        of each session and whenever it changes."""
+        key = session_id or ""
+        if notice is None:
+            self._told.pop(key, None)
+            return None
+        if self._told.get(key) == notice:
+            return None
+        self._told[key] = notice
+        print(notice, file=sys.stderr, flush=True)
+        return notice + " Tell the user this before you change any files."
+
+    # ------------------------------------------------------------------ CLI
+    def setup_cli(self, parser) -> None:
+        from ..cli.main import configure
+        configure(parser)
+
+    def handle_cli(self, args) -> int:
+        from ..cli.main import dispatch
+        rc = dispatch(args, loaded=Loaded(self.settings, self.settings_problems), store=str(self.store_dir()))
+        if rc:
+            sys.exit(rc)
+        return rc
+
+
+def _annotate(result, key: str, text: str):
+    if isinstance(result, str):
+        try:
+            data = json.loads(result)
+            if isinstance(data, dict):
+                data[key] = text
+                return json.dumps(data)
+        except ValueError:
+            pass
+        return result + f"\n\n[{key}] {text}"
+    return result

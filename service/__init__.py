@@ -1,0 +1,216 @@
+"""The one service layer behind every surface (model tools, /chronos, both CLIs,
+the HTTP API).
+
+`Chronos` is a small facade over composed parts, each with the dependencies it
+declares (docs/design.md has the picture):
+
+    core          settings, the store and its journal (opened lazily)
+    gate          the recovery gate (one rule)
+    snapshots     checkpoints before/after calls, at turn start, in the background
+    calls         protected calls: `protect(call)`, the one transaction
+    time          checkpoints, diffs, restores (a restore is a protected call)
+    reconcile     crash settlement by evidence, the operator's journal commands
+    maintenance   retention and compaction, protection state, health
+
+Every public method returns a typed result (service.results); errors are
+raised as the exceptions service.errors maps to exit and HTTP statuses.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ..engine import inflight
+from ..engine.errors import ChronosError
+from ..journal_refs import JournalError
+from ..settings import Settings, store_location
+from . import results
+from .calls import Call, Declared, Outcome, Ticket
+from .core import Core
+from .errors import Blocked
+from .gate import Gate
+from .maintenance import Maintenance
+from .reconcile import Reconciler
+from .snapshots import Snapshots
+from .timemachine import TimeMachine
+from .transaction import ProtectedCalls
+
+__all__ = ["Chronos", "Call", "Declared", "Outcome", "Ticket", "Blocked", "results"]
+
+
+class Chronos:
+    _instances: dict[str, "Chronos"] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, store_dir: Path, settings: Settings, *, create: bool = True,
+                 problems: list[str] | None = None):
+        self.core = Core(store_dir, settings, create=create, problems=problems)
+        self.gate = Gate(self.core, self.start)
+        self.snapshots = Snapshots(self.core)
+        self.calls = ProtectedCalls(self.core, self.gate, self.snapshots, self.start)
+        self.maintenance = Maintenance(self.core, self.start)
+        self.time = TimeMachine(self.core, self.gate, self.calls, self.snapshots, self.start,
+                                self.maintenance.maybe_compact)
+        self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.maintenance.protection,
+                                    self.start)
+        self._started = False
+        self._start_lock = threading.Lock()
+        self.startup: dict = {}
+
+    @classmethod
+    def get(cls, store_dir: os.PathLike | str | None = None, settings: Settings | None = None, *,
+            create: bool = True, problems: list[str] | None = None) -> "Chronos":
+        """The service of one store (cached per process).  `create=False` (read-only
+        commands) never makes a store where there is none."""
+        settings = settings or Settings()
+        store_dir = Path(os.path.abspath(store_location(settings, store_dir)))
+        with cls._guard:
+            inst = cls._instances.get(str(store_dir))
+            if inst is None or inst.settings != settings:
+                inst = cls(store_dir, settings, create=create, problems=problems)
+                cls._instances[str(store_dir)] = inst
+            inst.core.create = inst.core.create or create
+            if problems is not None:
+                inst.core.settings_problems = list(problems)
+            return inst
+
+    # ------------------------------------------------------------- shared state
+    @property
+    def settings(self) -> Settings:
+        return self.core.settings
+
+    @property
+    def store(self):
+        return self.core.store
+
+    @property
+    def journal(self):
+        return self.core.journal
+
+    @property
+    def background(self) -> bool:
+        return self.core.background
+
+    @background.setter
+    def background(self, value: bool) -> None:
+        self.core.background = value
+
+    def store_exists(self) -> bool:
+        return self.core.store_exists()
+
+    def start(self) -> dict:
+        """Open the journal, settle crashed file calls by evidence and sweep temp names left by
+        dead restores (once per process); a full or read-only store defers the writes."""
+        with self._start_lock:
+            if self._started:
+                return self.startup
+            journal = self.core.journal
+            journal.open()
+            settled, deferred = [], None
+            if journal.integrity == "ok":
+                try:
+                    settled = self.reconcile.settle_by_evidence()
+                except (JournalError, ChronosError, OSError) as exc:
+                    deferred = f"crashed calls could not be settled now: {exc}"
+            try:
+                swept = inflight.sweep(self.core.store)
+            except OSError:
+                swept = 0
+            self.startup = {"integrity": journal.integrity, "healed": journal.healed, "settled": settled}
+            if deferred:
+                self.startup["deferred"] = deferred
+            if swept:
+                self.startup["temp_files_removed"] = swept
+            self._started = True
+            return self.startup
+
+    # ------------------------------------------------------------------ calls
+    def protect(self, call: Call, **kw):
+        return self.calls.protect(call, **kw)
+
+    def begin(self, call: Call, **kw) -> Ticket:
+        return self.calls.begin(call, **kw)
+
+    def finish(self, ticket: Ticket, outcome: Outcome) -> results.CallRecord:
+        return self.calls.finish(ticket, outcome)
+
+    def refusal(self) -> results.Refusal | None:
+        """What a protected call gets now instead of running, or None."""
+        return self.gate.refusal()
+
+    def run_command(self, workspace: str, argv: list[str], **kw) -> results.RunResult:
+        return self.calls.run_command(workspace, argv, **kw)
+
+    def write_file(self, workspace: str, path: str, content: bytes, **kw) -> results.WriteResult:
+        return self.calls.write_file(workspace, path, content, **kw)
+
+    # ------------------------------------------------------------ time machine
+    def snapshot(self, workspace: str, message: str = "manual checkpoint", **kw) -> results.SnapshotResult:
+        return self.time.snapshot(workspace, message, **kw)
+
+    def log(self, workspace: str, limit: int | None = 20) -> results.LogResult:
+        return self.time.log(workspace, limit)
+
+    def show(self, workspace: str, spec: str) -> results.ShowResult:
+        return self.time.show(workspace, spec)
+
+    def diff(self, workspace: str, from_spec: str | None = None, to_spec: str | None = None,
+             **kw) -> results.DiffResult:
+        return self.time.diff(workspace, from_spec, to_spec, **kw)
+
+    def restore(self, workspace: str, spec: str, **kw) -> results.RestoreResult:
+        return self.time.restore(workspace, spec, **kw)
+
+    def workspaces(self) -> results.WorkspacesResult:
+        return self.time.workspaces()
+
+    def known_workspace(self, path: str) -> str:
+        return self.time.known_workspace(path)
+
+    def turn_checkpoint(self, workspace: str, **kw) -> dict:
+        return self.snapshots.turn_checkpoint(workspace, **kw)
+
+    def flush(self) -> None:
+        self.snapshots.flush()
+
+    # ---------------------------------------------------------------- journal
+    def journal_status(self) -> results.JournalStatus:
+        return self.reconcile.status()
+
+    def journal_verify(self, checkpoint: dict | None = None) -> results.VerifyResult:
+        return self.reconcile.verify(checkpoint)
+
+    def journal_export(self) -> results.JournalHeadResult:
+        return self.reconcile.export_head()
+
+    def journal_log(self, limit: int | None = 50) -> results.EventsResult:
+        return self.reconcile.log(limit)
+
+    def journal_show(self, operation_id: str) -> results.OperationEvents:
+        return self.reconcile.show(operation_id)
+
+    def resolve(self, operation_id: str, outcome: str, evidence: str, **kw) -> results.ResolveResult:
+        return self.reconcile.resolve(operation_id, outcome, evidence, **kw)
+
+    def recover(self, operation_id: str | None = None, **kw):
+        return self.reconcile.recover(operation_id, **kw)
+
+    def take_alerts(self) -> list[results.Settled]:
+        return self.reconcile.take_alerts()
+
+    # ------------------------------------------------------------ maintenance
+    def compact(self, **kw) -> results.CompactResult:
+        return self.maintenance.compact(**kw)
+
+    def protection(self) -> results.Protection:
+        return self.maintenance.protection()
+
+    def health(self, workspace: str | None = None) -> results.HealthResult:
+        info = None
+        if self.store_exists():
+            self.start()
+            if workspace:
+                info = self.time.describe(self.store.workspace(workspace), detail=True)
+        return self.maintenance.health(info, gate_open=self.gate.is_open, last_snapshot=self.snapshots.last,
+                                       deferred=self.startup.get("deferred"))

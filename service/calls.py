@@ -1,0 +1,59 @@
+"""A protected call as the service sees it: what it declares, the ticket its
+durable intent returns, and its outcome."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..journal_refs.evidence import UNKNOWN
+
+UNSET = object()          # an image the service reads (pre) or stores (post) itself
+
+
+@dataclass
+class Declared:
+    """A path a call declares it will change, and what it should contain after (if known).
+
+    `post` is the content to be (bytes), None (the path will be gone) or UNKNOWN.
+    A caller that already holds both images as blob ids (a restore) passes
+    `pre_id` / `post_id` instead, and nothing is read or stored again."""
+    path: str                                 # absolute
+    post: bytes | None | str = UNKNOWN
+    pre_id: object = UNSET
+    post_id: object = UNSET
+
+
+@dataclass
+class Call:
+    tool: str
+    args: dict
+    workspace: str
+    session_id: str | None = None
+    turn_id: str | None = None
+    tool_call_id: str | None = None
+    declared: list[Declared] | None = None    # None: not a file tool (full snapshot)
+    replay_of: str | None = None
+    actor: str | None = None
+    pre_checkpoint: str | None = None         # set: taken already (a restore's safety checkpoint),
+    snapshots: bool = True                    # and with snapshots=False none is taken before or after
+
+
+@dataclass
+class Ticket:
+    operation_id: str
+    call: Call
+    pre_checkpoint: str | None
+    snapshot: dict
+    started_ns: int
+    fingerprint: str
+    declared: list[dict] = field(default_factory=list)   # path, pre, post as journaled
+    gate_warning: str | None = None
+
+
+@dataclass
+class Outcome:
+    status: str                               # ok | error | partial (a restore with failed paths)
+    result_hash: str | None = None
+    exit_code: int | None = None
+    uncertain_reason: str | None = None       # exception / cancelled / timeout: outcome unknown
+    post_checkpoint: str | None = None        # set: the state after is known (a restore's target)
+    fields: dict = field(default_factory=dict)   # more facts for the journal event (per-path evidence)

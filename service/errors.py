@@ -1,0 +1,55 @@
+"""One error hierarchy, one mapping: exception -> envelope, exit status, HTTP status.
+
+Every surface (CLI, /chronos, model tools, HTTP) turns an exception into an
+answer through `envelope()`, so a closed gate is exit 3 / HTTP 409 everywhere
+and an unknown checkpoint exit 1 / HTTP 404, and nobody sees a traceback.
+"""
+from __future__ import annotations
+
+import pygit2
+
+from ..engine.errors import (CheckpointNotFound, ChronosError, PathError, PlanTokenError,
+                             StoreUnwritable, UnknownWorkspace, WorkspaceRefused, explain)
+from ..engine.store import StoreMissing
+from ..journal_refs import IntegrityError, JournalError
+from .results import ErrorResult, Refusal
+
+EXIT_OK, EXIT_ERROR, EXIT_BLOCKED, EXIT_NOT_RECORDED = 0, 1, 3, 4
+
+
+class Blocked(ChronosError):
+    """The recovery gate is closed; `refusal` says why and what an operator can do."""
+    code = "chronos_blocked"
+
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+class PlanRequired(PlanTokenError):
+    """A real restore over HTTP without the plan token of its dry run."""
+    code = "plan_required"
+
+
+# most specific first: (exception types, HTTP status)
+_HTTP = (
+    ((CheckpointNotFound, UnknownWorkspace, StoreMissing), 404),
+    ((WorkspaceRefused,), 403),
+    ((PlanRequired,), 428),
+    ((PlanTokenError, IntegrityError), 409),
+    ((StoreUnwritable,), 507),
+    ((ChronosError, JournalError, PathError, ValueError), 400),
+)
+
+
+def envelope(exc: BaseException, *stores) -> tuple[ErrorResult, int, int]:
+    """(answer, exit status, HTTP status) for any exception; `stores` name where a failed
+    write went (for a message that says which disk is full)."""
+    if isinstance(exc, Blocked):
+        return exc.refusal, EXIT_BLOCKED, 409
+    for kinds, http in _HTTP:
+        if isinstance(exc, kinds):
+            return ErrorResult(error=str(exc), code=getattr(exc, "code", None)), EXIT_ERROR, http
+    if isinstance(exc, (OSError, pygit2.GitError)):
+        return ErrorResult(error=explain(exc, *stores), code="os_error"), EXIT_ERROR, 500
+    return ErrorResult(error=f"{type(exc).__name__}: {exc}", code="internal"), EXIT_ERROR, 500

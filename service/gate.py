@@ -1,0 +1,64 @@
+"""The recovery gate: protected calls wait while an outcome is unknown.
+
+Closed when the journal's integrity is in doubt, when an outcome could not be
+recorded in this process, or while any operation is unresolved (uncertain, or
+started by an owner that died).  `gate_mode: warn` only warns about
+unresolved operations; integrity failures always refuse.  This is the one
+place the rule is written; the Hermes hook and middleware ask `refusal()`.
+"""
+from __future__ import annotations
+
+from .core import Core
+from .errors import Blocked
+from .results import Refusal
+
+
+class Gate:
+    def __init__(self, core: Core, start):
+        self.core = core
+        self._start = start             # the service's once-per-process start (opens the journal)
+
+    def state(self) -> Refusal | None:
+        """None when protected calls may run, else what keeps them waiting (even in warn mode)."""
+        self._start()
+        j = self.core.journal
+        j.refresh()
+        reasons, ops = [], []
+        if j.integrity != "ok":
+            reasons.append(f"journal integrity: {j.integrity}")
+        elif j.poisoned:
+            reasons.append(f"an outcome could not be recorded in this process: {j.poisoned}")
+        else:
+            ops = j.unresolved()
+        if not reasons and not ops:
+            return None
+        lines = []
+        for op in ops:
+            what = "outcome unknown (uncertain)" if op.state == "uncertain" else "cut off by a crash (pending)"
+            lines.append(f"{op.operation_id[:12]} {op.tool} {what}" + (f": {op.reason}" if op.reason else ""))
+        msg = ("chronos-git recovery gate is closed: " + "; ".join(reasons + lines)
+               + ". Protected tool calls are refused until an operator reconciles: "
+                 "`chronos-git journal status`, then `chronos-git journal resolve <op> --outcome "
+                 "completed|not_applied --evidence <text>` or `chronos-git journal recover <op> --rollback`"
+                 " (in Hermes: `hermes chronos-git journal ...` or /chronos resolve). Read-only tools still work.")
+        return Refusal(operation_ids=[o.operation_id for o in ops], operations=[o.to_dict() for o in ops],
+                       integrity=j.integrity, message=msg, mode=self.core.settings.gate_mode)
+
+    def is_open(self) -> bool:
+        return self.state() is None
+
+    def refusal(self) -> Refusal | None:
+        """The refusal a protected call gets now, or None (also in warn mode with only a warning)."""
+        r = self.state()
+        if r is not None and (self.core.settings.gate_mode == "block" or r.integrity != "ok"):
+            return r
+        return None
+
+    def check(self) -> str | None:
+        """Raise Blocked when closed; in warn mode return the warning to pass on."""
+        r = self.state()
+        if r is None:
+            return None
+        if self.core.settings.gate_mode == "block" or r.integrity != "ok":
+            raise Blocked(r)
+        return r.message

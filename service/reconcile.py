@@ -1,0 +1,277 @@
+"""Reconciling the journal with the world: calls cut off by a crash settled by
+evidence, the alerts the next model session is told, and the operator's
+journal commands (status, verify, export, resolve, recover by replay or
+rollback)."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+from ..engine import treecheck
+from ..engine.errors import ChronosError
+from ..engine.fsutil import atomic_write
+from ..journal_refs import IntegrityError, TransitionError, events
+from ..journal_refs import evidence as evidence_of
+from ..journal_refs.evidence import UNKNOWN, describe
+from .calls import Call, Declared, Outcome
+from .core import Core
+from .gate import Gate
+from .results import (EventsResult, JournalHeadResult, JournalStatus, OperationEvents, RecoverResult,
+                      Replayed, ResolveResult, RollbackResult, Settled, TreeCheck, VerifyResult)
+from .timemachine import TimeMachine
+from .transaction import ProtectedCalls, failed_write
+
+
+class Reconciler:
+    def __init__(self, core: Core, gate: Gate, calls: ProtectedCalls, time_machine: TimeMachine,
+                 protection, startup):
+        self.core = core
+        self.gate = gate
+        self.calls = calls
+        self.time = time_machine
+        self._protection = protection      # () -> Protection
+        self._startup = startup            # () -> the once-per-process start record
+
+    # ------------------------------------------------------ crash settlement
+    def settle_by_evidence(self, operation_id: str | None = None) -> list[Settled]:
+        """Crashed file calls: completed, not applied, or uncertain, by comparing disk with images."""
+        journal = self.core.journal
+        out: list[Settled] = []
+        for op in journal.unresolved():
+            if (operation_id and op.operation_id != operation_id) or op.state != "pending":
+                continue
+            if not op.declared:
+                out.append(Settled(operation_id=op.operation_id, tool=op.tool, result="needs_operator",
+                                   why="no declared paths: a shell command or external effect cannot be "
+                                       "settled by evidence"))
+                continue
+            verdict, items = evidence_of.evidence(op.declared)
+            try:
+                if verdict == "completed":
+                    journal.append(events.Recovered, {
+                        "operation_id": op.operation_id, "outcome": "completed", "evidence": items,
+                        "actor": "chronos-git recovery", "note": "all declared paths at their post-image"})
+                elif verdict == "not_applied":
+                    replayable = all(d.get("post", UNKNOWN) != UNKNOWN for d in op.declared)
+                    journal.append(events.Recovered, {
+                        "operation_id": op.operation_id, "outcome": "not_applied", "evidence": items,
+                        "replayable": replayable, "actor": "chronos-git recovery",
+                        "note": "all declared paths at their pre-image"})
+                else:
+                    journal.append(events.Uncertain, {
+                        "operation_id": op.operation_id, "reason": "partial", "evidence": items})
+            except TransitionError:
+                continue        # another process settled it between our look and our append
+            out.append(Settled(operation_id=op.operation_id, tool=op.tool, result=verdict,
+                               evidence=describe(items), paths=[i["path"] for i in items]))
+        self._queue_alerts(out)
+        return out
+
+    # alerts survive the process that settled them: the next model session reads them once
+    def _alerts_path(self) -> Path:
+        return self.core.store.meta_dir / "pending-alerts.json"
+
+    def _queue_alerts(self, settled: list[Settled]) -> None:
+        if not settled:
+            return
+        with self.core.store.lock("alerts"):
+            try:
+                cur = json.loads(self._alerts_path().read_text())
+            except (FileNotFoundError, ValueError):
+                cur = []
+            known = {a["operation_id"] for a in cur}
+            cur += [s.model_dump(exclude_none=True) for s in settled if s.operation_id not in known]
+            atomic_write(self._alerts_path(), events.canonical(cur).encode())
+
+    def take_alerts(self) -> list[Settled]:
+        """Settlements no model session has been told about yet (read once)."""
+        with self.core.store.lock("alerts"):
+            try:
+                cur = json.loads(self._alerts_path().read_text())
+            except (FileNotFoundError, ValueError):
+                return []
+            self._alerts_path().unlink(missing_ok=True)
+        return [Settled(**a) for a in cur if isinstance(a, dict)]
+
+    # ----------------------------------------------------------------- journal
+    def status(self) -> JournalStatus:
+        startup = self._startup()
+        st = self.core.journal.status()
+        return JournalStatus(**st, settled_at_start=startup.get("settled", []),
+                             gate="open" if self.gate.is_open() else "closed", protection=self._protection())
+
+    def verify(self, checkpoint: dict | None = None) -> VerifyResult:
+        """The journal's chain and witness, and every checkpoint tree's entry names."""
+        self._startup()
+        res = self.core.journal.verify(checkpoint)
+        out = VerifyResult(**res, checkpoint_trees=TreeCheck(**treecheck.check_checkpoints(self.core.store)))
+        if res["integrity"] != "ok":
+            out.status, out.error = "error", res["integrity"]
+        elif out.checkpoint_trees.problems:
+            out.status = "error"
+            out.error = ("checkpoints hold entries that git's fsck rejects (a restore refuses them): "
+                         + "; ".join(out.checkpoint_trees.problems[:5]))
+        return out
+
+    def export_head(self) -> JournalHeadResult:
+        self._startup()
+        journal = self.core.journal
+        if journal.integrity != "ok":
+            raise IntegrityError(f"refusing to export the head of a journal in doubt: {journal.integrity}")
+        return JournalHeadResult(checkpoint=journal.export_head())
+
+    def log(self, limit: int | None = 50) -> EventsResult:
+        if limit is not None and limit < 1:
+            raise ValueError(f"the limit must be at least 1, not {limit}")
+        self._startup()
+        return EventsResult(events=self.core.journal.events(limit))
+
+    def show(self, operation_id: str) -> OperationEvents:
+        self._startup()
+        op = self._match_op(operation_id, include_closed=True)
+        evs = [e for e in self.core.journal.events(None) if e.get("operation_id") == op]
+        return OperationEvents(operation_id=op, events=list(reversed(evs)))
+
+    def _match_op(self, prefix: str, *, include_closed: bool = False) -> str:
+        journal = self.core.journal
+        prefix = (prefix or "").strip().lower()
+        if len(prefix) < 6:
+            raise ChronosError("give at least 6 characters of the operation id")
+        candidates = set(journal.state.open) | set(journal.state.replayable)
+        matches = [o for o in candidates if o.startswith(prefix)]
+        if not matches and include_closed:
+            matches = sorted({e["operation_id"] for e in journal.events(None, kinds={events.Started})
+                              if e["operation_id"].startswith(prefix)})
+        if not matches:
+            raise ChronosError(f"no operation {prefix!r} is open" + ("" if include_closed else
+                               " (it may be closed already: see `journal log`)"))
+        if len(matches) > 1:
+            raise ChronosError(f"operation prefix {prefix!r} is ambiguous")
+        return matches[0]
+
+    def _require_unresolved(self, prefix: str):
+        op_id = self._match_op(prefix)
+        journal = self.core.journal
+        for op in journal.operations():
+            if op.operation_id != op_id:
+                continue
+            if op.state == "running":
+                raise ChronosError(f"operation {op_id[:12]} is still running (pid "
+                                   f"{(op.owner or {}).get('pid')} is alive); stop that process first")
+            return op
+        raise ChronosError(f"operation {op_id[:12]} is not unresolved")
+
+    # ------------------------------------------------------------- operator
+    def resolve(self, operation_id: str, outcome: str, evidence_text: str, *,
+                actor: str = "operator") -> ResolveResult:
+        self._startup()
+        if outcome not in ("completed", "not_applied"):
+            raise ChronosError("outcome must be 'completed' or 'not_applied' (use recover --rollback to roll back)")
+        if not (evidence_text or "").strip():
+            raise ChronosError("resolving needs non-empty --evidence: what shows the outcome?")
+        op = self._require_unresolved(operation_id)
+        ev = self.core.journal.append(events.Resolved, {"operation_id": op.operation_id, "outcome": outcome,
+                                                        "evidence": evidence_text.strip(), "actor": actor})
+        return ResolveResult(operation_id=op.operation_id, outcome=outcome, event=ev["seq"],
+                             gate="open" if self.gate.is_open() else "closed")
+
+    def recover(self, operation_id: str | None = None, *, replay: bool = False,
+                rollback: bool = False, actor: str = "operator") -> RecoverResult | RollbackResult:
+        self._startup()
+        if replay and rollback:
+            raise ChronosError("choose --replay or --rollback, not both")
+        if rollback:
+            if not operation_id:
+                raise ChronosError("--rollback needs an operation id")
+            return self._rollback(operation_id, actor)
+        settled = self.settle_by_evidence(self._match_op(operation_id) if operation_id else None)
+        out = RecoverResult(settled=settled, unresolved=[], gate="open")
+        if replay:
+            targets = ([self._match_op(operation_id)] if operation_id
+                       else sorted(self.core.journal.state.replayable))
+            out.replayed = [self._replay(op, actor) for op in targets]
+        out.unresolved = [o.to_dict() for o in self.core.journal.unresolved()]
+        out.gate = "open" if self.gate.is_open() else "closed"
+        return out
+
+    def _replay(self, op: str, actor: str) -> Replayed:
+        store, journal = self.core.store, self.core.journal
+        info = journal.state.replayable.get(op)
+        if info is None:
+            raise ChronosError(f"operation {op[:12]} is not replayable (not settled as not applied, "
+                               "or replayed already)")
+        declared = info["declared"]
+        verdict, items = evidence_of.evidence(declared)
+        if verdict != "not_applied":
+            raise ChronosError(f"refusing to replay {op[:12]}: its paths no longer equal their pre-image "
+                               f"({describe(items)})")
+        workspace = info.get("workspace")
+        ws = store.workspace(workspace) if workspace else None
+        outside = [d for d in declared if ws is None or not ws.contains(d["path"])]
+        if outside:
+            raise ChronosError(
+                f"refusing to replay {op[:12]}: it writes outside the workspace {workspace}, and a replay "
+                "only writes inside it. Apply it by hand: "
+                + "; ".join(_manual_recipe(store.root, {"path": d["path"], "pre": d["post"]}) for d in outside))
+        repo = store.repo()
+        files = [Declared(d["path"], None if d["post"] is None else repo[d["post"]].data) for d in declared]
+        failure = None
+        with self.calls.protect(Call(tool=info.get("tool") or "replay", args={"replay_of": op},
+                                     workspace=workspace, session_id=info.get("session_id"), declared=files,
+                                     replay_of=op, actor=actor), gate=False) as t:
+            journal.append(events.Replayed, {"operation_id": op, "replay_operation_id": t.ticket.operation_id,
+                                             "actor": actor})
+            try:
+                ws.write_files([(d.path, d.post) for d in files])
+            except (OSError, ChronosError) as exc:
+                failure = exc
+                t.outcome = failed_write(t.ticket, exc)
+            else:
+                t.outcome = Outcome(status="ok")
+        if failure is not None:
+            raise ChronosError(f"replay of {op[:12]} failed: {failure}")
+        return Replayed(operation_id=op, replay_operation_id=t.ticket.operation_id,
+                        paths=[d.path for d in files], post_checkpoint=t.record.post_checkpoint,
+                        outcome=t.record.outcome)
+
+    def _rollback(self, prefix: str, actor: str) -> RollbackResult:
+        op = self._require_unresolved(prefix)
+        store = self.core.store
+        pre, workspace = op.pre_checkpoint, op.workspace
+        if op.declared:
+            ws = store.workspace(workspace) if workspace else None
+            outside = [d for d in op.declared if ws is None or not ws.contains(d["path"]) or not pre]
+            if outside:
+                raise ChronosError(
+                    f"operation {op.operation_id[:12]} changed paths outside the workspace {workspace}, and a "
+                    "rollback only writes inside it. Put the pre-images back by hand, then resolve the "
+                    "operation: " + "; ".join(_manual_recipe(store.root, d) for d in outside)
+                    + f"; then `chronos-git journal resolve {op.operation_id[:12]} --outcome not_applied "
+                      "--evidence ...`")
+            paths = op.declared_paths
+        elif pre and workspace:
+            changed = self.time.diff(workspace, pre, None, patch=False).files
+            paths = sorted({f.path for f in changed} | {f.old_path for f in changed if f.old_path})
+        else:
+            raise ChronosError(f"operation {op.operation_id[:12]} has no pre-checkpoint to roll back to")
+        res = None
+        if paths:
+            res = self.time.restore(workspace, pre, paths=paths, clean=True, gate=False, actor=actor,
+                                    tool="chronos.rollback")
+        safety = res.safety_checkpoint if res else None
+        text = (f"rolled back to pre-checkpoint {str(pre)[:12]}: {len(paths)} path(s) restored"
+                + (f"; safety checkpoint {safety[:12]}" if safety else ""))
+        self.core.journal.append(events.Resolved, {
+            "operation_id": op.operation_id, "outcome": "rolled_back", "evidence": text, "actor": actor,
+            "rollback": {"pre_checkpoint": pre, "safety_checkpoint": safety, "paths": paths}})
+        return RollbackResult(operation_id=op.operation_id, outcome="rolled_back", evidence=text, restore=res,
+                              gate="open" if self.gate.is_open() else "closed")
+
+
+def _manual_recipe(store_root, d: dict) -> str:
+    if d.get("pre") is None:
+        return f"`rm -- {shlex.quote(d['path'])}` (it did not exist before)"
+    return (f"`git --git-dir {shlex.quote(str(store_root))} cat-file blob {d['pre']} > "
+            f"{shlex.quote(d['path'])}`")

@@ -1,0 +1,436 @@
+"""What the service returns: typed results, one model per answer.
+
+These models are the contract every surface shares: the CLI and `/chronos`
+render them by type (cli/render.py), `--json` and the model tools print
+`wire()`, and every HTTP route declares one as its `response_model`, so the
+OpenAPI schema is what the dashboard and Desktop panes may read.
+
+Wire rules (`wire()`): a field whose default is None is left out while it is
+None (so optional facts appear only when they exist); required fields always
+appear, `null` included.  Names that are not UTF-8 get a `_b64` twin
+(engine.codec.jsonable); the path-like ones are declared below so clients
+may rely on them.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..engine.codec import jsonable
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def wire(self) -> dict:
+        """The JSON document (a dict): what --json prints and HTTP sends."""
+        return jsonable(_dump(self))
+
+
+def _dump(obj):
+    if isinstance(obj, BaseModel):
+        out = {}
+        for name, field in type(obj).model_fields.items():
+            value = getattr(obj, name)
+            if value is None and not field.is_required() and field.default is None:
+                continue
+            out[field.alias or name] = _dump(value)
+        for name, value in (obj.__pydantic_extra__ or {}).items():
+            out[name] = _dump(value)
+        return out
+    if isinstance(obj, list):
+        return [_dump(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _dump(v) for k, v in obj.items()}
+    return obj
+
+
+class Result(Model):
+    """Every answer has a status; `error` says what went wrong when it is "error"."""
+    status: Literal["ok", "error"] = "ok"
+    error: str | None = None
+
+
+class ErrorResult(Result):
+    status: Literal["error"] = "error"
+    error: str
+    code: str | None = None
+
+
+# ------------------------------------------------------------------ checkpoints
+class Skipped(Model):
+    path: str
+    path_b64: str | None = None
+    reason: str
+    size: int | None = None
+
+
+class CheckpointInfo(Model):
+    id: str
+    short_id: str
+    time: float
+    time_iso: str
+    description: str
+    kind: str
+    tool: str | None
+    session_id: str | None
+    turn_id: str | None
+    tool_call_id: str | None
+    files: int
+    skipped: list[Skipped]
+    nested_repos: list[str]
+    nested_repos_b64: list[str | None] | None = None
+    added_bytes: int
+    note: str | None = None
+    index: int | None = Field(None, description="1 = newest, in a listing")
+
+
+class SnapshotResult(Result):
+    workspace: str
+    workspace_b64: str | None = None
+    checkpoint: str | None
+    created: bool
+    partial: bool
+    tree: str
+    skipped: list[Skipped]
+    nested_repos: list[str]
+    nested_repos_b64: list[str | None] | None = None
+    files: int
+    kind: str
+    scan: str
+    fallback: bool | None = None
+    checkpoint_info: CheckpointInfo | None
+
+
+class LogResult(Result):
+    workspace: str
+    workspace_b64: str | None = None
+    checkpoints: list[CheckpointInfo]
+    note: str | None = None
+
+
+class DiffFile(Model):
+    path: str
+    path_b64: str | None = None
+    status: Literal["added", "deleted", "modified", "renamed"]
+    old_path: str | None = None
+    old_path_b64: str | None = None
+    similarity: int | None = None
+    binary: bool | None = None
+    additions: int
+    deletions: int
+
+
+class DiffStats(Model):
+    files: int
+    additions: int
+    deletions: int
+
+
+class DiffResult(Result):
+    from_: str = Field(alias="from")
+    to: str = Field(description="a checkpoint id, or 'working tree'")
+    files: list[DiffFile]
+    stats: DiffStats
+    patch: str | None = None
+    patch_truncated: bool | None = None
+
+
+class ShowResult(Result):
+    checkpoint: CheckpointInfo
+    changes: DiffResult | None = Field(None, description="what it recorded against the one before")
+
+
+class PlanItem(Model):
+    path: str
+    path_b64: str | None = None
+    action: Literal["restore", "create", "delete", "skip", "keep", "failed"]
+    reason: str | None = None
+
+
+class RestoreResult(Result):
+    restored_checkpoint: str
+    target: CheckpointInfo | None = Field(None, description="the checkpoint restored to")
+    safety_checkpoint: str | None = Field(description="restore it to undo; null for a dry run")
+    dry_run: bool
+    clean: bool
+    files_changed: int
+    untracked_removed: int
+    skipped: int
+    kept: int
+    failed: int
+    plan: list[PlanItem]
+    operation_id: str | None = None
+    plan_token: str | None = Field(None, description="a dry run's: confirms this same restore (HTTP)")
+    undo: str | None = None
+
+
+class WatcherState(Model):
+    model_config = ConfigDict(extra="allow")
+    enabled: bool
+
+
+class BackgroundJob(Model):
+    kind: str
+    running: bool
+    started: float
+    finished: float | None
+    error: str | None
+    progress: dict | None
+
+
+class WorkspaceInfo(Model):
+    root: str
+    root_b64: str | None = None
+    id: str
+    ref: str
+    gitdir: str
+    exists: bool
+    latest: CheckpointInfo | None
+    checkpoints: int
+    watcher: WatcherState | None = None
+    background: BackgroundJob | None = None
+    first_snapshot_seconds: dict[str, float] | None = None
+
+
+class WorkspacesResult(Result):
+    workspaces: list[WorkspaceInfo]
+
+
+# -------------------------------------------------------------- calls (CLI run/write)
+class CallRecord(Result):
+    """A protected call's record: its operation, checkpoints and whether its outcome was recorded."""
+    operation_id: str | None = None
+    pre_checkpoint: str | None = None
+    post_checkpoint: str | None = None
+    snapshot: dict[str, Any] | None = None
+    recorded: bool | None = None
+    outcome: str | None = None
+    reason: str | None = None
+    outcome_unknown: bool | None = None
+    gate_warning: str | None = None
+
+
+class RunResult(CallRecord):
+    exit_code: int | None
+    journaled: bool | None = None
+    read_only: bool | None = None
+
+
+class WriteResult(CallRecord):
+    path: str
+    path_b64: str | None = None
+    bytes_written: int
+
+
+# ------------------------------------------------------------------ journal
+class Operation(Model):
+    """An open operation as the journal's state holds it."""
+    operation_id: str
+    tool: str | None
+    state: Literal["running", "pending", "uncertain"]
+    session_id: str | None
+    tool_call_id: str | None
+    workspace: str | None
+    workspace_b64: str | None = None
+    pre_checkpoint: str | None
+    started_seq: int | None
+    owner: dict[str, Any] | None
+    reason: str | None = None
+    evidence: Any = None
+    declared_paths: list[str] | None = None
+    declared_paths_b64: list[str | None] | None = None
+
+
+class Settled(Model):
+    operation_id: str
+    tool: str | None
+    result: Literal["completed", "not_applied", "partial", "needs_operator"]
+    evidence: str | None = None
+    paths: list[str] | None = None
+    paths_b64: list[str | None] | None = None
+    why: str | None = None
+
+
+class Protection(Model):
+    state: Literal["on", "ready", "degraded", "off"]
+    reason: str | None = None
+    fix: str | None = None
+    free_bytes: int | None = None
+
+
+class JournalStatus(Result):
+    integrity: str
+    head: str | None
+    events: int
+    journal_id: str | None
+    unresolved: list[Operation]
+    running: list[Operation]
+    replayable: list[str]
+    totals: dict[str, int]
+    healed: str | None
+    checkpoint_file: str
+    settled_at_start: list[Settled]
+    gate: Literal["open", "closed"]
+    protection: Protection
+
+
+class TreeCheck(Model):
+    checkpoints: int
+    trees: int
+    problems: list[str]
+
+
+class VerifyResult(Result):
+    integrity: str
+    problems: list[str]
+    events: int
+    head: str | None
+    journal_id: str | None
+    external_checkpoint: str | None
+    healed: str | None
+    seconds: float
+    checkpoint_trees: TreeCheck
+
+
+class JournalHead(Model):
+    """An exported journal head: keep it elsewhere, verify against it later."""
+    model_config = ConfigDict(extra="allow")
+    schema_: str = Field(alias="schema")
+    journal_id: str | None
+    head: str | None
+    seq: int
+    store: str
+    exported_at: str | None = None
+
+
+class JournalHeadResult(Result):
+    checkpoint: JournalHead
+
+
+class Event(Model):
+    """One journal event: the common fields; the rest depend on its kind (docs/design.md)."""
+    model_config = ConfigDict(extra="allow")
+    schema_: str = Field(alias="schema")
+    seq: int
+    timestamp_ns: int
+    kind: str
+    operation_id: str | None
+    id: str
+
+
+class EventsResult(Result):
+    events: list[Event]
+
+
+class OperationEvents(Result):
+    operation_id: str
+    events: list[Event]
+
+
+class ResolveResult(Result):
+    operation_id: str
+    outcome: str
+    event: int
+    gate: Literal["open", "closed"]
+
+
+class Replayed(Model):
+    operation_id: str
+    replay_operation_id: str
+    paths: list[str]
+    paths_b64: list[str | None] | None = None
+    post_checkpoint: str | None
+    outcome: str | None
+
+
+class RecoverResult(Result):
+    settled: list[Settled]
+    replayed: list[Replayed] | None = None
+    unresolved: list[Operation]
+    gate: Literal["open", "closed"]
+
+
+class RollbackResult(Result):
+    operation_id: str
+    outcome: Literal["rolled_back"]
+    evidence: str
+    restore: RestoreResult | None
+    gate: Literal["open", "closed"]
+
+
+class Refusal(ErrorResult):
+    """The recovery gate is closed: protected calls are refused until an operator reconciles."""
+    error: Literal["chronos_blocked"] = "chronos_blocked"
+    blocked: Literal[True] = True
+    operation_ids: list[str]
+    operations: list[Operation]
+    integrity: str
+    message: str
+    mode: Literal["block", "warn"]
+
+
+# --------------------------------------------------------------- maintenance
+class DroppedCheckpoint(Model):
+    id: str
+    description: str
+    time: int
+
+
+class Dropped(Model):
+    workspace: str
+    workspace_b64: str | None = None
+    workspace_id: str
+    kept: int
+    boundary: str
+    checkpoints: list[DroppedCheckpoint]
+
+
+class CompactResult(Result):
+    dropped: list[Dropped]
+    dry_run: bool
+    size_before: int
+    objects_packed: int | None = None
+    loose_removed: int | None = None
+    packs_replaced: int | None = None
+    size_after: int | None = None
+    elapsed_s: float
+
+
+class JournalSummary(Model):
+    integrity: str
+    events: int
+    head: str | None
+    healed: str | None
+
+
+class HealthResult(Result):
+    store: str
+    store_exists: bool
+    protection: Protection
+    settings: dict[str, Any]
+    settings_problems: list[str]
+    store_bytes: int | None = None
+    journal: JournalSummary | None = None
+    gate: Literal["open", "closed"] | None = None
+    unresolved: int | None = None
+    last_snapshot: dict[str, Any] | None = Field(
+        None, description="this process's newest snapshot, else the workspace's newest checkpoint")
+    workspaces: int | None = None
+    workspace: WorkspaceInfo | None = None
+    deferred: str | None = None
+
+
+class ToolStatus(Result):
+    """`chronos_status` for the model: the journal's state and the workspace's, in one answer."""
+    protection: Protection
+    integrity: str
+    gate: Literal["open", "closed"]
+    unresolved: list[Operation]
+    running: list[Operation]
+    events: int
+    workspace: WorkspaceInfo | None
+    store: str
+    store_bytes: int | None
+    last_snapshot: dict[str, Any] | None

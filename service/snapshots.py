@@ -1,0 +1,150 @@
+"""The checkpoints protected calls get: before and after each call, at turn start,
+and the first one of a workspace (in the background in a long-lived host)."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from ..engine.checkpoint import CheckpointMeta
+from .calls import Call
+from .core import Core
+
+
+def _progress_text(p: dict | None) -> str:
+    if not p or not p.get("files_total"):
+        return ""
+    return f", {p['phase']} {p['files_done']}/{p['files_total']} files"
+
+
+class Snapshots:
+    def __init__(self, core: Core):
+        self.core = core
+        self.last: dict | None = None              # this process's newest snapshot record
+        self._bg: dict[str, dict] = {}             # workspace id -> {"thread", "kind", "started", ...}
+        self._bg_lock = threading.Lock()
+
+    def for_call(self, call: Call, when: str, budget_s: float | None) -> dict:
+        """The checkpoint before or after `call` (a record, never raises): the declared paths of
+        a file call, else the whole workspace bounded by the snapshot budget."""
+        settings = self.core.settings
+        if not settings.auto_snapshot:
+            return {"kind": "none", "note": "auto_snapshot is off"}
+        ws = self.core.store.workspace(call.workspace)
+        meta = CheckpointMeta(description=f"{when} {call.tool}", tool=call.tool, session_id=call.session_id,
+                              turn_id=call.turn_id, tool_call_id=call.tool_call_id)
+        budget = budget_s if budget_s is not None else settings.snapshot_budget_s
+        try:
+            if self.core.background:
+                ws.enable_watcher()
+                waited = self._wait_for_baseline(ws, call, budget)
+                if waited is not None:
+                    return self._note(ws, waited)
+            baseline = ws.has_checkpoint()
+            if call.declared is not None and baseline:
+                # the rest of the tree comes from the persistent index, so a baseline must exist
+                inside = [d.path for d in call.declared if ws.contains(d.path)]
+                if not inside:
+                    return {"kind": "none", "note": "declared paths are outside the workspace; "
+                                                    "their pre-images are kept in the journal"}
+                res = ws.snapshot(meta, paths=inside)
+            elif not baseline:
+                res = ws.snapshot(meta)          # the first snapshot: one bulk import, no budget walk
+            else:
+                res = ws.snapshot(meta, deadline=time.monotonic() + budget if budget else None)
+        except Exception as exc:
+            return self._note(ws, {"kind": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        return self._note(ws, {"checkpoint": res.checkpoint.id if res.checkpoint else None,
+                               "kind": res.report["kind"], "partial": res.partial, "created": res.created,
+                               "scan": res.report.get("scan"),
+                               "skipped_count": len(res.report.get("skipped", ()))})
+
+    def _note(self, ws, out: dict) -> dict:
+        self.last = {"time": time.time(), "workspace": os.fsdecode(ws.root_bytes), **out}
+        return out
+
+    # ---------------------------------------------------------- background
+    def _wait_for_baseline(self, ws, call: Call, budget: float) -> dict | None:
+        """In a long-lived host the first snapshot runs in the background: never block a
+        call on it beyond the budget.  Returns a no-checkpoint record when the call must
+        go ahead without one (it is still journaled)."""
+        if not ws.has_checkpoint():
+            self._start(ws, "baseline")
+        with self._bg_lock:
+            job = self._bg.get(ws.id)
+        if job is None or job["kind"] != "baseline":
+            return None
+        if call.declared is None:
+            job["thread"].join(budget)
+        if not job["thread"].is_alive():
+            return None
+        return {"kind": "none", "pending_baseline": True, "progress": ws.progress,
+                "note": (f"the first checkpoint of this workspace is still being taken in the background "
+                         f"(running for {time.time() - job['started']:.1f} s{_progress_text(ws.progress)}); "
+                         + ("declared paths are protected by their pre-images in the journal"
+                            if call.declared is not None else "this call has no checkpoint"))}
+
+    def _start(self, ws, kind: str, meta: CheckpointMeta | None = None) -> None:
+        with self._bg_lock:
+            job = self._bg.get(ws.id)
+            if job is not None and job["thread"].is_alive():
+                return
+
+            def run():
+                try:
+                    ws.snapshot(meta or CheckpointMeta(description="first checkpoint of the workspace"
+                                                       if kind == "baseline" else "turn start"),
+                                force_scan=True)
+                except Exception as exc:
+                    job["error"] = f"{type(exc).__name__}: {exc}"
+                finally:
+                    job["finished"] = time.time()
+
+            job = {"kind": kind, "started": time.time(), "thread": threading.Thread(
+                target=run, name=f"chronos-git-{kind}", daemon=True)}
+            self._bg[ws.id] = job
+            job["thread"].start()
+
+    def wait(self, ws, timeout: float | None = None) -> bool:
+        """Wait for this workspace's background snapshot; True when none is running."""
+        with self._bg_lock:
+            job = self._bg.get(ws.id)
+        if job is not None:
+            job["thread"].join(timeout)
+            return not job["thread"].is_alive()
+        return True
+
+    def background_state(self, ws) -> dict | None:
+        with self._bg_lock:
+            job = self._bg.get(ws.id)
+        if job is None:
+            return None
+        return {"kind": job["kind"], "running": job["thread"].is_alive(), "started": job["started"],
+                "finished": job.get("finished"), "error": job.get("error"), "progress": ws.progress}
+
+    def turn_checkpoint(self, workspace: str, *, session_id: str | None = None,
+                        turn_id: str | None = None) -> dict:
+        """A full scan at the start of each user turn: edits made between turns get a
+        checkpoint of their own, and the declared-path fast path starts from a fresh index."""
+        if not self.core.settings.auto_snapshot:
+            return {"kind": "none"}
+        ws = self.core.store.workspace(workspace)
+        meta = CheckpointMeta(description="at turn start", tool="turn start", session_id=session_id,
+                              turn_id=turn_id)
+        if self.core.background:
+            # overlaps the model's thinking; the turn's first tool call waits on the workspace lock
+            ws.enable_watcher()
+            self._start(ws, "turn" if ws.has_checkpoint() else "baseline", meta)
+            return {"kind": "background"}
+        res = ws.snapshot(meta, force_scan=True)
+        return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created}
+
+    def flush(self) -> None:
+        """Write stat caches that declared-path snapshots left in memory (at exit)."""
+        if not self.core.store_exists():
+            return
+        for ws in self.core.store.open_workspaces():
+            try:
+                ws.flush_index()
+            except Exception:
+                pass

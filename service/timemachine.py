@@ -1,0 +1,216 @@
+"""The time machine: checkpoints of a workspace, their diffs, and restores.
+
+A restore is a protected call of its own (tool `chronos.restore`): its safety
+checkpoint is the pre-checkpoint, its plan the declared paths, and its
+outcome is read back from disk (engine.restore.evidence).  A dry run issues a
+plan token; the HTTP API requires it for the real restore, so no single
+request rewrites a workspace blindly.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+
+from ..engine import diff as diff_mod
+from ..engine import restore as restore_mod
+from ..engine.checkpoint import CheckpointMeta
+from ..engine.codec import canonical
+from ..engine.errors import ChronosError, PlanTokenError, UnknownWorkspace, WorkspaceRefused
+from ..engine.workspace import canonical_root, system_folder
+from ..journal_refs.events import sha256_hex
+from .calls import Call, Declared, Outcome
+from .core import Core
+from .errors import PlanRequired
+from .gate import Gate
+from .results import (BackgroundJob, CheckpointInfo, DiffResult, LogResult, RestoreResult, ShowResult,
+                      SnapshotResult, WatcherState, WorkspaceInfo, WorkspacesResult)
+from .transaction import ProtectedCalls
+
+PLAN_TOKEN_TTL_S = 600.0
+
+
+class TimeMachine:
+    def __init__(self, core: Core, gate: Gate, calls: ProtectedCalls, snapshots, start, maybe_compact):
+        self.core = core
+        self.gate = gate
+        self.calls = calls
+        self.snapshots = snapshots           # for each workspace's background job (health)
+        self._start = start
+        self._maybe_compact = maybe_compact
+        self._plans: dict[str, tuple[str, float]] = {}   # plan token -> (request key, expiry)
+        self._plans_lock = threading.Lock()
+
+    # ---------------------------------------------------------- workspaces
+    def known(self, root) -> bool:
+        return any(ws.root == root for ws in self.core.store.workspaces()) if self.core.store_exists() else False
+
+    def known_workspace(self, path: str) -> str:
+        """`path` as a workspace a remote client may name: one the store already knows (made by
+        Hermes or the CLI), never `/`, a home, the store or a system folder."""
+        root = canonical_root(path)
+        if system_folder(root):
+            raise WorkspaceRefused(f"{os.fsdecode(root)} is a system folder, `/` or a home directory: "
+                                   "it is never served as a workspace")
+        store = canonical_root(self.core.store_dir)
+        if root == store or root.is_relative_to(store) or store.is_relative_to(root):
+            raise WorkspaceRefused(f"{os.fsdecode(root)} holds or is inside the chronos-git store")
+        if not self.known(root):
+            raise UnknownWorkspace(f"unknown workspace {os.fsdecode(root)}: the store has no checkpoints "
+                                   "for it (only workspaces made by Hermes or the chronos-git CLI are served)")
+        return os.fsdecode(root)
+
+    def _existing(self, workspace: str):
+        """The workspace, for a command about its history: it must exist, or the store know it."""
+        ws = self.core.store.workspace(workspace)
+        if not ws.root.is_dir() and not self.known(ws.root):
+            raise UnknownWorkspace(f"workspace {os.fsdecode(ws.root_bytes)} does not exist and the store "
+                                   "has no checkpoints for it")
+        return ws
+
+    def describe(self, ws, *, detail: bool = False) -> WorkspaceInfo:
+        tip = ws.tip()
+        info = WorkspaceInfo(root=os.fsdecode(ws.root_bytes), id=ws.id, ref=ws.ref, gitdir=str(ws.gitdir),
+                             exists=ws.root.is_dir(), latest=CheckpointInfo(**tip.summary()) if tip else None,
+                             checkpoints=ws.count())
+        if detail:
+            bg = self.snapshots.background_state(ws)
+            info.watcher = WatcherState(**ws.watcher_state())
+            info.background = BackgroundJob(**bg) if bg else None
+            info.first_snapshot_seconds = ws.last_bulk
+        return info
+
+    def workspaces(self) -> WorkspacesResult:
+        out = [self.describe(ws) for ws in self.core.store.workspaces()] if self.core.store_exists() else []
+        out.sort(key=lambda w: -(w.latest.time if w.latest else 0))
+        return WorkspacesResult(workspaces=out)
+
+    # ---------------------------------------------------------- checkpoints
+    def snapshot(self, workspace: str, message: str = "manual checkpoint", *, tool: str | None = None,
+                 session_id: str | None = None, turn_id: str | None = None,
+                 tool_call_id: str | None = None, paths: list[str] | None = None) -> SnapshotResult:
+        ws = self.core.store.workspace(workspace)
+        meta = CheckpointMeta(description=message, kind="manual", tool=tool, session_id=session_id,
+                              turn_id=turn_id, tool_call_id=tool_call_id)
+        res = ws.snapshot(meta, paths=paths)
+        self._maybe_compact(ws)
+        return SnapshotResult(workspace=os.fsdecode(ws.root_bytes), **res.to_dict(),
+                              checkpoint_info=CheckpointInfo(**res.checkpoint.summary()) if res.checkpoint else None)
+
+    def log(self, workspace: str, limit: int | None = 20) -> LogResult:
+        if limit is not None and limit < 1:
+            raise ValueError(f"the limit must be at least 1, not {limit}")
+        if not self.core.store_exists():
+            if not os.path.isdir(workspace):
+                raise UnknownWorkspace(f"workspace {workspace} does not exist")
+            return LogResult(workspace=os.path.abspath(workspace), checkpoints=[],
+                             note=f"no store at {self.core.store_dir} yet: nothing has been checkpointed")
+        ws = self._existing(workspace)
+        return LogResult(workspace=os.fsdecode(ws.root_bytes),
+                         checkpoints=[CheckpointInfo(**c.summary(i)) for i, c in enumerate(ws.checkpoints(limit), 1)])
+
+    def show(self, workspace: str, spec: str) -> ShowResult:
+        ws = self._existing(workspace)
+        cp = ws.resolve(spec)
+        out = ShowResult(checkpoint=CheckpointInfo(**cp.summary()))
+        if cp.parent_id:
+            try:
+                out.changes = DiffResult.model_validate(
+                    diff_mod.diff(ws, cp.parent_id, cp.id, patch=True, max_patch_chars=50_000))
+            except ChronosError:
+                pass
+        return out
+
+    def diff(self, workspace: str, from_spec: str | None = None, to_spec: str | None = None, *,
+             patch: bool = True, max_chars: int = diff_mod.DEFAULT_MAX_PATCH_CHARS,
+             paths: list[str] | None = None) -> DiffResult:
+        ws = self._existing(workspace)
+        return DiffResult.model_validate(diff_mod.diff(ws, from_spec, to_spec, patch=patch,
+                                                       max_patch_chars=max_chars, paths=paths))
+
+    # --------------------------------------------------------------- restore
+    def restore(self, workspace: str, spec: str, *, paths: list[str] | None = None,
+                clean: bool | None = None, dry_run: bool = False, force: bool = False,
+                gate: bool = True, actor: str = "cli", session_id: str | None = None,
+                tool: str = "chronos.restore", plan_token: str | None = None,
+                require_plan: bool = False) -> RestoreResult:
+        """Restore a checkpoint (engine.restore: validated, confined, undoable), journaled as
+        an operation whose pre-checkpoint is the safety checkpoint."""
+        self._start()
+        clean = self.core.settings.clean_untracked_on_rollback if clean is None else clean
+        ws = self.core.store.workspace(workspace)
+        if dry_run:
+            res = RestoreResult(**restore_mod.preview(ws, spec, paths=paths, clean=clean, force=force))
+            res.plan_token = self._issue(self._plan_key(ws, res.restored_checkpoint, paths, clean, force))
+            return res
+        if gate:
+            self.gate.check()
+        if plan_token is not None or require_plan:
+            if not plan_token:
+                raise PlanRequired("a restore needs the plan_token of a dry run of the same request "
+                                   "(send it with dry_run=true first, check the plan, then send it again "
+                                   "with that plan_token)")
+            self._redeem(plan_token, self._plan_key(ws, ws.resolve(spec).id, paths, clean, force))
+        with ws.exclusive():
+            prepared = restore_mod.prepare(ws, spec, paths=paths, clean=clean, force=force,
+                                           meta=CheckpointMeta(description="", session_id=session_id, tool=tool))
+            target = prepared.target
+            declared = [Declared(os.fsdecode(os.path.join(ws.root_bytes, os.fsencode(it.path))),
+                                 pre_id=it.current_blob, post_id=it.blob)
+                        for it in prepared.items if it.declared]
+            args = {"checkpoint": target.id, "paths": paths, "clean": clean, "force": force}
+            call = Call(tool=tool, args=args, workspace=os.fsdecode(ws.root_bytes), session_id=session_id,
+                        declared=declared, actor=actor, pre_checkpoint=prepared.safety.id, snapshots=False)
+            with self.calls.protect(call, gate=False) as t:
+                raw, evidence = restore_mod.apply(ws, prepared)
+                result = RestoreResult(**raw)
+                t.outcome = _outcome(result, evidence, target.id)
+        result.operation_id = t.ticket.operation_id
+        if result.failed:
+            failed = [i for i in result.plan if i.action == "failed"]
+            result.status = "error"
+            result.error = (f"restore incomplete: {len(failed)} path(s) could not be changed "
+                            f"({'; '.join(f'{i.path}: {i.reason}' for i in failed[:5])}); everything else "
+                            f"was restored. Undo all of it by restoring the safety checkpoint "
+                            f"{result.safety_checkpoint[:12]}")
+        return result
+
+    def _plan_key(self, ws, target_id: str, paths, clean: bool, force: bool) -> str:
+        rels = sorted({ws.rel(p) for p in paths}) if paths else None
+        return canonical({"workspace": os.fsdecode(ws.root_bytes), "target": target_id,
+                          "paths": rels, "clean": clean, "force": force})
+
+    def _issue(self, key: str) -> str:
+        token = secrets.token_urlsafe(18)
+        now = time.monotonic()
+        with self._plans_lock:
+            for t in [t for t, (_, exp) in self._plans.items() if exp < now]:
+                del self._plans[t]
+            self._plans[token] = (key, now + PLAN_TOKEN_TTL_S)
+        return token
+
+    def _redeem(self, token: str, key: str) -> None:
+        with self._plans_lock:
+            entry = self._plans.pop(token, None)
+        if entry is None or entry[1] < time.monotonic():
+            raise PlanTokenError("the plan token is unknown, used or expired: run the dry run again and "
+                                 f"confirm within {int(PLAN_TOKEN_TTL_S // 60)} minutes")
+        if entry[0] != key:
+            raise PlanTokenError("the plan token was issued for a different restore (checkpoint, paths "
+                                 "or options differ): run the dry run of this request first")
+
+
+def _outcome(result: RestoreResult, evidence: list[dict], target_id: str) -> Outcome:
+    """A restore's outcome, read back from disk: every path at its post-image (ok), the ones
+    that failed still at their pre-image (partial: known, the gate stays open), or some at
+    neither (uncertain: the gate closes until an operator looks)."""
+    unknown = [e for e in evidence if not e["at_post"] and not e["at_pre"]]
+    if unknown:
+        return Outcome(status="error", post_checkpoint=target_id, fields={"evidence": unknown},
+                       uncertain_reason=f"{len(unknown)} path(s) of the restore are at neither their old "
+                                        "nor their restored content")
+    not_done = [{"path": e["path"], "now": e["now"]} for e in evidence if not e["at_post"]]
+    return Outcome(status="partial" if not_done else "ok", post_checkpoint=target_id,
+                   result_hash=sha256_hex(canonical([i.model_dump(exclude_none=True) for i in result.plan])),
+                   fields={"not_restored": not_done} if not_done else {})

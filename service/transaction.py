@@ -1,0 +1,243 @@
+"""Protected calls: durable intent before dispatch, exactly one outcome after.
+
+Every protected path (the Hermes middleware, `chronos-git run` and `write`,
+a replay, a restore) goes through `ProtectedCalls.protect(call)`:
+
+    with calls.protect(call) as t:      # gate, pre-checkpoint, intent (fsynced)
+        result = dispatch()             # the call runs exactly once, here
+        t.outcome = classify(result)    # else "ok"; an exception: uncertain
+
+The invariant lives here and nowhere else.  Its crash points:
+`after_intent` (intent durable, nothing dispatched: a file call settles as not
+applied, anything else waits for an operator) and `after_dispatch` (the call
+ran, no outcome: a file call settles as completed, anything else waits).
+`finish` never raises: if the outcome cannot be recorded the gate closes in
+this process (`journal.poisoned`) and the record says so.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pygit2
+
+from ..engine import faults
+from ..engine.confine import split
+from ..engine.errors import ChronosError, StoreUnwritable, explain
+from ..journal_refs import events
+from ..journal_refs.evidence import ABSENT, UNKNOWN, content_id, is_blob_id
+from ..journal_refs.events import args_hash, fingerprint, sha256_hex
+from .calls import UNSET, Call, Declared, Outcome, Ticket
+from .core import Core
+from .gate import Gate
+from .results import CallRecord, RunResult, WriteResult
+from .snapshots import Snapshots
+
+
+@dataclass
+class Transaction:
+    """An open protected call: set `outcome` before the block ends."""
+    ticket: Ticket
+    outcome: Outcome | None = None
+    record: CallRecord | None = None       # filled when the block ends
+
+
+class ProtectedCalls:
+    def __init__(self, core: Core, gate: Gate, snapshots: Snapshots, start):
+        self.core = core
+        self.gate = gate
+        self.snapshots = snapshots
+        self._start = start
+        self._completed: dict[tuple[str, str], dict] = {}   # (session, fingerprint) -> op info
+
+    @contextmanager
+    def protect(self, call: Call, *, gate: bool = True, budget_s: float | None = None):
+        """The one transaction for protected work (see the module docstring)."""
+        tx = Transaction(self.begin(call, gate=gate, budget_s=budget_s))
+        try:
+            yield tx
+        except BaseException as exc:
+            tx.record = self.finish(tx.ticket, tx.outcome or Outcome(
+                status="error", uncertain_reason=f"exception: {type(exc).__name__}"))
+            raise
+        tx.record = self.finish(tx.ticket, tx.outcome or Outcome(status="ok"))
+
+    # ------------------------------------------------------------- intent
+    def begin(self, call: Call, *, gate: bool = True, budget_s: float | None = None) -> Ticket:
+        """Gate, pre-checkpoint, durable intent.  After this returns the call may run once."""
+        self._start()
+        warning = self.gate.check() if gate else None
+        store, journal = self.core.store, self.core.journal
+        ws = store.workspace(call.workspace)
+        if call.snapshots:
+            snap = self.snapshots.for_call(call, "before", budget_s)
+        else:
+            snap = {"kind": "safety" if call.pre_checkpoint else "none", "checkpoint": call.pre_checkpoint}
+        try:
+            declared, blobs = self._images(call)
+        except (pygit2.GitError, OSError) as exc:
+            raise StoreUnwritable(f"could not keep the pre- and post-images of this {call.tool} call in "
+                                  f"the store {store.root}: {explain(exc, store.root)}; it was "
+                                  "not run") from None
+        op = uuid.uuid4().hex
+        fp = fingerprint(call.tool, call.args)
+        fields = {
+            "operation_id": op, "tool": call.tool, "args_hash": args_hash(call.args),
+            "fingerprint": fp, "session_id": call.session_id, "tool_call_id": call.tool_call_id,
+            "turn_id": call.turn_id, "owner": journal.me.to_dict(),
+            "workspace": os.fsdecode(ws.root_bytes), "pre_checkpoint": snap.get("checkpoint"),
+            "snapshot": {k: snap[k] for k in ("kind", "partial", "created", "error", "skipped_count")
+                         if k in snap},
+        }
+        if call.declared is not None:
+            fields["declared"] = declared
+            fields["args"] = _file_args(call.args)
+        elif self.core.settings.store_args:
+            fields["args"] = call.args
+        if call.replay_of:
+            fields["replay_of"] = call.replay_of
+        if call.actor:
+            fields["actor"] = call.actor
+        journal.append(events.Started, fields, blobs=blobs)
+        faults.hit("after_intent")
+        return Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
+                      gate_warning=warning)
+
+    def _images(self, call: Call) -> tuple[list[dict], dict[str, str]]:
+        """Per declared path its pre-image (read and stored now) and post-image (stored if known)."""
+        repo = self.core.store.repo()
+        declared: list[dict] = []
+        blobs: dict[str, str] = {}
+        for i, d in enumerate(call.declared or ()):
+            pre = content_id(d.path, store_in=repo) if d.pre_id is UNSET else d.pre_id
+            if d.post_id is not UNSET:
+                post = d.post_id
+            else:
+                post = str(repo.create_blob(d.post)) if isinstance(d.post, bytes) else d.post
+            declared.append({"path": d.path, "pre": pre, "post": post})
+            if is_blob_id(pre):
+                blobs[f"pre-{i:04d}"] = pre
+            if post not in (ABSENT, UNKNOWN):
+                blobs[f"post-{i:04d}"] = post
+        return declared, blobs
+
+    # ------------------------------------------------------------ outcome
+    def finish(self, ticket: Ticket, outcome: Outcome) -> CallRecord:
+        """Post-checkpoint and the outcome.  Never raises: a failure poisons the gate instead."""
+        faults.hit("after_dispatch")
+        call = ticket.call
+        journal = self.core.journal
+        post: dict = {"checkpoint": outcome.post_checkpoint}
+        if call.snapshots and outcome.post_checkpoint is None:
+            try:
+                post = self.snapshots.for_call(call, "after", None)
+            except Exception as exc:      # the outcome must still be recorded
+                post = {"error": str(exc)}
+        rec = CallRecord(operation_id=ticket.operation_id, pre_checkpoint=ticket.pre_checkpoint,
+                         post_checkpoint=post.get("checkpoint"), snapshot=ticket.snapshot, recorded=True,
+                         gate_warning=ticket.gate_warning)
+        try:
+            strict = self.core.settings.strict_errors and outcome.status == "error"
+            if outcome.uncertain_reason or strict:
+                rec.reason = outcome.uncertain_reason or "error result (strict_errors)"
+                journal.append(events.Uncertain, {"operation_id": ticket.operation_id, "reason": rec.reason,
+                                                  "post_checkpoint": post.get("checkpoint"), **outcome.fields})
+                rec.outcome = "uncertain"
+            else:
+                fields = {"operation_id": ticket.operation_id, "status": outcome.status,
+                          "result_hash": outcome.result_hash, "post_checkpoint": post.get("checkpoint"),
+                          "duration_ms": round((time.time_ns() - ticket.started_ns) / 1e6, 3),
+                          **outcome.fields}
+                if outcome.exit_code is not None:
+                    fields["exit_code"] = outcome.exit_code
+                journal.append(events.Returned, fields)
+                rec.outcome = "returned"
+                rec.status = "ok" if outcome.status == "ok" else "error"
+                if outcome.status == "ok" and call.session_id:
+                    self._completed[(call.session_id, ticket.fingerprint)] = {
+                        "operation_id": ticket.operation_id, "post_checkpoint": post.get("checkpoint"),
+                        "tool": call.tool}
+        except Exception as exc:
+            journal.poisoned = (f"recording the outcome of {ticket.operation_id[:12]} "
+                                f"({call.tool}) failed: {exc}")
+            rec.recorded, rec.outcome_unknown, rec.error = False, True, journal.poisoned
+        return rec
+
+    def completed_before(self, session_id: str | None, tool: str, args: dict) -> dict | None:
+        """An identical call that already completed in this session (the duplicate guard)."""
+        if not session_id:
+            return None
+        return self._completed.get((session_id, fingerprint(tool, args)))
+
+    # ------------------------------------------------------ operator calls
+    def run_command(self, workspace: str, argv: list[str], *, tool: str = "terminal",
+                    stdout=None, stderr=None) -> RunResult:
+        """A protected shell call: `chronos-git run -- CMD`."""
+        call = Call(tool=tool, args={"argv": argv, "cwd": workspace}, workspace=workspace,
+                    session_id=os.environ.get("CHRONOS_GIT_SESSION"), actor="cli")
+        if self.core.settings.is_read_only(tool):
+            rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
+            return RunResult(journaled=False, read_only=True, exit_code=rc)
+        failure = None
+        with self.protect(call) as t:
+            try:
+                rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
+            except (OSError, subprocess.SubprocessError) as exc:    # it may have started: unknown
+                rc, failure = None, f"could not run {argv[0]}: {exc}"
+                t.outcome = Outcome(status="error", uncertain_reason=f"exception: {type(exc).__name__}")
+            else:
+                t.outcome = Outcome(status="ok" if rc == 0 else "error", result_hash=sha256_hex(str(rc)),
+                                    exit_code=rc)
+        if failure:
+            return RunResult(**t.record.model_dump(exclude={"status", "error"}), status="error",
+                             exit_code=None, error=failure)
+        return RunResult(**t.record.model_dump(), exit_code=rc)
+
+    def write_file(self, workspace: str, path: str, content: bytes, *, tool: str = "write_file",
+                   session_id: str | None = None, actor: str | None = "cli") -> WriteResult:
+        """A protected write with write_file semantics (parents created, replaced whole),
+        confined to the workspace: never through a symlink, never into a `.git`."""
+        ws = self.core.store.workspace(workspace)
+        abspath = os.path.normpath(path if os.path.isabs(path) else os.path.join(workspace, path))
+        split(ws.rel(abspath))                # outside the workspace or into a .git: refused now
+        call = Call(tool=tool, args={"path": abspath, "content": content.decode("utf-8", "replace")},
+                    workspace=workspace, session_id=session_id, declared=[Declared(abspath, content)],
+                    actor=actor)
+        failure = None
+        with self.protect(call) as t:
+            try:
+                ws.write_files([(abspath, content)])
+            except (OSError, ChronosError) as exc:
+                failure = exc
+                t.outcome = failed_write(t.ticket, exc)
+            else:
+                t.outcome = Outcome(status="ok", result_hash=sha256_hex(str(len(content))))
+        if failure is not None:
+            raise ChronosError(f"could not write {abspath}: {explain(failure, ws.root)}")
+        return WriteResult(**t.record.model_dump(), path=abspath, bytes_written=len(content))
+
+
+def failed_write(ticket: Ticket, exc: BaseException) -> Outcome:
+    """A write that raised: a known error when every path is still at its pre-image
+    (temp + rename never half-replaces a file), else an unknown outcome."""
+    untouched = all(content_id(d["path"]) == d["pre"] for d in ticket.declared)
+    return Outcome(status="error", result_hash=sha256_hex(str(exc)),
+                   uncertain_reason=None if untouched else f"exception: {type(exc).__name__}")
+
+
+def _file_args(args: dict) -> dict:
+    """File-tool args as journaled: the content lives in the post-image blob; long strings
+    (old/new strings, patches) are kept as hashes."""
+    out = {}
+    for k, v in args.items():
+        if k == "content" and isinstance(v, str):
+            out[k] = {"sha256": sha256_hex(v), "chars": len(v), "stored_as": "post-image blob"}
+        elif isinstance(v, str) and len(v) > 512:
+            out[k] = {"sha256": sha256_hex(v), "chars": len(v)}
+        else:
+            out[k] = v
+    return out

@@ -1,0 +1,217 @@
+"""Retention and compaction: what is dropped is reported, pinned checkpoints stay, git stays happy."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pygit2
+import pytest
+
+from chronos_git.engine import restore as restore_mod
+from chronos_git.engine import retention
+from chronos_git.engine.checkpoint import CheckpointMeta
+from chronos_git.engine.config import EngineConfig
+from chronos_git.engine.errors import CheckpointNotFound
+from chronos_git.engine.store import Store
+from support.helpers import git
+
+
+def snap(store, ws, desc="t"):
+    return store.workspace(ws).snapshot(CheckpointMeta(description=desc))
+
+
+def make_history(store, ws, n, size=64):
+    """n checkpoints, each adding a file of `size` random bytes and rewriting a.txt; returns
+    ids oldest first and, per checkpoint, the blob only it holds (its a.txt)."""
+    ids, blobs = [], []
+    for i in range(n):
+        (ws / f"f{i}.bin").write_bytes(os.urandom(size))
+        text = f"version {i} {os.urandom(8).hex()}\n"
+        (ws / "a.txt").write_text(text)
+        ids.append(snap(store, ws, f"v{i}").checkpoint.id)
+        blobs.append(str(pygit2.hash(text.encode())))
+    return ids, blobs
+
+
+def fsck_ok(store_dir):
+    r = git("--git-dir", store_dir, "fsck", "--strict", check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = git("--git-dir", store_dir, "log", "--all", "--format=%H %s", check=False)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def store(store_dir):
+    return Store.open(store_dir, EngineConfig(max_checkpoints=0, size_budget_mb=0))
+
+
+def test_max_checkpoints_drops_oldest_and_reports_them(store, ws, store_dir):
+    ids, blobs = make_history(store, ws, 6)
+    w = store.workspace(ws)
+    rep = retention.compact(store, max_checkpoints=3, size_budget_bytes=0, grace_s=0)
+    assert rep["dry_run"] is False
+    assert len(rep["dropped"]) == 1
+    d = rep["dropped"][0]
+    assert d["workspace"] == str(ws) and d["workspace_id"] == w.id and d["kept"] == 3
+    assert [c["id"] for c in d["checkpoints"]] == list(reversed(ids[:3]))
+    assert [c["description"] for c in d["checkpoints"]] == ["v2", "v1", "v0"]
+    assert isinstance(rep["size_before"], int) and isinstance(rep["size_after"], int)
+    assert rep["size_after"] > 0 and rep["size_after"] == retention.store_size(store)
+
+    assert [c.id for c in w.checkpoints()] == list(reversed(ids[3:]))
+    assert (store_dir / "shallow").read_text().split() == [ids[3]]
+    log = fsck_ok(store_dir)
+    for cid in ids[3:]:
+        assert cid in log
+    for cid in ids[:3]:
+        assert cid not in log
+
+    repo = pygit2.Repository(str(store_dir))
+    for b in blobs[:3] + ids[:3]:
+        assert b not in repo.odb                 # really gone (grace 0)
+    for b in blobs[3:] + ids[3:]:
+        assert b in repo.odb
+    for cid in ids[:3]:
+        with pytest.raises(CheckpointNotFound):
+            w.resolve(cid)
+
+    # the oldest kept checkpoint is complete and restorable
+    restore_mod.restore(w, ids[3])
+    assert (ws / "a.txt").read_text().startswith("version 3 ")
+    assert sorted(p.name for p in ws.iterdir() if p.suffix == ".bin") == ["f0.bin", "f1.bin", "f2.bin", "f3.bin"]
+    fsck_ok(store_dir)
+
+    # the log of compactions says what went
+    records = [json.loads(l) for l in (store_dir / "chronos" / "retention.log").read_text().splitlines()]
+    decided = [r for r in records if r["phase"] == "decided"]
+    assert [c["id"] for c in decided[-1]["dropped"][0]["checkpoints"]] == list(reversed(ids[:3]))
+    assert records[-1]["phase"] == "done"
+
+
+def test_size_budget_keeps_the_newest_that_fit(store_dir, ws):
+    store = Store.open(store_dir, EngineConfig(max_checkpoints=0, size_budget_mb=0.025))   # 26214 bytes
+    ids, _ = make_history(store, ws, 5, size=10_000)
+    rep = retention.compact(store, grace_s=0)                 # limits from the config
+    dropped = [c["id"] for c in rep["dropped"][0]["checkpoints"]]
+    assert dropped == list(reversed(ids[:3]))
+    assert [c.id for c in store.workspace(ws).checkpoints()] == [ids[4], ids[3]]
+    fsck_ok(store_dir)
+
+
+def test_size_budget_always_keeps_the_newest(store_dir, ws):
+    store = Store.open(store_dir, EngineConfig(max_checkpoints=0, size_budget_mb=0.001))
+    ids, _ = make_history(store, ws, 3, size=5_000)
+    retention.compact(store, grace_s=0)
+    assert [c.id for c in store.workspace(ws).checkpoints()] == [ids[2]]
+    restore_mod.restore(store.workspace(ws), ids[2])
+    fsck_ok(store_dir)
+
+
+def test_pinned_checkpoints_are_kept(store, ws, store_dir):
+    ids, _ = make_history(store, ws, 5)
+    w = store.workspace(ws)
+    rep = retention.compact(store, pinned={ids[0]}, max_checkpoints=1, grace_s=0)
+    assert rep["dropped"] == []
+    assert [c.id for c in w.checkpoints()] == list(reversed(ids))
+
+    rep = retention.compact(store, pinned={ids[2]}, max_checkpoints=1, grace_s=0)
+    assert [c["id"] for c in rep["dropped"][0]["checkpoints"]] == [ids[1], ids[0]]
+    assert [c.id for c in w.checkpoints()] == [ids[4], ids[3], ids[2]]
+    fsck_ok(store_dir)
+    restore_mod.restore(w, ids[2])
+    assert (ws / "a.txt").read_text().startswith("version 2 ")
+    assert not (ws / "f3.bin").exists()
+
+
+def test_dry_run_compaction_changes_nothing(store, ws, store_dir):
+    ids, _ = make_history(store, ws, 4)
+    objects_before = sorted(str(p) for p in (store_dir / "objects").rglob("*") if p.is_file())
+    rep = retention.compact(store, max_checkpoints=1, grace_s=0, dry_run=True)
+    assert rep["dry_run"] is True
+    assert [c["id"] for c in rep["dropped"][0]["checkpoints"]] == list(reversed(ids[:3]))
+    assert sorted(str(p) for p in (store_dir / "objects").rglob("*") if p.is_file()) == objects_before
+    assert not (store_dir / "shallow").exists()
+    assert len(store.workspace(ws).checkpoints()) == 4
+
+
+def test_retention_is_per_workspace_and_repeatable(store, ws, tmp_path, store_dir):
+    ws2 = tmp_path / "ws2"
+    ws2.mkdir()
+    ids1, _ = make_history(store, ws, 4)
+    ids2, _ = make_history(store, ws2, 2)
+    rep = retention.compact(store, max_checkpoints=2, grace_s=0)
+    assert [d["workspace"] for d in rep["dropped"]] == [str(ws)]
+    assert [c.id for c in store.workspace(ws2).checkpoints()] == list(reversed(ids2))
+    fsck_ok(store_dir)
+
+    # keep working on top of the cut, compact again: the old boundary goes, the new one stays
+    more, _ = make_history(store, ws, 2)
+    (ws2 / "late.txt").write_text("late\n")
+    late = snap(store, ws2).checkpoint.id
+    rep = retention.compact(store, max_checkpoints=2, grace_s=0)
+    by_ws = {d["workspace"]: [c["id"] for c in d["checkpoints"]] for d in rep["dropped"]}
+    assert by_ws == {str(ws): [ids1[3], ids1[2]], str(ws2): [ids2[0]]}
+    assert sorted((store_dir / "shallow").read_text().split()) == sorted([more[0], ids2[1]])
+    assert [c.id for c in store.workspace(ws).checkpoints()] == [more[1], more[0]]
+    assert [c.id for c in store.workspace(ws2).checkpoints()] == [late, ids2[1]]
+    fsck_ok(store_dir)
+    # an unchanged workspace still reuses its checkpoint: the index survived compaction
+    again = snap(store, ws)
+    assert again.created is False and again.checkpoint.id == more[1]
+    # and new checkpoints chain onto the kept ones
+    (ws / "a.txt").write_text("after compaction\n")
+    new = snap(store, ws)
+    assert new.created and new.checkpoint.parent_id == more[1]
+    fsck_ok(store_dir)
+
+
+def test_compaction_while_snapshots_run(store, ws, store_dir):
+    make_history(store, ws, 4)
+    errors: list[BaseException] = []
+    created: list[str] = []
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        try:
+            while not stop.is_set() and i < 40:
+                i += 1
+                (ws / "live.txt").write_text(f"live {i}\n")
+                r = snap(store, ws, f"live {i}")
+                if r.created:
+                    created.append(r.checkpoint.id)
+        except BaseException as exc:   # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    reports = [retention.compact(store, max_checkpoints=5, grace_s=0) for _ in range(3)]
+    stop.set()
+    t.join()
+    assert not errors, errors
+    assert all(r["size_after"] > 0 for r in reports)
+    fsck_ok(store_dir)
+    kept = [c.id for c in store.workspace(ws).checkpoints()]
+    assert kept[0] == created[-1]
+    # every kept checkpoint is complete
+    repo = pygit2.Repository(str(store_dir))
+    for cid in kept:
+        for entry in repo[cid].tree:
+            assert entry.id in repo.odb
+
+
+def test_service_compacts_automatically_past_the_limit(svc, ws, store_dir):
+    s = svc(max_checkpoints=2, compact_grace_s=0)
+    for i in range(13):                      # limit 2 + slack 10: the 13th snapshot compacts
+        (ws / "a.txt").write_text(f"{i}\n")
+        s.snapshot(str(ws), f"s{i}")
+    rows = s.log(str(ws), None).wire()["checkpoints"]
+    assert [r["description"] for r in rows] == ["s12", "s11"]
+    fsck_ok(store_dir)
+    events = s.journal_log(None).wire()["events"]
+    maint = [e for e in events if e.get("kind") == "maintenance"]
+    retention = [e for e in maint if e["action"] == "retention"]
+    assert retention and retention[0]["dropped"][0]["checkpoints"]
+    assert any(e["action"] == "compact" for e in maint)

@@ -1,0 +1,52 @@
+"""In a long-lived host the first snapshot runs in the background: calls are
+never blocked on it beyond the budget, declared paths stay protected by their
+pre-images in the journal, and `health` reports its state and progress."""
+from __future__ import annotations
+
+import pytest
+
+from chronos_git.service.calls import Call, Declared, Outcome
+from chronos_git.service import Chronos
+from chronos_git.settings import Settings
+
+
+@pytest.fixture
+def big_ws(tmp_path):
+    ws = tmp_path / "ws"
+    for d in range(20):
+        (ws / f"d{d}").mkdir(parents=True)
+        for f in range(50):
+            (ws / f"d{d}" / f"f{f}.txt").write_text(f"{d}/{f}\n")
+    return ws
+
+
+def test_calls_go_ahead_while_the_first_snapshot_runs(tmp_path, big_ws):
+    svc = Chronos.get(tmp_path / "store", Settings(snapshot_budget_s=0.05))
+    svc.background = True
+    ws = svc.store.workspace(big_ws)
+    target = big_ws / "d0" / "f0.txt"
+    with ws.lock():                      # hold the workspace: the background import must wait
+        t = svc.begin(Call(tool="write_file", args={"path": str(target), "content": "new\n"},
+                           workspace=str(big_ws), declared=[Declared(str(target), b"new\n")]))
+        assert t.snapshot["kind"] == "none" and t.snapshot["pending_baseline"] is True
+        assert "pre-images in the journal" in t.snapshot["note"]
+        started = [e for e in svc.journal_log(3).wire()["events"] if e["kind"] == "started"][0]
+        assert started["declared"][0]["pre"] is not None          # the old content is kept
+        state = svc.health(str(big_ws)).wire()["workspace"]["background"]
+        assert state["kind"] == "baseline" and state["running"] is True
+        target.write_text("new\n")
+        svc.finish(t, Outcome(status="ok"))
+        # a whole-workspace call waits at most the budget, then goes ahead without a checkpoint
+        t2 = svc.begin(Call(tool="terminal", args={"command": "make"}, workspace=str(big_ws)))
+        assert t2.snapshot["kind"] == "none" and "this call has no checkpoint" in t2.snapshot["note"]
+        svc.finish(t2, Outcome(status="ok"))
+    assert svc.snapshots.wait(ws, 60)
+    state = svc.health(str(big_ws)).wire()["workspace"]["background"]
+    assert state["running"] is False and state["error"] is None
+    assert state["progress"]["files_done"] == state["progress"]["files_total"] == 1000
+    t3 = svc.begin(Call(tool="terminal", args={"command": "make"}, workspace=str(big_ws)))
+    assert t3.pre_checkpoint and t3.snapshot["kind"] in ("full", "manual")
+    svc.finish(t3, Outcome(status="ok"))
+    # the baseline is a real, complete checkpoint
+    first = svc.log(str(big_ws), None).wire()["checkpoints"][-1]
+    assert first["files"] == 1000

@@ -1,0 +1,68 @@
+"""Helpers every layer's tests share (fixtures live in tests/conftest.py)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class CliResult:
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.proc = proc
+        self.rc = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    @property
+    def json(self) -> dict:
+        try:
+            return json.loads(self.stdout)
+        except ValueError:
+            raise AssertionError(f"stdout is not one JSON document:\n{self.stdout}\nstderr:\n{self.stderr}")
+
+
+def run_cli(store_dir, *args, cwd=None, env=None, fault=None, settings=None, timeout=120) -> CliResult:
+    """The real `chronos-git` CLI in a subprocess (as external tests drive it)."""
+    e = dict(os.environ)
+    e["CHRONOS_GIT_STORE"] = str(store_dir)
+    for k in ("CHRONOS_GIT_FAULT", "CHRONOS_GIT_SETTINGS", "HERMES_HOME"):
+        e.pop(k, None)
+    if fault:
+        e["CHRONOS_GIT_FAULT"] = fault
+    if settings:
+        e["CHRONOS_GIT_SETTINGS"] = json.dumps(settings)
+    if env:
+        e.update(env)
+    proc = subprocess.run([sys.executable, "-m", "chronos_git.cli", *map(str, args)],
+                          cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout)
+    return CliResult(proc)
+
+
+def tree_fingerprint(path: Path) -> str:
+    """Hash of every name, mode and byte below `path` (used for the user's .git)."""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files) + sorted(dirs):
+            p = os.path.join(root, name)
+            st = os.lstat(p)
+            h.update(os.fsencode(os.path.relpath(p, path)) + b"\0" + str(st.st_mode).encode())
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as fh:
+                    h.update(fh.read())
+    return h.hexdigest()
+
+
+def git(*args, cwd=None, check=True) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *map(str, args)], cwd=cwd, capture_output=True, text=True, check=check)
+
+
+def run_command(svc, workspace, argv, **kw) -> tuple[int | None, dict]:
+    """`svc.run_command` as (exit code, the record as its JSON document)."""
+    res = svc.run_command(str(workspace), argv, **kw)
+    return res.exit_code, res.wire()

@@ -1,0 +1,361 @@
+"""The Hermes-facing pieces without a Hermes process: manifest, register(),
+settings, result classification, declared paths, middleware semantics, /chronos.
+Real stores on disk; the only fake is the plugin context (as newer
+`hermes plugins validate` uses a stub context too)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import chronos_git
+from chronos_git.hermes import plugin as hermes_glue
+from chronos_git.hermes import semantics as tool_semantics
+from chronos_git.hermes import slash
+from chronos_git.hermes.tools import SCHEMAS
+from chronos_git.journal_refs.evidence import UNKNOWN
+from chronos_git.service import Call, Chronos, Outcome
+from chronos_git.settings import INSPECTION_TOOLS, Settings
+
+REPO = Path(chronos_git.__file__).resolve().parent
+MANIFEST = yaml.safe_load((REPO / "plugin.yaml").read_text())
+
+
+class RecordingContext:
+    """What a stub context looks like: register_* recorders and nothing else."""
+
+    def __init__(self, config: dict | None = None):
+        self.tools, self.hooks, self.middleware, self.commands, self.cli = {}, {}, {}, {}, {}
+        self._config = config or {}
+
+    def register_tool(self, name, toolset, schema, handler, **kw):
+        self.tools[name] = (toolset, schema, handler)
+
+    def register_hook(self, name, cb):
+        self.hooks.setdefault(name, []).append(cb)
+
+    def register_middleware(self, kind, cb):
+        self.middleware.setdefault(kind, []).append(cb)
+
+    def register_command(self, name, handler, description="", args_hint=""):
+        self.commands[name] = handler
+
+    def register_cli_command(self, name, help, setup_fn, handler_fn=None, description=""):
+        self.cli[name] = (setup_fn, handler_fn)
+
+    def get_config(self, key, default=None):
+        return self._config.get(key, default)
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """A registered plugin whose store lives in tmp; cwd is a workspace."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("alpha\n")
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("TERMINAL_CWD", str(ws))
+
+    def make(**settings):
+        ctx = RecordingContext({"store_dir": str(tmp_path / "store"), **settings})
+        chronos_git.register(ctx)
+        return ctx, hermes_glue._plugins[-1], ws
+    return make
+
+
+# ------------------------------------------------------------------ manifest
+def test_manifest_declares_exactly_what_register_registers(tmp_path):
+    ctx = RecordingContext({"store_dir": str(tmp_path / "store")})
+    chronos_git.register(ctx)
+    assert MANIFEST["name"] == "chronos-git"
+    assert MANIFEST["requires_hermes"] == ">=0.19"
+    assert set(MANIFEST["provides_tools"]) == set(ctx.tools) == set(SCHEMAS)
+    assert set(MANIFEST["provides_hooks"]) == set(ctx.hooks) == set(hermes_glue.HOOKS)
+    assert MANIFEST["provides_middleware"] == list(ctx.middleware) == ["tool_execution"]
+    assert set(ctx.commands) == {"chronos"} and set(ctx.cli) == {"chronos-git"}
+    assert not (tmp_path / "store").exists(), "register() must not touch the store"
+
+
+def test_config_schema_matches_settings():
+    schema = MANIFEST["config_schema"]
+    assert set(schema) == set(Settings.model_fields)
+    defaults = Settings()
+    for key, spec in schema.items():
+        assert spec["default"] == getattr(defaults, key), key
+        assert spec["type"] in ("bool", "int", "float", "list", "str"), key
+        assert spec["description"], key
+
+
+def test_register_survives_a_bare_stub_and_is_idempotent(tmp_path):
+    class Bare:            # no manifest, no get_config, only the registration calls
+        def __init__(self):
+            self.n = 0
+
+        def __getattr__(self, name):
+            def record(*a, **k):
+                self.n += 1
+            return record
+    bare = Bare()
+    chronos_git.register(bare)
+    chronos_git.register(bare)
+    assert bare.n > 0
+
+
+def test_settings_are_lenient_with_bad_values():
+    s, problems = Settings.from_mapping({"max_checkpoints": -3, "gate_mode": "sometimes", "strict_errors": True,
+                                         "snapshot_budget_s": "fast", "unknown_key": 1})
+    assert s.max_checkpoints == 200 and s.gate_mode == "block" and s.snapshot_budget_s == 8.0
+    assert sorted(p.split(" = ")[0].rsplit(".", 1)[1] for p in problems) == [
+        "gate_mode", "max_checkpoints", "snapshot_budget_s"]       # never silently: each one named
+    assert s.strict_errors is True
+    assert all(s.is_read_only(t) for t in INSPECTION_TOOLS)
+    assert not s.is_read_only("chronos_rollback") and not s.is_read_only("terminal")
+
+
+# ------------------------------------------------------------ classification
+@pytest.mark.parametrize("result,status,uncertain", [
+    ('{"bytes_written": 3}', "ok", None),
+    ('{"output": "x", "exit_code": 0, "error": null}', "ok", None),
+    ('{"output": "x", "exit_code": 2, "error": null}', "error", None),
+    ('{"error": "file not found"}', "error", None),
+    ('{"success": false}', "error", None),
+    ('{"error": "[TOOL_ERROR] Tool execution failed: ValueError: boom"}', "error", "exception"),
+    ('{"error": "Command timed out after 180s"}', "error", "timeout"),
+    ('{"error": "interrupted by the user"}', "error", "cancelled"),
+    ("plain text result", "ok", None),
+])
+def test_classify(result, status, uncertain):
+    o = tool_semantics.classify(result)
+    assert (o.status, o.uncertain_reason) == (status, uncertain)
+    assert len(o.result_hash) == 64
+
+
+def test_declared_paths(tmp_path):
+    f = tmp_path / "f.txt"
+    f.write_text("one two one\n")
+    (d,) = tool_semantics.declared_paths("write_file", {"path": "f.txt", "content": "x"}, str(tmp_path))
+    assert d.path == str(f) and d.post == b"x"
+    (d,) = tool_semantics.declared_paths("patch", {"mode": "replace", "path": str(f), "old_string": "two",
+                                                   "new_string": "2"}, str(tmp_path))
+    assert d.post == b"one 2 one\n"
+    (d,) = tool_semantics.declared_paths("patch", {"path": str(f), "old_string": "one",
+                                                   "new_string": "1"}, str(tmp_path))
+    assert d.post == UNKNOWN                                        # ambiguous: Hermes would refuse
+    (d,) = tool_semantics.declared_paths("patch", {"path": str(f), "old_string": "one", "new_string": "1",
+                                                   "replace_all": True}, str(tmp_path))
+    assert d.post == b"1 two 1\n"
+    (d,) = tool_semantics.declared_paths("patch", {"path": str(f), "old_string": "zzz",
+                                                   "new_string": "1"}, str(tmp_path))
+    assert d.post == UNKNOWN                                        # fuzzy territory
+    v4a = "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** Delete File: b.py\n*** End Patch\n"
+    ds = tool_semantics.declared_paths("patch", {"mode": "patch", "patch": v4a}, str(tmp_path))
+    assert [(x.path, x.post) for x in ds] == [(str(tmp_path / "a.py"), UNKNOWN), (str(tmp_path / "b.py"), None)]
+    assert tool_semantics.declared_paths("terminal", {"command": "ls"}, str(tmp_path)) is None
+
+
+# ---------------------------------------------------------------- middleware
+def _mw(plugin_obj, tool, args, next_call, call_id="call_1", session="s1"):
+    return plugin_obj.tool_execution(tool_name=tool, args=args, next_call=next_call, tool_call_id=call_id,
+                                     session_id=session, turn_id="t1", task_id=session)
+
+
+def test_middleware_journals_once_even_when_nested(plugin):
+    ctx, p, ws = plugin()
+    runs = []
+
+    def inner(args):            # 0.19.0 nests the middleware for parallel batches
+        runs.append(1)
+        (ws / "b.txt").write_text(args["content"])
+        return json.dumps({"bytes_written": 2})
+
+    def outer(args):
+        return _mw(p, "write_file", args, inner)
+
+    out = _mw(p, "write_file", {"path": str(ws / "b.txt"), "content": "hi"}, outer)
+    assert json.loads(out)["bytes_written"] == 2 and runs == [1]
+    events = p.svc().journal_log(None).wire()["events"]
+    assert [e["kind"] for e in events if e.get("tool") == "write_file"] == ["started"]
+    assert sum(1 for e in events if e["kind"] == "returned") == 1
+
+
+def test_duplicate_guard_answers_from_the_journal(plugin):
+    ctx, p, ws = plugin(duplicate_guard=True)
+    runs = []
+
+    def run(args):
+        runs.append(1)
+        return json.dumps({"output": "", "exit_code": 0})
+
+    args = {"command": "make release"}
+    _mw(p, "terminal", args, run, call_id="c1")
+    again = json.loads(_mw(p, "terminal", args, run, call_id="c2"))
+    assert runs == [1]
+    assert again["chronos_duplicate"] is True and "not run again" in again["message"]
+    _mw(p, "terminal", args, run, call_id="c3", session="another-session")
+    assert runs == [1, 1]                       # only within the same session
+
+
+def test_gate_blocks_protected_calls_but_not_read_only_ones(plugin, tmp_path):
+    ctx, p, ws = plugin()
+    svc = p.svc()
+    t = svc.begin(Call(tool="terminal", args={"command": "deploy"}, workspace=str(ws)))
+    svc.finish(t, Outcome(status="error", uncertain_reason="timeout"))
+    block = p.on_pre_tool_call(tool_name="write_file", args={"path": "x", "content": "y"}, tool_call_id="c")
+    assert block["action"] == "block"
+    body = json.loads(block["message"])
+    assert body["error"] == "chronos_blocked" and body["operation_ids"] == [t.operation_id]
+    assert p.on_pre_tool_call(tool_name="read_file", args={"path": "a.txt"}) is None
+    assert p.on_pre_tool_call(tool_name="chronos_status", args={}) is None
+    # the middleware refuses too, without running the tool (defence in depth: hooks fail open)
+    ran = []
+    out = json.loads(_mw(p, "write_file", {"path": str(ws / "z"), "content": "z"}, lambda a: ran.append(1)))
+    assert out["error"] == "chronos_blocked" and ran == []
+    alert = p.on_pre_llm_call(session_id="s1")["context"]
+    assert "Waiting for the operator" in alert and t.operation_id[:12] in alert
+
+
+def test_warn_mode_lets_calls_through_with_an_alert(plugin):
+    ctx, p, ws = plugin(gate_mode="warn")
+    svc = p.svc()
+    t = svc.begin(Call(tool="terminal", args={}, workspace=str(ws)))
+    svc.finish(t, Outcome(status="error", uncertain_reason="exception"))
+    assert p.on_pre_tool_call(tool_name="write_file", args={"path": "x", "content": "y"}) is None
+    assert "Waiting for the operator" in p.on_pre_llm_call(session_id="s")["context"]
+
+
+def test_rollback_needs_approval_with_a_unique_rule_key(plugin):
+    ctx, p, ws = plugin()
+    cp = p.svc().snapshot(str(ws), "base").wire()["checkpoint"]
+    d1 = p.on_pre_tool_call(tool_name="chronos_rollback", args={"checkpoint_id": cp}, tool_call_id="c1")
+    d2 = p.on_pre_tool_call(tool_name="chronos_rollback", args={"checkpoint_id": cp}, tool_call_id="c2")
+    assert d1["action"] == d2["action"] == "approve"
+    assert d1["rule_key"] != d2["rule_key"] and cp[:8] in d1["message"]
+    bad = p.on_pre_tool_call(tool_name="chronos_rollback", args={"checkpoint_id": "nope"}, tool_call_id="c3")
+    assert bad["action"] == "block"
+
+
+def test_failure_hint_names_the_checkpoint(plugin):
+    ctx, p, ws = plugin()
+    result = json.dumps({"output": "boom", "exit_code": 1})
+    _mw(p, "terminal", {"command": "false"}, lambda a: result, call_id="c9")
+    hinted = p.on_transform_tool_result(tool_name="terminal", result=result, tool_call_id="c9", status="ok")
+    assert "chronos_rollback(checkpoint_id=" in hinted and hinted.startswith(result)
+    ok = json.dumps({"output": "", "exit_code": 0})
+    _mw(p, "terminal", {"command": "true"}, lambda a: ok, call_id="c10")
+    assert p.on_transform_tool_result(tool_name="terminal", result=ok, tool_call_id="c10", status="ok") is None
+
+
+def test_snapshot_budget_records_a_partial_checkpoint(tmp_path, monkeypatch):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    svc = Chronos.get(tmp_path / "store", Settings(snapshot_budget_s=5))
+    svc.snapshot(str(ws), "empty baseline")
+    for i in range(50):
+        (ws / f"f{i:02d}.txt").write_text(f"{i}\n")
+
+    class Clock:              # every file the scan looks at costs "one second"
+        t = 1000.0
+
+        @classmethod
+        def monotonic(cls):
+            cls.t += 1.0
+            return cls.t
+    import chronos_git.engine.scan as scan_mod
+    import chronos_git.service.snapshots as service_mod
+    monkeypatch.setattr(scan_mod, "time", Clock)
+    monkeypatch.setattr(service_mod.time, "monotonic", Clock.monotonic)
+    t = svc.begin(Call(tool="terminal", args={}, workspace=str(ws)))
+    started = [e for e in svc.journal_log(5).wire()["events"] if e["kind"] == "started"][0]
+    assert started["snapshot"]["partial"] is True and started["snapshot"]["kind"] == "partial"
+    assert svc.health(str(ws)).wire()["last_snapshot"]["partial"] is True
+    cp = svc.log(str(ws), 1).wire()["checkpoints"][0]
+    assert cp["id"] == started["pre_checkpoint"]
+    assert cp["kind"] == "partial" and "budget" in cp["note"]
+    assert 0 < cp["files"] < 50                     # some progress, not the whole tree
+    svc.finish(t, Outcome(status="ok"))
+
+
+# -------------------------------------------------------------------- /chronos
+def test_slash_two_step_restore(plugin):
+    ctx, p, ws = plugin()
+    svc = p.svc()
+    first = svc.snapshot(str(ws), "v1").wire()["checkpoint"]
+    (ws / "a.txt").write_text("changed\n")
+    svc.snapshot(str(ws), "v2")
+    cmd = ctx.commands["chronos"]
+    listing = cmd("")
+    assert "v1" in listing and "v2" in listing
+    armed = cmd(first[:10])
+    assert "/chronos confirm" in armed and (ws / "a.txt").read_text() == "changed\n"
+    assert "restored" in cmd("confirm")
+    assert (ws / "a.txt").read_text() == "alpha\n"
+    assert "nothing to confirm" in cmd("confirm")
+    cmd("2")
+    slash.CONFIRM_WINDOW_S, saved = 0, slash.CONFIRM_WINDOW_S
+    try:
+        cmd(first[:10])
+        time.sleep(0.01)
+        assert "expired" in cmd("confirm")
+    finally:
+        slash.CONFIRM_WINDOW_S = saved
+    assert "usage" in cmd("resolve abc")
+    assert "error" in cmd("resolve abcdef completed it ran")
+    assert "integrity ok" in cmd("status")
+
+
+def test_newer_hosts_get_the_alert_in_the_system_prompt_section(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("TERMINAL_CWD", str(ws))
+    store = tmp_path / "store"
+    env = dict(os.environ, CHRONOS_GIT_STORE=str(store), CHRONOS_GIT_FAULT="after_dispatch")
+    r = subprocess.run([sys.executable, "-m", "chronos_git.cli", "write", "w.txt", "--content", "landed"],
+                       cwd=ws, env=env, capture_output=True)
+    assert r.returncode == -9 and (ws / "w.txt").read_text() == "landed"
+
+    class NewerContext(RecordingContext):
+        def register_system_prompt_section(self, section_id, content, **kw):
+            self.section = (section_id, content)
+
+    ctx = NewerContext({"store_dir": str(store)})
+    chronos_git.register(ctx)
+    p = hermes_glue._plugins[-1]
+    assert p.section_registered and ctx.section[0] == "chronos-git-recovery"
+    text = ctx.section[1]({"session_id": "s"})
+    assert "[chronos-git recovery alert]" in text and "do NOT repeat it" in text and "w.txt" in text
+    assert p.on_pre_llm_call(session_id="s") is None        # told once, not twice
+    assert ctx.section[1]({"session_id": "s2"}) == ""       # nothing left to tell
+
+
+def test_own_tools_list_matches_the_registered_tools():
+    assert hermes_glue.OWN_TOOLS == set(SCHEMAS)
+
+
+# ------------------------------------------------------- never silently off
+def test_a_store_that_cannot_take_writes_is_told_on_the_first_turn(plugin, monkeypatch, capsys):
+    """Full disk or read-only store: the model's first turn and the user's terminal say OFF,
+    why and the fix; once per session (and again if the reason changes)."""
+    ctx, p, ws = plugin()
+    svc = p.svc()
+    from chronos_git.service.results import Protection
+    off = Protection(state="off", reason="the disk holding the store /s is full (0 bytes free)",
+                     fix="free space on the filesystem of /s")
+    monkeypatch.setattr(type(svc), "protection", lambda self: off)
+    first = p.on_pre_llm_call(session_id="s1", is_first_turn=True)
+    assert "protection is OFF" in first["context"] and "full" in first["context"]
+    assert "free space" in first["context"]
+    assert "protection is OFF" in capsys.readouterr().err
+    assert p.on_pre_llm_call(session_id="s1") is None                  # told once per session
+    assert capsys.readouterr().err == ""
+    assert "protection is OFF" in p.on_pre_llm_call(session_id="s2")["context"]
+    monkeypatch.setattr(type(svc), "protection", lambda self: Protection(state="on"))
+    assert p.on_pre_llm_call(session_id="s1") is None
+    status = json.loads(ctx.tools["chronos_status"][2]({}))
+    assert status["protection"] == {"state": "on"}
