@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 from fastapi import APIRouter, Depends
 
 from .deps import Deps, EnvelopeRoute, allowed_hosts, guard
-from .routes import checkpoints, journal, store
+from .routes import checkpoints, journal, report, store
 
 
 def build_router(get_service: Callable, default_workspace: Callable[[], str | None] | None = None, *,
@@ -27,6 +27,6 @@ def build_router(get_service: Callable, default_workspace: Callable[[], str | No
     accepted besides loopback and the environment's."""
     deps = Deps(get_service, default_workspace)
     api = APIRouter(route_class=EnvelopeRoute, dependencies=[Depends(guard(allowed_hosts(extra_hosts)))])
-    for resource in (store, checkpoints, journal):
+    for resource in (store, checkpoints, journal, report):
         api.include_router(resource.router(deps))
     return api

@@ -19,6 +19,15 @@
  * `plan_token`), undo via the safety checkpoint (previewed and confirmed the
  * same way), and the journal: integrity,
  * gate, unresolved operations with a resolve form, recent events, verify.
+ * Protection (`protection` of /journal/status, or /health when the API did
+ * not load) is a badge when on and a banner with the reason and the fix when
+ * OFF or DEGRADED.
+ *
+ * The pane reads only what the OpenAPI schema declares for each route (the
+ * models of service/results.py); tests/e2e/test_desktop_pane.py records every
+ * field it reads and checks them against that schema.  Answers are kept as
+ * they came (`{ res, ... }` beside the pane's own notes), never spread into
+ * local state.
  */
 import * as SDK from '@hermes/plugin-sdk'
 import * as React from 'react'
@@ -182,6 +191,11 @@ function actionCounts(items) {
 }
 
 const failedOf = r => (r.plan || []).filter(i => i.action === 'failed')
+// a RestoreResult's `target` (CheckpointInfo): "abcdef12 “description”"
+const targetText = r => (r.target ? `${r.target.short_id}${r.target.description ? ` “${r.target.description}”` : ''}`
+  : short(r.restored_checkpoint, 12))
+const keptText = r => `${r.kept} kept as they are: not captured by the safety checkpoint`
+const PROTECTION_TONE = { on: 'ok', ready: undefined, degraded: 'warn', off: 'bad' }
 
 // ------------------------------------------------------------------- styles
 const V = (name, fallback) => `var(--ui-${name}, ${fallback})`
@@ -290,9 +304,22 @@ function ResolveForm({ ctx, op, onDone }) {
   })
 }
 
+function ProtectionBanner({ protection: p }) {
+  if (!p || (p.state !== 'off' && p.state !== 'degraded')) return null
+  return jsxs('div', {
+    role: 'alert', 'data-testid': 'protection-banner', 'data-state': p.state, style: p.state === 'off' ? S.error : S.notice,
+    children: [
+      jsxs('div', { children: [jsx('b', { children: `Protection ${p.state.toUpperCase()}: ` }),
+                               jsx('span', { 'data-testid': 'protection-reason', children: p.reason || 'no reason given' })] }),
+      p.fix ? jsxs('div', { children: ['Fix: ', jsx('span', { style: S.mono, 'data-testid': 'protection-fix', children: p.fix })] }) : null
+    ]
+  })
+}
+
 function Journal({ ctx, status, events, verify, verifying, onVerify, onResolved }) {
   if (!status) return jsx('div', { style: S.muted, children: 'Loading journal…' })
   const unresolved = status.unresolved || []
+  const settled = status.settled_at_start || []
   return jsxs('div', {
     style: S.section, 'data-testid': 'journal-panel',
     children: [
@@ -315,18 +342,24 @@ function Journal({ ctx, status, events, verify, verifying, onVerify, onResolved 
           'data-testid': 'unresolved-op', 'data-operation-id': op.operation_id, style: { ...S.notice, marginTop: 4 },
           children: [
             jsx('div', { style: S.mono, children: `${short(op.operation_id, 12)} · ${op.tool} · ${op.state}` }),
-            jsx('div', { style: S.muted, children: (op.workspace || '') + (op.pre_checkpoint ? ` · pre ${short(op.pre_checkpoint)}` : '') }),
+            jsx('div', { style: S.muted, children: (op.workspace || '') + (op.pre_checkpoint ? ` · pre ${short(op.pre_checkpoint)}` : '') +
+                                                   (op.reason ? ` · ${op.reason}` : '') }),
             jsx(ResolveForm, { ctx, op, onDone: onResolved })
           ]
         }, op.operation_id))
       ] }),
+      settled.length ? jsxs('div', { 'data-testid': 'journal-settled', 'data-count': settled.length, children: [
+        jsx('div', { style: S.h, children: `Settled by evidence at start (${settled.length})` }),
+        ...settled.map(x => jsx('div', { style: S.mono, 'data-testid': 'settled-op', 'data-result': x.result,
+          children: `${short(x.operation_id, 12)} ${x.tool || '?'} → ${x.result}${x.why ? ` (${x.why})` : ''}` }, x.operation_id))
+      ] }) : null,
       jsx('div', { style: S.h, children: 'Recent events' }),
       jsx('div', { 'data-testid': 'journal-events', children: (events || []).map(e => jsxs('div', {
         'data-testid': 'journal-event', 'data-kind': e.kind, style: { ...S.row, ...S.mono },
         children: [
           jsx('span', { children: `#${e.seq}` }),
           jsx(Badge, { children: e.kind }),
-          jsx('span', { children: e.tool || e.action || (e.outcome ? `outcome ${e.outcome}` : '') || (e.status ? `status ${e.status}` : '') }),
+          jsx('span', { children: e.operation_id ? short(e.operation_id, 10) : '' }),      // only what Event declares
           jsx('span', { style: S.muted, children: e.timestamp_ns ? ago(e.timestamp_ns / 1e9) : '' })
         ]
       }, e.id || e.seq)) })
@@ -353,6 +386,7 @@ export function ChronosPane({ ctx }) {
   const [verify, setVerify] = useState(null)
   const [verifying, setVerifying] = useState(false)
   const [error, setError] = useState(null)
+  const [offProtection, setOffProtection] = useState(null)   // from /health when the API did not load
 
   const wsRef = useRef(null)
   wsRef.current = ws
@@ -386,13 +420,19 @@ export function ChronosPane({ ctx }) {
         setWs(root)
       }
       setError(cur => (cur && cur.context === 'Refresh' ? null : cur))   // polling works again
+      setOffProtection(null)
       return Promise.all([
         root ? api(ctx, `/checkpoints${qs({ ...wsArgs(list, root), limit: CHECKPOINT_LIMIT })}`)
           .then(c => { if (alive.current && wsRef.current === root) setCheckpoints(c.checkpoints || []) }) : null,
         api(ctx, '/journal/status').then(s => { if (alive.current) setJstatus(s) }),
         api(ctx, `/journal/log${qs({ limit: EVENT_LIMIT })}`).then(l => { if (alive.current) setEvents(l.events || []) })
       ])
-    }).catch(fail('Refresh'))
+    }).catch(e => {
+      fail('Refresh')(e)
+      // never silently off: when the API did not load, its /health still says why (503)
+      return api(ctx, '/health').then(h => h.protection, e2 => toApiError(e2).body.protection || null)
+        .then(p => { if (alive.current) setOffProtection(p) })
+    })
   }, [ctx, fail])
 
   // first load, then poll
@@ -410,7 +450,7 @@ export function ChronosPane({ ctx }) {
     const req = mode === 'changes'
       ? api(ctx, `/checkpoints/${encodeURIComponent(selected)}${qs(wsArgs(listRef.current, ws))}`)
       : api(ctx, `/diff${qs({ ...wsArgs(listRef.current, ws), from: selected })}`)
-    req.then(r => { if (alive.current && seq === detailSeq.current) setDetail(r) },
+    req.then(r => { if (alive.current && seq === detailSeq.current) setDetail({ mode, res: r }) },
              e => { if (seq === detailSeq.current) fail('Loading the diff')(e) })
   }, [ctx, selected, mode, ws, fail])
   useEffect(() => { loadDetail() }, [loadDetail])
@@ -450,16 +490,25 @@ export function ChronosPane({ ctx }) {
   // second click: the dry run's request again, with its plan_token and the full checkpoint id
   const doRestore = p => {
     setBusy(true)
-    const body = { ...p.request, checkpoint: p.restored_checkpoint, dry_run: false, plan_token: p.plan_token }
+    const body = { ...p.request, checkpoint: p.res.restored_checkpoint, dry_run: false, plan_token: p.res.plan_token }
     return api(ctx, '/restore', { method: 'POST', body })
       .then(r => {
         if (!alive.current) return
-        setResult({ ...r, undo: p.undo })
+        setResult({ res: r, undo: p.undo })
         setPlan(null)
         setError(null)
         refresh()
         loadDetail()
-      }, fail(p.undo ? 'Undo' : 'Restore'))
+      }, e => {
+        const err = toApiError(e)
+        // an incomplete restore (HTTP 409) is still a RestoreResult: show what failed, offer undo
+        if (alive.current && err.body.safety_checkpoint && err.body.plan) {
+          setResult({ res: err.body, undo: p.undo })
+          setPlan(null)
+          refresh()
+        }
+        fail(p.undo ? 'Undo' : 'Restore')(err)
+      })
       .then(() => { if (alive.current) setBusy(false) })
   }
 
@@ -470,7 +519,7 @@ export function ChronosPane({ ctx }) {
     api(ctx, '/restore', { method: 'POST', body: { ...request, dry_run: true } })
       .then(p => {
         if (!alive.current) return
-        setPlan({ ...p, request, undo, selected: checkpoint })
+        setPlan({ res: p, request, undo, selected: checkpoint })
         setArmed(true)
         if (disarmRef.current) disarmRef.current()
         disarmRef.current = later(ctx, () => { disarmRef.current = null; if (alive.current) setArmed(false) }, ARM_MS)
@@ -504,8 +553,13 @@ export function ChronosPane({ ctx }) {
       .then(() => { if (alive.current) setVerifying(false) })
   }
 
-  const cp = (checkpoints || []).find(c => c.id === selected) || (detail && detail.checkpoint && detail.checkpoint.id === selected ? detail.checkpoint : null)
-  const diff = detail && (mode === 'changes' ? detail.changes : detail)
+  // detail: {mode, res}: a ShowResult ("changes") or a DiffResult ("worktree")
+  const shown = detail && detail.mode === mode ? detail.res : null
+  const cp = (checkpoints || []).find(c => c.id === selected) ||
+    (shown && mode === 'changes' && shown.checkpoint.id === selected ? shown.checkpoint : null)
+  const diff = shown && (mode === 'changes' ? shown.changes : shown)
+  const protection = offProtection || (jstatus && jstatus.protection) || null
+  const res = result && result.res
   const following = follow && cwd && workspaceForCwd(workspaces, cwd) === ws
 
   return jsxs('div', {
@@ -513,21 +567,25 @@ export function ChronosPane({ ctx }) {
     children: [
       jsxs('div', { style: { ...S.row, justifyContent: 'space-between' }, children: [
         jsx('span', { style: { ...S.h, fontSize: 13 }, children: 'Chronos' }),
+        protection ? jsx(Badge, { tone: PROTECTION_TONE[protection.state], testid: 'header-protection',
+                                  children: `protection ${protection.state === 'on' || protection.state === 'ready' ? protection.state : protection.state.toUpperCase()}` }) : null,
         jstatus ? jsx(Badge, { tone: jstatus.gate === 'open' ? 'ok' : 'bad', testid: 'header-gate', children: `gate ${jstatus.gate}` }) : null,
         jsx(Btn, { testid: 'refresh-button', onClick: () => refresh(), children: 'Refresh' })
       ] }),
+      jsx(ProtectionBanner, { protection }),
       jsx(ErrorBox, { error, onDismiss: () => setError(null) }),
-      result ? jsxs('div', { style: failedOf(result).length ? S.notice : S.ok, 'data-testid': 'restore-result', children: [
-        jsx('div', { children: `${result.undo ? 'Undone' : 'Restored'}: now at ${short(result.restored_checkpoint, 12)} — ` +
-          `${result.files_changed} written, ${result.untracked_removed} removed.` }),
-        ...failedOf(result).map(it => jsx('div', { style: S.mono, 'data-testid': 'restore-failed',
+      res ? jsxs('div', { style: res.failed ? S.notice : S.ok, 'data-testid': 'restore-result', children: [
+        jsx('div', { children: `${res.failed ? 'Incomplete' : result.undo ? 'Undone' : 'Restored'}: now at ${targetText(res)} — ` +
+          `${res.files_changed} written, ${res.untracked_removed} removed${res.failed ? `, ${res.failed} failed` : ''}.` }),
+        res.kept ? jsx('div', { style: S.muted, 'data-testid': 'restore-kept', children: keptText(res) }) : null,
+        ...failedOf(res).map(it => jsx('div', { style: S.mono, 'data-testid': 'restore-failed',
           children: `failed ${it.path}${it.reason ? ` (${it.reason})` : ''}` }, it.path_b64 || it.path)),
         jsxs('div', { style: S.row, children: [
           jsx('span', { children: 'Safety checkpoint' }),
-          jsx('span', { style: S.mono, 'data-testid': 'safety-checkpoint-id', 'data-checkpoint-id': result.safety_checkpoint || '',
-                        children: short(result.safety_checkpoint, 12) }),
-          result.safety_checkpoint
-            ? jsx(Btn, { testid: 'undo-button', disabled: busy, onClick: () => onUndo(result.safety_checkpoint),
+          jsx('span', { style: S.mono, 'data-testid': 'safety-checkpoint-id', 'data-checkpoint-id': res.safety_checkpoint || '',
+                        children: short(res.safety_checkpoint, 12) }),
+          res.safety_checkpoint
+            ? jsx(Btn, { testid: 'undo-button', disabled: busy, onClick: () => onUndo(res.safety_checkpoint),
                          children: 'Undo' })
             : null
         ] })
@@ -572,7 +630,7 @@ export function ChronosPane({ ctx }) {
           jsx(Btn, { testid: 'diff-mode-worktree', onClick: () => setMode('worktree'),
                      children: mode === 'worktree' ? '● vs working tree' : 'vs working tree' })
         ] }),
-        detail && mode === 'changes' && !detail.changes
+        shown && mode === 'changes' && !shown.changes
           ? jsx('div', { style: S.muted, 'data-testid': 'diff-empty', children: 'First checkpoint: nothing earlier to compare with.' })
           : null,
         diff ? jsxs('div', { 'data-testid': 'diff-view', 'data-mode': mode, children: [
@@ -586,8 +644,10 @@ export function ChronosPane({ ctx }) {
         ] }),
         plan ? jsxs('div', { 'data-testid': 'restore-plan', style: armed ? S.notice : S.muted, children: [
           jsx('div', { 'data-testid': 'restore-plan-summary',
-                       children: `${plan.undo ? 'Undo' : 'Dry run'}: ${actionCounts(plan.plan || []) || 'no changes'}` }),
-          ...(plan.plan || []).map(it => jsx('div', {
+                       children: `${plan.undo ? 'Undo' : 'Dry run'}: ${actionCounts(plan.res.plan || []) || 'no changes'}` }),
+          jsx('div', { style: S.muted, 'data-testid': 'restore-plan-target', children: `to ${targetText(plan.res)}` }),
+          plan.res.kept ? jsx('div', { style: S.muted, 'data-testid': 'restore-plan-kept', children: keptText(plan.res) }) : null,
+          ...(plan.res.plan || []).map(it => jsx('div', {
             style: S.mono, 'data-testid': 'restore-plan-item', 'data-action': it.action, title: ACTION_HELP[it.action] || '',
             children: `${it.action} ${it.path}${it.reason ? ` (${it.reason})` : ''}`
           }, `${it.action}:${it.path_b64 || it.path}`))

@@ -9,7 +9,8 @@ from ..models import CompactRequest
 
 ENDPOINTS = ["GET /health", "GET /workspaces", "GET /checkpoints", "GET /checkpoints/{id}", "GET /diff",
              "POST /snapshot", "POST /restore", "POST /compact", "GET /journal/status", "GET /journal/log",
-             "POST /journal/verify", "GET /journal/checkpoint", "POST /journal/resolve", "POST /journal/recover"]
+             "POST /journal/verify", "GET /journal/checkpoint", "POST /journal/resolve", "POST /journal/recover",
+             "GET /report"]
 
 
 class Index(r.Result):

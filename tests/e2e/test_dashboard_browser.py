@@ -3,6 +3,11 @@
 HERMES_HOME, Debian chromium driven by Playwright, checkpoints and journal events
 made by a scripted agent run and by the real CLI.  Assertions are on the page,
 on disk and in the store.
+
+Every answer of the chronos-git API reaches the tab behind a recording Proxy
+(desktop_harness/field_recorder.js, hooked into window.fetch, which the SDK's
+fetchJSON calls), and each test ends by checking that every field the tab read
+is declared by the route's OpenAPI schema.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import pytest
 
 
 from support.hermes_env import HermesEnv, hermes_bin  # noqa: E402
+from surfaces.test_api_schema import openapi_doc, undeclared  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 TOKEN = "browser-test-token"
@@ -53,6 +59,23 @@ def browser_test(fn):
     ):
         fn = mark(fn)
     return fn
+
+# the tab's answers, behind recording Proxies: fetchJSON ends with `return response.json()`
+RECORD_READS = (Path(__file__).parent / "desktop_harness" / "field_recorder.js").read_text() + """
+;(() => {
+  const PREFIX = '/api/plugins/chronos-git'
+  const fetch0 = window.fetch
+  window.fetch = async function (input, init) {
+    const res = await fetch0.apply(this, arguments)
+    const url = new URL(typeof input === 'string' ? input : input.url, location.href)
+    if (!res.ok || !url.pathname.startsWith(PREFIX + '/')) return res
+    const method = ((init && init.method) || (typeof input === 'string' ? 'GET' : input.method)).toUpperCase()
+    const json = res.json.bind(res)
+    res.json = () => json().then(body => window.__fieldRecorder.wrap(body, `${method} ${url.pathname.slice(PREFIX.length)}`))
+    return res
+  }
+})()
+"""
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -158,6 +181,7 @@ def browser():
 @pytest.fixture
 def page(browser, ctx):
     context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    context.add_init_script(RECORD_READS)
     pg = context.new_page()
     pg.set_default_timeout(20_000)
     errors: list[str] = []
@@ -173,6 +197,16 @@ def open_tab(page, ctx):
     page.get_by_role("link", name="Chronos").click()
     page.wait_for_url("**/chronos-git")
     page.get_by_test_id("chronos-root").wait_for()
+
+
+def assert_reads_declared(page, *expected: str) -> list[str]:
+    """Every field the tab read is declared by its route's OpenAPI schema; `expected` reads
+    show that the recording worked."""
+    reads = page.evaluate("window.__fieldRecorder.reads()")
+    assert set(expected) <= set(reads), sorted(set(expected) - set(reads))
+    bad = undeclared(openapi_doc(), reads)
+    assert not bad, "the tab read fields its routes' schemas do not declare:\n" + "\n".join(bad)
+    return reads
 
 
 def row(page, cid: str):
@@ -337,7 +371,13 @@ def test_timeline_diff_and_two_click_restore_with_undo(ctx, page, tmp_path):
     events = ctx.cli("journal", "log", "-n", "10")["events"]
     restores = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos.restore"]
     assert len(restores) == 2 and all(e["actor"] == "user (HTTP API)" for e in restores)
+    assert page.get_by_test_id("header-protection").get_attribute("data-state") == "on"
+    assert page.get_by_test_id("protection-banner").count() == 0
     assert page.errors == []
+    assert_reads_declared(page, "GET /workspaces: workspaces[].root", "GET /checkpoints: checkpoints[].short_id",
+                          f"GET /checkpoints/{by_call['call_write_b']['id']}: changes.patch", "GET /diff: files[].path",
+                          "POST /restore: plan_token", "POST /restore: plan[].action", "POST /restore: target.description",
+                          "GET /journal/status: protection.state", "GET /journal/log: events[].kind")
 
 
 @browser_test
@@ -347,9 +387,16 @@ def test_journal_panel_blocked_restore_resolve_and_verify(ctx, page, tmp_path):
     ctx.cli("run", "--", "sh", "-c", "echo bee > b.txt")
     assert ctx.cli("run", "--", "true", fault="after_dispatch", check=False) == {"rc": -9}
     op = ctx.cli("journal", "status")["unresolved"][0]["operation_id"]
+    ctx.env.write_config({"auto_snapshot": False})       # protected, but not checkpointed: degraded
     ctx.dash.start()
 
     open_tab(page, ctx)
+    banner = page.get_by_test_id("protection-banner")
+    banner.wait_for()
+    assert banner.get_attribute("data-state") == "degraded"
+    assert "auto_snapshot is off" in banner.get_by_test_id("protection-reason").inner_text()
+    assert banner.get_by_test_id("protection-fix").inner_text()
+    assert page.get_by_test_id("header-protection").inner_text() == "protection DEGRADED"
     panel = page.get_by_test_id("journal-panel")
     panel.get_by_test_id("journal-gate").wait_for()
     assert panel.get_by_test_id("journal-integrity").inner_text() == "ok"
@@ -404,3 +451,6 @@ def test_journal_panel_blocked_restore_resolve_and_verify(ctx, page, tmp_path):
     assert f"Verified {n_events} events" in v.inner_text()
     page.screenshot(path=str(tmp_path / "dashboard-journal.png"), full_page=True)
     assert page.errors == []
+    assert_reads_declared(page, "GET /journal/status: unresolved[].operation_id", "GET /journal/status: gate",
+                          "POST /journal/verify: events", "POST /restore: safety_checkpoint",
+                          "GET /journal/status: protection.reason", "GET /journal/status: protection.fix")

@@ -5,8 +5,12 @@ that resolve `@hermes/plugin-sdk` to a stub and `react` / `react/jsx-runtime` to
 a real React 18 installed with npm into a cache directory outside the repo, and
 refuse any other import from the plugin, like the Desktop loader.  The pane is
 rendered with react-test-renderer (no DOM) against a fake `ctx` whose `rest`
-answers with the API's envelopes — or, in the last test, against the real HTTP
-API (uvicorn on 127.0.0.1) and a real store, so the restore changes files.
+answers with the API's typed results — or, in the last test, against the real
+HTTP API (uvicorn on 127.0.0.1) and a real store, so the restore changes files.
+Every scenario also reports the fields the pane read (its answers come behind
+recording Proxies, desktop_harness/field_recorder.js) and the answers it was
+given: each read must be declared by the route's OpenAPI schema, each answer
+must validate against the route's model.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from surfaces.test_api_schema import openapi_doc, undeclared, validate
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "desktop" / "plugin.js"
@@ -87,6 +93,10 @@ def run(node_modules: Path, scenario: str, *, sdk: str = "full", cwd: str | None
     last = p.stdout.strip().splitlines()[-1]
     res = json.loads(last)
     assert res["ok"] is True and res["scenario"] == scenario
+    bad = undeclared(openapi_doc(), res["reads"])
+    assert not bad, f"scenario {scenario}: the pane read fields its routes' schemas do not declare:\n" + "\n".join(bad)
+    for answer in res["served"]:
+        validate(openapi_doc(), *answer["route"].split(" ", 1), answer["body"])
     return res
 
 
@@ -119,7 +129,17 @@ def test_register_contributes_one_right_pane(node_modules):
 
 
 def test_timeline_follows_the_session_cwd_and_shows_diffs(node_modules):
-    run(node_modules, "timeline")
+    res = run(node_modules, "timeline")
+    # the recording works: reads of the typed results, by route
+    assert {"GET /workspaces: workspaces[].root", "GET /checkpoints: checkpoints[].short_id",
+            f"GET /checkpoints/{'b' * 40}: changes.patch", "GET /diff: files[].status",
+            "GET /journal/status: protection.state", "GET /journal/log: events[].kind"} <= set(res["reads"])
+
+
+def test_protection_off_or_degraded_is_shown_with_its_reason_and_fix(node_modules):
+    res = run(node_modules, "protection")
+    assert {"GET /journal/status: protection.reason", "GET /journal/status: protection.fix",
+            "GET /journal/status: settled_at_start[].result"} <= set(res["reads"])
 
 
 def test_two_click_restore_then_undo(node_modules):

@@ -173,9 +173,22 @@ def test_error_result_strict_errors_is_uncertain_gate_closed(svc, ws):
     assert rc == 0 and events(s)[-1]["kind"] == "returned"
 
 
-def test_exception_is_uncertain_and_closes_gate(svc, ws):
+def _failing_subprocess(monkeypatch):
+    """A command whose start fails in a way that does not prove it never ran (EIO)."""
+    import errno
+
+    from chronos_git.service import transaction
+
+    def call(*a, **kw):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(transaction.subprocess, "call", call)
+
+
+def test_exception_is_uncertain_and_closes_gate(svc, ws, monkeypatch):
     s = svc()
-    rc, info = run_command(s, ws, ["/nonexistent/definitely-not-a-command"])
+    _failing_subprocess(monkeypatch)
+    rc, info = run_command(s, ws, ["make"])
+    monkeypatch.undo()
     assert rc is None and info["outcome"] == "uncertain"
     ev = events(s)[-1]
     assert ev["kind"] == "uncertain" and ev["reason"].startswith("exception: ")
@@ -317,9 +330,11 @@ def test_admission_after_2000_appends_uses_head_state(svc, ws, store_dir):
     assert res["status"] == "ok" and res["events"] == 2003
 
 
-def test_warn_mode_admits_but_integrity_failure_still_blocks(svc, ws, store_dir):
+def test_warn_mode_admits_but_integrity_failure_still_blocks(svc, ws, store_dir, monkeypatch):
     s = svc(gate_mode="warn")
-    rc, info = run_command(s, ws, ["/nonexistent/cmd"])
+    _failing_subprocess(monkeypatch)
+    rc, info = run_command(s, ws, ["make"])
+    monkeypatch.undo()
     assert rc is None and info["outcome"] == "uncertain"
     t = s.begin(Call(tool="terminal", args={}, workspace=str(ws)))     # warned, not refused
     assert "recovery gate is closed" in t.gate_warning

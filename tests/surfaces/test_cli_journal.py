@@ -68,16 +68,31 @@ def test_run_without_command_is_an_error(cli, ws):
     assert r.rc == 1 and r.json["status"] == "error"
 
 
-def test_run_command_not_found_is_uncertain_and_blocks(cli, ws):
+def crashed_op(cli, ws) -> str:
+    """A shell call cut off by a crash right after its intent: pending until resolved."""
+    assert cli("run", "--json", "--", "true", cwd=ws, fault="after_intent").rc == -9
+    (u,) = cli("journal", "status", "--json").json["unresolved"]
+    return u["operation_id"]
+
+
+def test_run_of_a_command_that_cannot_start_is_a_known_error(cli, ws):
+    """exec failed: the command never ran, so nothing is unknown and the gate stays open."""
     init(cli, ws)
     r = cli("run", "--json", "--", "/nonexistent/cmd-xyz", cwd=ws)
-    assert r.rc not in (0, 3)
+    assert r.rc == 127
     doc = r.json
-    assert doc["status"] == "error" and doc["outcome"] == "uncertain"
-    op = doc["operation_id"]
+    assert doc["status"] == "error" and doc["outcome"] == "returned" and "could not run" in doc["error"]
+    st = cli("journal", "status", "--json").json
+    assert st["gate"] == "open" and st["unresolved"] == []
+    assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
+
+
+def test_a_shell_call_cut_off_by_a_crash_blocks(cli, ws):
+    init(cli, ws)
+    op = crashed_op(cli, ws)
     st = cli("journal", "status", "--json").json
     assert st["gate"] == "closed"
-    assert [(u["operation_id"], u["state"]) for u in st["unresolved"]] == [(op, "uncertain")]
+    assert [(u["operation_id"], u["state"]) for u in st["unresolved"]] == [(op, "pending")]
     b = cli("run", "--json", "--", "true", cwd=ws)
     assert b.rc == 3
     assert b.json["error"] == "chronos_blocked" and b.json["blocked"] is True
@@ -220,7 +235,7 @@ def test_show_lists_one_operations_events(cli, ws):
 
 def test_resolve_contract(cli, ws):
     init(cli, ws)
-    op = cli("run", "--json", "--", "/nonexistent/x", cwd=ws).json["operation_id"]
+    op = crashed_op(cli, ws)
     # evidence is required, outcome restricted
     assert cli("journal", "resolve", op, "--outcome", "completed", "--json").rc == 1
     assert cli("journal", "resolve", op, "--outcome", "rolled_back", "--evidence", "x", "--json").rc == 1
@@ -243,7 +258,7 @@ def test_resolve_contract(cli, ws):
 
 def test_blocked_doc_shape(cli, ws):
     init(cli, ws)
-    op = cli("run", "--json", "--", "/nonexistent/x", cwd=ws).json["operation_id"]
+    op = crashed_op(cli, ws)
     for args in (("run", "--json", "--", "true"), ("write", "--json", "z.txt", "--content", "z")):
         b = cli(*args, cwd=ws)
         assert b.rc == 3, b.stdout

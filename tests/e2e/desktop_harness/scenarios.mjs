@@ -5,11 +5,15 @@
 // `real-backend` scenario, proxies to a real chronos-git HTTP server on 127.0.0.1.
 // Timers given to ctx.setInterval/ctx.setTimeout are NOT scheduled: the scenario fires
 // them by hand, so nothing here depends on wall-clock time.
-// Each scenario asserts with node:assert and prints one JSON summary line.
+// Each scenario asserts with node:assert and prints one JSON summary line, which also
+// carries every field the pane read (`reads`, recorded by field_recorder.js: ctx.rest
+// answers behind recording Proxies) and every answer it was given (`served`): the
+// Python side checks both against the API's OpenAPI schema and models.
 import assert from 'node:assert/strict'
 import { pathToFileURL } from 'node:url'
 import * as React from 'react'
 import TestRenderer from 'react-test-renderer'
+import './field_recorder.js'
 
 globalThis.IS_REACT_ACT_ENVIRONMENT = true
 const { act } = TestRenderer
@@ -24,14 +28,22 @@ const CP = { newest: hex('a'), middle: hex('b'), oldest: hex('c'), other: hex('d
 const NON_UTF8 = { root: '/w/caf\ufffd', root_b64: 'L3cvY2Fm6Q==' }
 const OP = '0123456789abcdef0123456789abcdef'
 
+// canned answers are the API's typed results (service/results.py); the test validates them
 function cpSummary(id, i, extra = {}) {
   return {
     id, short_id: id.slice(0, 8), time: 1_800_000_000 + i, time_iso: '2027-01-15T08:00:00+00:00',
-    description: extra.description || `checkpoint ${i}`, kind: extra.kind || 'full', tool: extra.tool || 'write_file',
+    description: extra.description || `checkpoint ${i}`, kind: extra.kind || 'full', tool: extra.tool === undefined ? 'write_file' : extra.tool,
     session_id: 's1', turn_id: null, tool_call_id: extra.tool_call_id || null, files: 2, skipped: extra.skipped || [],
     nested_repos: [], added_bytes: 4, index: i
   }
 }
+
+function wsInfo(root, list, extra = {}) {
+  return { root, id: `id-${list[0].id.slice(0, 4)}`, ref: `refs/chronos/snapshots/${list[0].id.slice(0, 4)}`,
+           gitdir: `/store/worktrees/${list[0].id.slice(0, 4)}`, exists: true, latest: list[0], checkpoints: list.length, ...extra }
+}
+
+const PROTECTION_ON = { state: 'on' }
 
 class HttpError extends Error {}
 
@@ -39,7 +51,7 @@ class HttpError extends Error {}
  *  non-2xx is thrown: {status, body} fields, or only "409: {json}" in the message.
  *  Like api/router.py it refuses a POST that is not JSON (415) and a real restore
  *  without the plan_token of a dry run of the same request (428 / 409). */
-function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
+function cannedBackend({ gate = 'open', errorStyle = 'fields', partial = false, protection = PROTECTION_ON, settled = [] } = {}) {
   const state = { gate, unresolved: gate === 'closed' ? 1 : 0, restored: [], seq: 6, plans: new Map(), tokens: 0 }
   const planKey = b => JSON.stringify([b.checkpoint, b.workspace, b.workspace_b64, b.paths, b.paths_b64, b.clean])
   const fail = (status, body) => {
@@ -47,7 +59,8 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
     throw new HttpError(`${status}: ${JSON.stringify(body)}`)
   }
   const cps = {
-    '/w/proj': [cpSummary(CP.newest, 1, { tool: 'patch', tool_call_id: 'call_patch', skipped: ['big.bin'] }),
+    '/w/proj': [cpSummary(CP.newest, 1, { tool: 'patch', tool_call_id: 'call_patch',
+                                          skipped: [{ path: 'big.bin', reason: 'larger than max_file_size_mb', size: 99_000_000 }] }),
                 cpSummary(CP.middle, 2, { tool_call_id: 'call_write' }),
                 cpSummary(CP.oldest, 3, { kind: 'manual', tool: null, description: 'first' })],
     '/w/other': [cpSummary(CP.other, 1)],
@@ -66,14 +79,14 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
     if (method === 'GET' && p === '/workspaces') {
       // /w/other is the most recently used workspace
       return { status: 'ok', workspaces: [
-        { root: '/w/other', checkpoints: 1, exists: true, latest: cps['/w/other'][0] },
-        { root: '/w/proj', checkpoints: cps['/w/proj'].length, exists: true, latest: cps['/w/proj'][0] },
-        { ...NON_UTF8, checkpoints: 1, exists: true, latest: cps[NON_UTF8.root_b64][0] }] }
+        wsInfo('/w/other', cps['/w/other']), wsInfo('/w/proj', cps['/w/proj']),
+        wsInfo(NON_UTF8.root, cps[NON_UTF8.root_b64], { root_b64: NON_UTF8.root_b64 })] }
     }
     if (method === 'GET' && p === '/checkpoints') {
       const list = cps[wsOf(q)]
       if (!list) fail(404, { status: 'error', error: `unknown workspace ${wsOf(q)}` })
-      return { status: 'ok', workspace: q.workspace, checkpoints: list.slice(0, Number(q.limit || 20)) }
+      const named = q.workspace_b64 ? { workspace: NON_UTF8.root, workspace_b64: q.workspace_b64 } : { workspace: q.workspace }
+      return { status: 'ok', ...named, checkpoints: list.slice(0, Number(q.limit || 20)) }
     }
     if (method === 'GET' && p.startsWith('/checkpoints/')) {
       const id = decodeURIComponent(p.slice('/checkpoints/'.length))
@@ -96,10 +109,11 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
       const planItems = [{ path: 'a.txt', action: 'restore' }, { path: 'b.txt', action: 'delete' },
                          { path: 'big.bin', action: 'keep', reason: 'not captured by the safety checkpoint' }]
       if (body.workspace_b64) planItems.push({ path: 'caf\ufffd.txt', path_b64: 'Y2Fm6S50eHQ=', action: 'create' })
+      const target = Object.values(cps).flat().find(c => c.id === body.checkpoint)
       if (body.dry_run) {
         const token = `plan-${++state.tokens}`
         state.plans.set(token, planKey(body))
-        return { status: 'ok', restored_checkpoint: body.checkpoint, safety_checkpoint: null, dry_run: true, clean: true,
+        return { status: 'ok', restored_checkpoint: body.checkpoint, target, safety_checkpoint: null, dry_run: true, clean: true,
                  files_changed: 1, untracked_removed: 1, skipped: 0, kept: 1, failed: 0, plan: planItems, plan_token: token }
       }
       if (!body.plan_token) fail(428, { status: 'error', error: 'a restore needs the plan_token of its dry run' })
@@ -113,20 +127,29 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
       state.restored.push(body.checkpoint)
       const list = cps[wsOf(body)]
       if (!list.some(c => c.id === CP.safety)) list.unshift(cpSummary(CP.safety, 0, { kind: 'safety', tool: null }))
-      const done = [...planItems, { path: 'locked.txt', action: 'failed', reason: 'Permission denied' }]
-      return { status: 'ok', restored_checkpoint: body.checkpoint, safety_checkpoint: CP.safety, dry_run: false, clean: true,
-               files_changed: 1, untracked_removed: 1, skipped: 0, kept: 1, failed: 1, plan: done, operation_id: 'f'.repeat(32) }
+      const done = { status: 'ok', restored_checkpoint: body.checkpoint, target, safety_checkpoint: CP.safety, dry_run: false,
+                     clean: true, files_changed: 1, untracked_removed: 1, skipped: 0, kept: 1, failed: 0, plan: planItems,
+                     operation_id: 'f'.repeat(32) }
+      if (partial && body.checkpoint !== CP.safety) {
+        // like the API: an incomplete restore is a RestoreResult with status "error", sent with HTTP 409
+        fail(409, { ...done, status: 'error', error: 'restore incomplete: 1 path(s) could not be changed (locked.txt: Permission denied)',
+                    failed: 1, plan: [...planItems, { path: 'locked.txt', action: 'failed', reason: 'Permission denied' }] })
+      }
+      return done
     }
     if (method === 'GET' && p === '/journal/status') {
-      return { status: 'ok', integrity: 'ok', gate: state.gate, events: state.seq + 1, head: hex('9'),
-               unresolved: state.unresolved ? [{ operation_id: OP, tool: 'terminal', state: 'pending', workspace: '/w/proj',
-                                                  pre_checkpoint: CP.newest, started_seq: 5 }] : [],
-               running: [], replayable: [] }
+      return { status: 'ok', integrity: 'ok', gate: state.gate, events: state.seq + 1, head: hex('9'), journal_id: 'j1',
+               unresolved: state.unresolved ? [{ operation_id: OP, tool: 'terminal', state: 'pending', session_id: 's1',
+                                                  tool_call_id: 'call_term', workspace: '/w/proj', pre_checkpoint: CP.newest,
+                                                  started_seq: 5, owner: { pid: 4242 }, reason: 'its process died' }] : [],
+               running: [], replayable: [], totals: { started: 3 }, healed: null, checkpoint_file: '/store.journal-checkpoint.json',
+               settled_at_start: settled, protection }
     }
     if (method === 'GET' && p === '/journal/log') {
       const kinds = ['returned', 'started', 'returned', 'started', 'genesis']
       return { status: 'ok', events: kinds.slice(0, Number(q.limit || 50)).map((kind, i) => (
-        { kind, seq: 4 - i, id: hex(String(i)), operation_id: kind === 'genesis' ? null : OP, tool: kind === 'started' ? 'write_file' : undefined,
+        { schema: 'chronos-git.journal.v1', kind, seq: 4 - i, id: hex(String(i)), operation_id: kind === 'genesis' ? null : OP,
+          tool: kind === 'started' ? 'write_file' : undefined,
           status: kind === 'returned' ? 'ok' : undefined, timestamp_ns: 1_800_000_000e9 })) }
     }
     if (method === 'POST' && p === '/journal/resolve') {
@@ -138,7 +161,8 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields' } = {}) {
       return { status: 'ok', operation_id: OP, outcome: body.outcome, event: state.seq, gate: 'open' }
     }
     if (method === 'POST' && p === '/journal/verify') {
-      return { status: 'ok', integrity: 'ok', problems: [], events: state.seq + 1, head: hex('9'), seconds: 0.001 }
+      return { status: 'ok', integrity: 'ok', problems: [], events: state.seq + 1, head: hex('9'), journal_id: 'j1',
+               external_checkpoint: null, healed: null, seconds: 0.001, checkpoint_trees: { checkpoints: 4, trees: 4, problems: [] } }
     }
     fail(404, { detail: 'Not Found' })
   }
@@ -177,7 +201,11 @@ function fakeCtx(backend, { timers = true } = {}) {
       // the headers ride along unseen by deepEqual on the calls
       Object.defineProperty(call, 'headers', { value: (opts && opts.headers) || {}, enumerable: false })
       h.calls.push(call)
-      return backend(path, opts)
+      const route = `${call.method} ${new URL(path, 'http://x').pathname}`
+      return backend(path, opts).then(body => {
+        served.push({ route, body: JSON.parse(JSON.stringify(body)) })     // as it would go over the wire
+        return globalThis.__fieldRecorder.wrap(body, route)
+      })
     },
     onDispose(fn) { h.disposers.push(fn) },
     storage: { get: (k, d) => d, set() {}, remove() {} },
@@ -237,6 +265,7 @@ async function mount(ctx, h) {
 }
 
 const out = { scenario }
+const served = []
 
 // ---------------------------------------------------------------- scenarios
 const scenarios = {
@@ -305,7 +334,7 @@ const scenarios = {
   },
 
   async restore() {
-    const { ctx, h } = fakeCtx(cannedBackend())
+    const { ctx, h } = fakeCtx(cannedBackend({ partial: true }))
     const r = await mount(ctx, h)
     await click(all(r, 'checkpoint-row')[2])
     h.calls.length = 0
@@ -318,6 +347,8 @@ const scenarios = {
                      ['restore restore a.txt', 'delete delete b.txt',
                       'keep keep big.bin (not captured by the safety checkpoint)'])
     assert.equal(text(one(r, 'restore-plan-summary')), 'Dry run: 1 restore · 1 delete · 1 keep')
+    assert.equal(text(one(r, 'restore-plan-target')), `to ${CP.oldest.slice(0, 8)} “first”`)
+    assert.ok(text(one(r, 'restore-plan-kept')).startsWith('1 kept'))
     assert.equal(realCalls(h).length, 0)
     const armTimer = h.timeouts.filter(t => t.active)
     assert.equal(armTimer.length, 1)
@@ -329,7 +360,9 @@ const scenarios = {
     assert.ok(h.calls.every(c => c.method === 'GET' || c.headers['Content-Type'] === 'application/json'),
               'every POST is JSON')
     assert.equal(armTimer[0].active, false, 'the arm timer is cancelled once used')
-    one(r, 'restore-result')
+    // incomplete (HTTP 409 with the RestoreResult): what failed, the error, and undo all the same
+    assert.ok(text(one(r, 'restore-result')).startsWith(`Incomplete: now at ${CP.oldest.slice(0, 8)} “first”`), text(one(r, 'restore-result')))
+    assert.ok(text(one(r, 'chronos-error')).includes('restore incomplete'))
     assert.equal(one(r, 'safety-checkpoint-id').props['data-checkpoint-id'], CP.safety)
     assert.equal(text(one(r, 'restore-button')), 'Restore…')
     assert.deepEqual(all(r, 'restore-failed').map(text), ['failed locked.txt (Permission denied)'])
@@ -343,6 +376,7 @@ const scenarios = {
     await click(one(r, 'restore-button'))                       // ... and confirm
     assert.deepEqual(realCalls(h).map(c => [c.body.checkpoint, c.body.plan_token]), [[CP.oldest, 'plan-1'], [CP.safety, 'plan-2']])
     assert.ok(text(one(r, 'restore-result')).startsWith('Undone'))
+    assert.equal(all(r, 'chronos-error').length, 0)
     out.restore_calls = realCalls(h).map(c => c.body)
     await act(async () => { r.unmount() })
   },
@@ -490,6 +524,42 @@ const scenarios = {
     h.disposers.forEach(d => d())
   },
 
+  async protection() {
+    // degraded: a banner with the reason and the fix; what was settled at start is listed
+    const degraded = { state: 'degraded', reason: 'auto_snapshot is off: calls are journaled but not checkpointed',
+                       fix: 'fix the settings in config.yaml' }
+    const settled = [{ operation_id: OP, tool: 'write_file', result: 'completed', evidence: 'every path at its post-image',
+                       paths: ['/w/proj/a.txt'] }]
+    let off = false
+    const canned = cannedBackend({ protection: degraded, settled })
+    const { ctx, h } = fakeCtx(async (path, opts) => {
+      if (!off) return canned(path, opts)
+      // the API could not load (dashboard/plugin_api.py): only /health answers, 503 with why
+      const body = path === '/health'
+        ? { status: 'error', error: 'chronos-git protection is OFF', protection: { state: 'off', reason: 'pygit2 is missing', fix: 'hermes chronos-git setup' } }
+        : { detail: 'Not Found' }
+      throw Object.assign(new HttpError(`HTTP ${path === '/health' ? 503 : 404}`), { status: path === '/health' ? 503 : 404, body })
+    })
+    const r = await mount(ctx, h)
+    assert.equal(one(r, 'protection-banner').props['data-state'], 'degraded')
+    assert.equal(text(one(r, 'protection-reason')), degraded.reason)
+    assert.equal(text(one(r, 'protection-fix')), degraded.fix)
+    assert.equal(text(one(r, 'header-protection')), 'protection DEGRADED')
+    assert.deepEqual(all(r, 'settled-op').map(n => n.props['data-result']), ['completed'])
+    off = true
+    await act(async () => { h.intervals.find(t => t.active).fn() })
+    await settle()
+    assert.equal(one(r, 'protection-banner').props['data-state'], 'off')
+    assert.equal(text(one(r, 'protection-reason')), 'pygit2 is missing')
+    assert.equal(text(one(r, 'protection-fix')), 'hermes chronos-git setup')
+    assert.equal(text(one(r, 'header-protection')), 'protection OFF')
+    off = false                                       // it loads again: the journal's word counts
+    await act(async () => { h.intervals.find(t => t.active).fn() })
+    await settle()
+    assert.equal(one(r, 'protection-banner').props['data-state'], 'degraded')
+    await act(async () => { r.unmount() })
+  },
+
   async errors() {
     // both shapes a host may throw become one readable error with the envelope's text
     const a = plugin.toApiError(Object.assign(new Error('x'), { status: 404, body: { status: 'error', error: 'no checkpoint abc' } }))
@@ -535,4 +605,4 @@ if (!scenarios[scenario]) {
   process.exit(2)
 }
 await scenarios[scenario]()
-console.log(JSON.stringify({ ok: true, ...out }))
+console.log(JSON.stringify({ ok: true, ...out, reads: globalThis.__fieldRecorder.reads(), served }))

@@ -1,0 +1,413 @@
+"""Text for people, JSON for programs: what the real `chronos-git` prints without --json.
+
+Each test reproduces a finding of the new-user review: indented JSON where text was due,
+options refused after a subcommand, a dry run worded as if it happened, misaligned
+`diff --stat` columns, contradictory `journal status`, a restore that did not say where
+it went, colour in pipes, no progress bar, errors with tracebacks.  Real CLI processes;
+the terminal cases run in a pseudo-terminal (ptyprocess).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from datetime import datetime
+
+import pytest
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+COLOUR = re.compile(r"\x1b\[[0-9;]*(?:3[0-7]|9[0-7])m")       # a foreground colour
+PY = sys.executable
+
+
+def text_of(r, rc: int = 0) -> str:
+    """stdout of a text-mode command: for people (not JSON), plain, no trailing whitespace."""
+    assert r.rc == rc, f"rc={r.rc}\nstdout={r.stdout}\nstderr={r.stderr}"
+    assert "Traceback" not in r.stderr + r.stdout
+    out = r.stdout
+    assert out.strip(), "no output"
+    assert not out.lstrip().startswith(("{", "[")), f"JSON where text was due:\n{out}"
+    with pytest.raises(ValueError):
+        json.loads(out)
+    assert "\x1b" not in out, "escape codes in a pipe"
+    for line in out.splitlines():
+        assert line == line.rstrip(), f"trailing whitespace: {line!r}"
+    return out
+
+
+def one_error_line(r, rc: int = 1) -> str:
+    """An error: nothing on stdout, exactly one line `error: ...` on stderr."""
+    assert r.rc == rc, f"rc={r.rc}\nstdout={r.stdout}\nstderr={r.stderr}"
+    assert r.stdout == "", r.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) > 12, r.stderr
+    return lines[0]
+
+
+def W(ws):
+    return ("--workspace", str(ws))
+
+
+def snapshots(cli, ws, n: int) -> list[str]:
+    ids = []
+    for i in range(n):
+        (ws / "a.txt").write_text(f"version {i}\n")
+        r = cli("snapshot", "-m", f"version {i}", *W(ws), "--json")
+        assert r.rc == 0, r.stderr
+        ids.append(r.json["checkpoint"])
+    return ids
+
+
+def in_pty(store_dir, *args, cwd, env: dict | None = None, timeout: float = 120) -> tuple[int, str]:
+    """The CLI with stdin, stdout and stderr on a pseudo-terminal: (exit status, raw output)."""
+    from ptyprocess import PtyProcess
+    e = {k: v for k, v in os.environ.items()
+         if k not in ("CHRONOS_GIT_FAULT", "CHRONOS_GIT_SETTINGS", "HERMES_HOME", "NO_COLOR")}
+    e.update(CHRONOS_GIT_STORE=str(store_dir), TERM="xterm-256color")
+    e.update(env or {})
+    proc = PtyProcess.spawn([PY, "-m", "chronos_git.cli", *map(str, args)], cwd=str(cwd), env=e,
+                            dimensions=(50, 200))
+    chunks, deadline = [], time.time() + timeout
+    while time.time() < deadline:
+        try:
+            chunks.append(proc.read(65536))
+        except EOFError:
+            break
+    proc.wait()
+    return proc.exitstatus, b"".join(chunks).decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------- every command prints text
+def test_every_command_prints_text_with_its_facts(cli, ws):
+    out = text_of(cli("snapshot", "-m", "first version", *W(ws)))
+    assert "new checkpoint" in out and "first version" in out and str(ws) in out and "files" in out
+    first = cli("log", *W(ws), "--json").json["checkpoints"][0]["id"]
+    assert first[:8] in out
+    assert "nothing changed" in text_of(cli("snapshot", *W(ws)))
+
+    (ws / "a.txt").write_text("alpha\nbeta\n")
+    (ws / "new.txt").write_text("new\n")
+    text_of(cli("snapshot", "-m", "second version", *W(ws)))
+
+    out = text_of(cli("log", *W(ws)))
+    assert "newest first" in out and "first version" in out and "second version" in out
+    assert out.index("second version") < out.index("first version")
+
+    out = text_of(cli("show", "1", *W(ws)))
+    assert "second version" in out and "modified" in out and "a.txt" in out and "+beta" in out
+
+    out = text_of(cli("diff", "2", "1", *W(ws)))
+    assert "2 file(s) changed" in out and "+beta" in out and "new.txt" in out
+
+    out = text_of(cli("health", *W(ws)))
+    assert "protection ON" in out and "journal" in out and "2 checkpoint(s)" in out
+
+    out = text_of(cli("write", "notes.txt", "--content", "hello\n", *W(ws)))
+    assert "wrote" in out and "notes.txt" in out and "6 bytes" in out and "operation" in out
+
+    out = text_of(cli("run", *W(ws), "--", PY, "-c", "print('from the command')"))
+    assert out.splitlines()[0] == "from the command"             # its own output passes through
+    assert "exit code 0" in out and "operation" in out
+
+    out = text_of(cli("journal", "status", *W(ws)))
+    assert "integrity ok" in out and "recovery gate open" in out and "nothing unresolved" in out
+
+    out = text_of(cli("journal", "log", "-n", "5", *W(ws)))
+    assert "returned" in out and "started" in out and "terminal" in out
+    op = cli("journal", "log", "-n", "1", "--json").json["events"][0]["operation_id"]
+    out = text_of(cli("journal", "show", op, *W(ws)))
+    assert op in out and "started" in out and "returned" in out
+
+    out = text_of(cli("journal", "checkpoint", *W(ws)))
+    head = cli("journal", "checkpoint", "--json").json["checkpoint"]["head"]
+    assert head in out and "journal verify --checkpoint" in out
+
+    out = text_of(cli("journal", "verify", *W(ws)))
+    assert "journal verified" in out and "integrity ok" in out
+
+    out = text_of(cli("journal", "recover", *W(ws)))
+    assert "nothing to settle" in out and "recovery gate open" in out
+
+    out = text_of(cli("compact", *W(ws)))
+    assert "compacted the store" in out and "->" in out
+
+
+def test_json_stays_one_document_for_the_same_commands(cli, ws):
+    for args in (("snapshot",), ("log",), ("show", "1"), ("diff",), ("health",), ("compact",),
+                 ("journal", "status"), ("journal", "log"), ("journal", "checkpoint")):
+        r = cli(*args, *W(ws), "--json")
+        assert r.rc == 0 and r.json["status"] == "ok", (args, r.stdout, r.stderr)
+        assert r.stderr == "", (args, r.stderr)
+
+
+# ---------------------------------------------------------------- options after subcommands
+SUBCOMMANDS = [
+    ("snapshot",), ("log",), ("show", "1"), ("diff",), ("diff", "--stat"), ("restore", "1", "--dry-run"),
+    ("compact", "--dry-run"), ("health",), ("journal", "status"), ("journal", "verify"),
+    ("journal", "checkpoint"), ("journal", "log"), ("journal", "recover"),
+]
+
+
+@pytest.mark.parametrize("args", SUBCOMMANDS, ids=" ".join)
+def test_workspace_and_json_after_every_subcommand(cli, ws, tmp_path, args):
+    snapshots(cli, ws, 1)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = cli(*args, "--workspace", ws, "--json", cwd=elsewhere)
+    assert r.rc == 0 and r.json["status"] == "ok", (r.stdout, r.stderr)
+    r = cli(*args, "-w", ws, cwd=elsewhere)
+    text_of(r)
+
+
+def test_workspace_after_run_write_show_and_resolve(cli, ws, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = cli("write", "w.txt", "--content", "x", "-w", ws, "--json", cwd=elsewhere)
+    assert r.rc == 0 and (ws / "w.txt").read_text() == "x"
+    op = r.json["operation_id"]
+    r = cli("run", "-w", ws, "--json", "--", PY, "-c", "open('r.txt', 'w').write('y')", cwd=elsewhere)
+    assert r.rc == 0 and (ws / "r.txt").read_text() == "y"
+    assert cli("journal", "show", op, "-w", ws, "--json", cwd=elsewhere).json["operation_id"] == op
+    e = cli("journal", "resolve", "abcdef", "--outcome", "completed", "--evidence", "x", "-w", ws, "--json")
+    assert e.rc == 1 and "abcdef" in e.json["error"]           # parsed; the operation is unknown
+
+
+# ---------------------------------------------------------------- bad values, missing workspace
+@pytest.mark.parametrize("args", [("log", "--limit", "0"), ("log", "--limit", "-3"), ("log", "-n", "0"),
+                                  ("journal", "log", "-n", "0"), ("journal", "log", "--limit", "-3")],
+                         ids=" ".join)
+def test_limits_below_one_are_errors(cli, ws, args):
+    line = one_error_line(cli(*args, *W(ws)))
+    assert "at least 1" in line
+    r = cli(*args, *W(ws), "--json")
+    assert r.rc == 1 and r.json["status"] == "error" and "at least 1" in r.json["error"]
+
+
+def test_log_of_a_missing_workspace_fails_clearly(cli, ws, tmp_path):
+    snapshots(cli, ws, 1)                                  # a store exists
+    line = one_error_line(cli("log", "-w", "/nonexistent"))
+    assert "/nonexistent" in line and "does not exist" in line
+    r = cli("log", "-w", "/nonexistent", "--json")
+    assert r.rc == 1 and "does not exist" in r.json["error"]
+    fresh = tmp_path / "no-store"                           # and before any store exists
+    line = one_error_line(cli("--store", fresh, "log", "-w", tmp_path / "missing"))
+    assert "does not exist" in line and not fresh.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ("snapshot", "-w", "/nonexistent/ws"),
+    ("show", "zzz"),
+    ("diff", "1", "nope!"),
+    ("restore", "notacheckpoint"),
+    ("restore", "42", "--dry-run"),
+    ("run",),
+    ("write", "x.txt"),
+    ("frobnicate",),
+    ("journal", "show", "0123456789"),
+    ("journal", "resolve", "0123456789", "--outcome", "completed", "--evidence", "e"),
+    ("journal", "recover", "0123456789", "--rollback"),
+    ("journal", "verify", "--checkpoint", "/nonexistent/head.json"),
+    ("journal",),
+], ids=" ".join)
+def test_errors_are_one_line_on_stderr(cli, ws, args):
+    snapshots(cli, ws, 1)
+    one_error_line(cli(*args, cwd=ws))
+
+
+def test_a_settings_problem_is_one_line_too(cli, ws):
+    line = one_error_line(cli("compact", *W(ws), settings={"max_checkpoints": "many"}))
+    assert "max_checkpoints" in line
+
+
+# ---------------------------------------------------------------- health, dry runs, restores
+def test_health_names_the_last_snapshot_beside_the_newest_checkpoint(cli, ws):
+    ids = snapshots(cli, ws, 2)
+    h = cli("health", *W(ws), "--json").json
+    assert h["workspace"]["latest"]["id"] == ids[-1]
+    assert h["last_snapshot"] is not None and h["last_snapshot"]["checkpoint"] == ids[-1]
+    out = text_of(cli("health", *W(ws)))
+    line = next(line for line in out.splitlines() if "last snapshot" in line)
+    assert ids[-1][:8] in line and "none" not in line
+    assert "null" not in out and "None" not in out
+
+
+def test_dry_runs_say_they_changed_nothing(cli, ws):
+    ids = snapshots(cli, ws, 4)
+    for name in ("b.txt", "c.txt", "d.txt"):
+        (ws / name).write_text("later\n")
+    before = {p.name: p.read_bytes() for p in ws.iterdir() if p.is_file()}
+    out = text_of(cli("restore", ids[0], "--dry-run", *W(ws)))
+    first = out.splitlines()[0]
+    assert first.startswith("dry run:") and "would write 1 file(s)" in first and "remove 3" in first
+    assert "Nothing was changed." in first
+    assert "written" not in out and "restored " not in out and "undo" not in out
+    assert {p.name: p.read_bytes() for p in ws.iterdir() if p.is_file()} == before
+
+    out = text_of(cli("compact", "--dry-run", *W(ws), settings={"max_checkpoints": 1}))
+    assert out.startswith("dry run: retention would drop 3 checkpoint(s)") and "Nothing was changed." in out
+    assert "dropped" not in out and "compacted" not in out
+    assert "version 0" in out                                  # which ones it would drop
+    assert len(cli("log", *W(ws), "--json").json["checkpoints"]) == 4
+
+
+def test_restore_names_its_target_and_the_undo(cli, ws):
+    ids = snapshots(cli, ws, 2)
+    (ws / "agent.txt").write_text("made by the agent\n")
+    out = text_of(cli("restore", ids[0], *W(ws)))
+    target = next(c for c in cli("log", *W(ws), "--json").json["checkpoints"] if c["id"] == ids[0])
+    when = datetime.fromtimestamp(target["time"]).strftime("%Y-%m-%d %H:%M:%S")
+    assert out.splitlines()[0] == (f'restored checkpoint {ids[0][:8]} ("version 0", {when}): '
+                                   "1 file(s) written, 1 removed")
+    undo = re.search(r"undo: (chronos-git restore ([0-9a-f]{12}))", out)
+    assert undo, out
+    assert (ws / "a.txt").read_text() == "version 0\n" and not (ws / "agent.txt").exists()
+    # the undo command, as printed, brings everything back
+    back = text_of(cli(*undo.group(1).split()[1:], *W(ws)))
+    assert f"restored checkpoint {undo.group(2)[:8]}" in back
+    assert (ws / "a.txt").read_text() == "version 1\n" and (ws / "agent.txt").exists()
+
+
+# ---------------------------------------------------------------- diff --stat
+def test_diff_stat_columns_line_up(cli, ws):
+    snapshots(cli, ws, 1)
+    deep = ws / "some" / "much" / "deeper" / "directory"
+    deep.mkdir(parents=True)
+    (deep / "with_a_long_file_name.py").write_text("".join(f"line {i}\n" for i in range(120)))
+    (ws / "a.txt").write_text("changed\n")
+    (ws / "b.md").write_text("x\n" * 7)
+    out = text_of(cli("diff", "--stat", *W(ws)))
+    assert "diff --git" not in out
+    row = re.compile(r"^\s*(added|modified|deleted|renamed)\s+(\S+)\s+(\d+|bin)\s+(\d+|bin)$")
+    rows = [m for m in map(row.match, out.splitlines()) if m]
+    assert {m.group(2) for m in rows} == {"a.txt", "b.md", "some/much/deeper/directory/with_a_long_file_name.py"}
+    assert len({m.start(2) for m in rows}) == 1                 # paths start in one column
+    assert len({m.end(3) for m in rows}) == 1                   # + right-aligned
+    assert len({m.end(4) for m in rows}) == 1                   # - right-aligned
+    header = next(line for line in out.splitlines() if "status" in line and "path" in line)
+    assert header.index("+") == rows[0].end(3) - 1 and header.rindex("-") == rows[0].end(4) - 1
+    counts = {m.group(2): (m.group(3), m.group(4)) for m in rows}
+    assert counts["some/much/deeper/directory/with_a_long_file_name.py"] == ("120", "0")
+    assert counts["a.txt"] == ("1", "1")
+
+
+# ---------------------------------------------------------------- journal status after a crash
+def test_a_crashed_shell_call_is_shown_once_as_waiting_for_an_operator(cli, ws):
+    snapshots(cli, ws, 1)
+    crashed = cli("run", "--", "sh", "-c", "echo hi > c.txt", cwd=ws, fault="after_intent")
+    assert crashed.rc == -9
+    st = cli("journal", "status", "--json", cwd=ws).json
+    [op] = [u["operation_id"] for u in st["unresolved"]]
+    # the data has both views (settled at this start as needs_operator, and unresolved) ...
+    assert [s["result"] for s in st["settled_at_start"] if s["operation_id"] == op] == ["needs_operator"]
+    for args in (("journal", "status"), ("journal", "recover")):
+        out = text_of(cli(*args, cwd=ws))
+        # ... the text shows it once: waiting for an operator, with why
+        rows = [line for line in out.splitlines() if op[:12] in line and "pending" in line]
+        assert len(rows) == 1, out
+        assert "waiting for an operator" in out and "cannot be settled by evidence" in rows[0]
+        assert "needs_operator" not in out and "needs operator" not in out
+        assert "settled by evidence at this start" not in out and "settled:" not in out
+        assert "recovery gate CLOSED" in out
+        assert f"journal resolve {op[:12]} --outcome" in out and f"journal recover {op[:12]} --rollback" in out
+    # a protected call is refused: one line, exit 3
+    line = one_error_line(cli("run", "--", "true", cwd=ws), rc=3)
+    assert "recovery gate is closed" in line and op[:12] in line
+    out = text_of(cli("journal", "resolve", op[:12], "--outcome", "not_applied", "--evidence", "c.txt absent",
+                      cwd=ws))
+    assert f"operation {op[:12]} resolved as not_applied" in out and "recovery gate open" in out
+
+
+def test_a_crashed_write_is_shown_as_settled_by_evidence(cli, ws):
+    snapshots(cli, ws, 1)
+    assert cli("write", "w.txt", "--content", "new", cwd=ws, fault="after_intent").rc == -9
+    out = text_of(cli("journal", "status", cwd=ws))
+    assert "settled by evidence at this start" in out and "not applied" in out and "write_file" in out
+    assert "waiting for an operator" not in out and "replayable" in out
+    assert "journal recover" in out and "--replay" in out
+
+
+# ---------------------------------------------------------------- names that are not UTF-8
+def test_undecodable_and_control_character_names_are_escaped(cli, ws, store_dir):
+    snapshots(cli, ws, 1)
+    with open(os.path.join(os.fsencode(ws), b"bad-\xff.txt"), "wb") as fh:
+        fh.write(b"x\n")
+    (ws / "esc-\x1b[31mred.txt").write_text("y\n")
+    for args in (("snapshot",), ("diff", "--stat", "2", "1"), ("diff", "2", "1"), ("show", "1"),
+                 ("restore", "2", "--dry-run"), ("log",)):
+        r = cli(*args, *W(ws))                     # text=True: stdout must decode as UTF-8
+        out = text_of(r)
+        if args[0] != "log" and args[0] != "snapshot":
+            assert "bad-\\xff.txt" in out and "esc-\\x1b[31mred.txt" in out, (args, out)
+
+
+# ---------------------------------------------------------------- colour and progress on a terminal
+def test_colour_only_on_a_terminal_without_no_color(cli, ws, store_dir):
+    snapshots(cli, ws, 2)
+    (ws / "a.txt").write_text("edited\n")
+    for args in (("health",), ("diff", "--stat"), ("journal", "status")):
+        rc, out = in_pty(store_dir, *args, *W(ws), cwd=ws)
+        assert rc == 0 and COLOUR.search(out), (args, out)
+        rc, out = in_pty(store_dir, *args, *W(ws), cwd=ws, env={"NO_COLOR": "1"})
+        assert rc == 0 and "\x1b" not in out, (args, out)
+        text_of(cli(*args, *W(ws)))                           # a pipe: no escapes at all
+    rc, out = in_pty(store_dir, "log", *W(ws), "--json", cwd=ws)
+    assert rc == 0 and "\x1b" not in out and json.loads(out)["status"] == "ok"
+    rc, out = in_pty(store_dir, "show", "zzz", *W(ws), cwd=ws, env={"NO_COLOR": "1"})
+    lines = out.strip().splitlines()
+    assert rc == 1 and len(lines) == 1 and lines[0].startswith("error: "), out
+
+
+def test_slash_text_is_plain_even_when_colour_is_forced(svc, ws, monkeypatch):
+    from chronos_git.cli import render
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    s = svc()
+    s.snapshot(str(ws), "one")
+    (ws / "a.txt").write_text("two\n")
+    s.snapshot(str(ws), "two")
+    for res in (s.log(str(ws)), s.diff(str(ws), "2", "1"), s.health(str(ws)), s.journal_status(),
+                s.restore(str(ws), "2", dry_run=True)):
+        out = render.text(res)
+        assert out and "\x1b" not in out and not out.lstrip().startswith("{")
+        assert all(line == line.rstrip() for line in out.splitlines())
+
+
+def test_progress_bar_for_a_first_snapshot_on_a_terminal(cli, tmp_path, store_dir):
+    big = tmp_path / "big"
+    for d in range(30):
+        sub = big / f"dir{d:02d}"
+        sub.mkdir(parents=True)
+        for i in range(100):
+            (sub / f"f{i:03d}.txt").write_text(f"{d} {i}\n")
+    rc, out = in_pty(store_dir, "snapshot", "-w", big, cwd=tmp_path)
+    assert rc == 0, out
+    plain = ANSI.sub("", out)
+    assert "first snapshot:" in plain and re.search(r"\d+/3000 files", plain), plain
+    assert "new checkpoint" in plain and "3000 files" in plain
+    # not for a later snapshot (no bulk import), never beside --json or into a pipe
+    (big / "dir00" / "f000.txt").write_text("changed\n")
+    rc, out = in_pty(store_dir, "snapshot", "-w", big, cwd=tmp_path)
+    assert rc == 0 and "first snapshot:" not in ANSI.sub("", out)
+    other = tmp_path / "other-store"
+    rc, out = in_pty(other, "snapshot", "-w", big, "--json", cwd=tmp_path)
+    assert rc == 0 and "first snapshot:" not in out and json.loads(out)["files"] == 3000
+    r = cli("--store", tmp_path / "third-store", "snapshot", "-w", big)
+    assert r.rc == 0 and r.stderr == "" and "first snapshot:" not in r.stdout
+
+
+def test_compact_shows_its_steps_on_a_terminal_only(cli, ws, store_dir):
+    snapshots(cli, ws, 3)
+    rc, out = in_pty(store_dir, "compact", *W(ws), cwd=ws, env={"NO_COLOR": "1"})
+    plain = ANSI.sub("", out)
+    assert rc == 0 and "compacting the store" in plain and "packed" in plain and "compacted the store" in plain
+    r = cli("compact", *W(ws))
+    assert r.stderr == "" and "compacting the store" not in text_of(r)
+
+
+def test_a_failing_command_says_so_on_stderr_in_one_line(cli, ws):
+    r = cli("run", *W(ws), "--", PY, "-c", "import sys; sys.exit(5)")
+    assert r.rc == 5 and "Traceback" not in r.stderr
+    assert "exit code 5" in r.stdout and "operation" in r.stdout
+    assert r.stderr.splitlines() == ["error: the command exited with status 5"]
