@@ -47,11 +47,12 @@ def expand(raw: str) -> Path:
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+    # strict: `true` is not the number 1, "5" is not 5; forbid: a misspelt key is a problem
+    model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True)
 
     auto_snapshot: bool = Field(True, description="Snapshot before every modifying tool call.")
     max_checkpoints: int = Field(200, ge=0, description="Checkpoints kept per workspace (0 = unlimited).")
-    size_budget_mb: float = Field(2048, ge=0, description="New bytes kept per workspace across checkpoints (0 = unlimited).")
+    size_budget_mb: float = Field(2048, ge=0, le=1e9, description="New bytes kept per workspace across checkpoints (0 = unlimited).")
     max_file_size_mb: float = Field(50, ge=0, description="Files above this are skipped and listed (0 = no limit).")
     ignored_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_IGNORED),
                                         description="gitignore-style patterns never snapshotted, on top of .gitignore files.")
@@ -88,8 +89,12 @@ class Settings(BaseModel):
                 key = str(e["loc"][0]) if e.get("loc") else "?"
                 bad.setdefault(key, []).append(e["msg"])
             for key, msgs in bad.items():
-                problems.append(f"{where}.{key} = {data.get(key)!r} is invalid ({'; '.join(msgs)}); "
-                                "using the default")
+                if key not in cls.model_fields:
+                    problems.append(f"{where}.{key} is not a chronos-git setting (misspelt?); it is "
+                                    f"ignored. The settings are: {', '.join(cls.model_fields)}")
+                else:
+                    problems.append(f"{where}.{key} = {data.get(key)!r} is invalid ({'; '.join(msgs)}); "
+                                    "using the default")
                 data.pop(key, None)
             return cls(**data), problems
 

@@ -35,14 +35,18 @@ ERRORS = {code: {"model": ErrorResult, "description": why} for code, why in (
     (400, "bad input"), (403, "a refused workspace or Host"), (404, "unknown checkpoint or workspace"),
     (409, "the recovery gate is closed, the journal is in doubt, or a plan token does not fit"),
     (415, "a request that changes state must be JSON"), (428, "a restore without its dry run's plan token"),
-    (500, "an unexpected failure"), (507, "the store cannot take writes (full disk, read-only)"))}
+    (500, "an unexpected failure"), (507, "the store cannot take writes (full disk, read-only)"),
+    # bad parameters are answered 400 ErrorResult; a documented default keeps FastAPI from
+    # advertising a 422 HTTPValidationError that is never sent
+    ("default", "any other error"))}
 
 
 def host_name(value: str) -> str:
     """The name in a Host header: `[::1]:8765` -> `::1`, `LocalHost:80` -> `localhost`."""
     v = value.strip().lower()
     if v.startswith("["):
-        return v[1:].split("]", 1)[0]
+        name, _, rest = v[1:].partition("]")
+        return name if rest == "" or (rest.startswith(":") and rest[1:].isdigit()) else v
     return v.rsplit(":", 1)[0] if v.count(":") == 1 else v
 
 

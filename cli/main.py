@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from ..service.errors import EXIT_ERROR, EXIT_NOT_RECORDED, envelope
 from ..service.results import ErrorResult, Result
 from . import deps, render
 
-READ_ONLY = {"log", "show", "diff", "health"}     # never create a store (the journal commands
+READ_ONLY = {"log", "show", "diff", "health", "report"}     # never create a store (the journal commands
                                                   # open, and so start, the journal)
 
 
@@ -81,8 +82,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _common(p)
     p = sub.add_parser("health", help="store, journal and workspace state")
     _common(p)
+    p = sub.add_parser("report", help="write the self-contained HTML forensic report of the store")
+    p.add_argument("--out", "-o", default=None,
+                   help="file or folder to write (default: the current directory, a dated file name)")
+    p.add_argument("--limit", type=_positive, default=500, help="newest journal events in the timeline")
+    p.add_argument("--checkpoints", type=_positive, default=20, help="newest checkpoints per workspace")
+    _common(p)
+    from ..windtunnel import runner as windtunnel
+    p = sub.add_parser("windtunnel", help="crash / power-cut / I/O / tamper / concurrency / hostile-input "
+                                          "suites against throwaway stores", description=windtunnel.DESCRIPTION)
+    windtunnel.configure(p)
     p = sub.add_parser("setup", help="install chronos-git's dependencies into the Python that runs this")
     deps.configure_setup_parser(p)
+    p.add_argument("--workspace", "-w", default=argparse.SUPPRESS, help=argparse.SUPPRESS)   # the contract; unused
     p = sub.add_parser("run", help="run a command as a protected call: run [opts] -- CMD ARGS...")
     p.add_argument("--tool", default="terminal", help="tool name recorded in the journal")
     p.add_argument("run_argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
@@ -95,6 +107,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _common(p)
 
     j = sub.add_parser("journal", help="the tool-call journal")
+    _common(j)
     js = j.add_subparsers(dest="journal_cmd", metavar="SUBCOMMAND")
     q = js.add_parser("status", help="integrity and unresolved operations")
     _common(q)
@@ -145,6 +158,9 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
     command = getattr(args, "chronos_cmd", None)
     if command == "setup":
         return deps.run_setup(args.chronos_yes, args.chronos_json or as_json, out, err)
+    if command == "windtunnel":           # throwaway stores of its own; the real one only gets its result
+        from ..windtunnel.runner import run_from_args
+        return run_from_args(args, store=getattr(args, "store", None) or store)
     stores = [s for s in (getattr(args, "store", None) or store,) if s]
     try:
         if not command:
@@ -167,7 +183,8 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
 def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, Result]:
     cmd = args.chronos_cmd
     if cmd == "snapshot":
-        return 0, svc.snapshot(workspace, args.message, paths=args.path)
+        with render.import_progress(None if as_json else err) as progress:
+            return 0, svc.snapshot(workspace, args.message, paths=args.path, progress=progress)
     if cmd == "log":
         return 0, svc.log(workspace, args.limit)
     if cmd == "show":
@@ -178,9 +195,14 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
         return 0, svc.restore(workspace, args.checkpoint, paths=args.path, clean=not args.no_clean,
                               dry_run=args.dry_run, force=args.force, actor="operator-cli")
     if cmd == "compact":
-        return 0, svc.compact(dry_run=args.dry_run, progress=None if as_json else render.progress(err))
+        with render.steps(None if as_json else err, "compacting the store") as progress:
+            return 0, svc.compact(dry_run=args.dry_run, progress=progress)
     if cmd == "health":
         return 0, svc.health(workspace)
+    if cmd == "report":
+        from ..report import written          # jinja2 only when a report is asked for
+        return 0, written(svc, Path(args.out) if args.out else None, limit=args.limit,
+                          checkpoints=args.checkpoints)
     if cmd == "run":
         argv = list(args.run_argv)
         if argv and argv[0] == "--":
@@ -238,17 +260,27 @@ def _emit(result: Result, as_json: bool, out, err, command: str | None) -> None:
         out.write(dumps(result.wire()) + "\n")
         out.flush()
         return
-    render.show(result, err if result.status == "error" else out, command=command)
+    render.show(result, out, err, command=command)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # settings problems are logged for Hermes' log; here every command reports them itself
+    # (an error naming them, or `health`), so Python's last-resort handler must not repeat them
+    logging.getLogger("chronos_git").addHandler(logging.NullHandler())
     try:
         args = build_parser().parse_args(argv)
     except _ArgumentError as exc:
         _emit(ErrorResult(error=f"bad arguments: {exc}"), "--json" in argv, sys.stdout, sys.stderr, None)
         return EXIT_ERROR
-    return dispatch(args)
+    try:
+        return dispatch(args)
+    except KeyboardInterrupt:             # Ctrl-C: one line, no traceback (every write is crash-safe)
+        sys.stderr.write("error: interrupted\n")
+        return 130
+    except BrokenPipeError:               # `chronos-git log | head`: the reader has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

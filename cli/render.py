@@ -1,74 +1,182 @@
 """Text for people: one renderer per result type, shared by the CLI and `/chronos`.
 
 rich draws tables with aligned columns and, on a terminal with NO_COLOR
-unset, colour; into a pipe or for `/chronos` it writes plain text.  Names
-that are not UTF-8 are shown with `\\xNN` escapes (engine.codec.human).
+unset, colour; into a pipe or for `/chronos` it writes plain text (no escape
+codes, no trailing whitespace).  Names that are not UTF-8 are shown with
+`\\xNN` escapes (engine.codec.human), and so are control characters, so a
+hostile file name can neither crash the output nor drive the terminal.
+An error is one line, "error: ...", which the CLI prints on stderr.
 """
 from __future__ import annotations
 
 import io
 import os
+import re
+import shutil
+from contextlib import contextmanager
 from datetime import datetime
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from ..engine.codec import human
 from ..service import results as r
 
+_PLAIN_WIDTH = 10_000            # no wrapping in pipes: tables get their natural width
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_KEEP_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
 
-def console(stream, *, plain: bool = False) -> Console:
-    color = not plain and stream.isatty() and not os.environ.get("NO_COLOR")
-    return Console(file=stream, force_terminal=color, no_color=not color, highlight=False,
-                   soft_wrap=True, emoji=False, width=None if color else 200)
+
+def colour(stream) -> bool:
+    """Colour only on a terminal, and never with NO_COLOR set (https://no-color.org)."""
+    try:
+        return stream.isatty() and not os.environ.get("NO_COLOR")
+    except (AttributeError, ValueError):
+        return False
 
 
-def show(result: r.Result, stream, *, command: str | None = None) -> None:
-    """Print `result` for a person on `stream` (colour on a terminal)."""
-    if stream.isatty():
-        con = console(stream)
-        for part in _parts(result, command):
-            con.print(part)
-    else:
-        stream.write(text(result, command) + "\n")
-    stream.flush()
+def console(stream, *, color: bool = False) -> Console:
+    return Console(file=stream, force_terminal=color, no_color=not color, color_system="auto" if color else None,
+                   highlight=False, soft_wrap=True, emoji=False, markup=False,
+                   width=shutil.get_terminal_size().columns if color else _PLAIN_WIDTH)
+
+
+def _live_console(stream) -> Console:
+    """For a progress display on a terminal: cursor control always, colour as `colour` says."""
+    color = colour(stream)
+    return Console(file=stream, force_terminal=True, no_color=not color, color_system="auto" if color else None,
+                   highlight=False, emoji=False, markup=False)
+
+
+def show(result: r.Result, out, err, *, command: str | None = None) -> None:
+    """Print `result` for a person: what it says on `out`, an error as one line on `err`."""
+    body = _render(_safe_parts(result, command), colour(out))
+    if body:
+        _write(out, body)
+    if result.status == "error":
+        _write(err, _render([_error(_message(result))], colour(err)))
 
 
 def text(result: r.Result, command: str | None = None) -> str:
     """`result` as plain text (for pipes and `/chronos`, whose output Hermes prints itself)."""
+    parts = _safe_parts(result, command)
+    if result.status == "error":
+        parts.append(_error(_message(result)))
+    return _render(parts, False)
+
+
+def _render(parts, color: bool) -> str:
     buf = io.StringIO()
-    con = console(buf, plain=True)
-    for part in _parts(result, command):
+    con = console(buf, color=color)
+    for part in parts:
         con.print(part)
-    return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n"))
+    lines = buf.getvalue().rstrip("\n").split("\n")
+    return human("\n".join(_TRAILING.sub(r"\1", line) for line in lines)).strip("\n")
 
 
-def progress(stream):
-    """A progress callback for long work (compaction): one line per step, on a terminal only."""
-    if not stream.isatty():
-        return None
-    con = console(stream)
+def _write(stream, s: str) -> None:
+    try:
+        stream.write(s + "\n")
+    except UnicodeEncodeError:          # a terminal whose encoding cannot show some character
+        enc = getattr(stream, "encoding", None) or "ascii"
+        stream.write((s + "\n").encode(enc, "backslashreplace").decode(enc))
+    stream.flush()
 
-    def say(message: str) -> None:
-        con.print(Text(f"… {message}", style="dim"))
-    return say
+
+# ---------------------------------------------------------------- progress (terminals only)
+_PHASES = {"listing": "listing files", "packing": "storing files", "trees": "writing trees"}
+
+
+@contextmanager
+def import_progress(stream):
+    """A progress bar for a first snapshot's bulk import, as `progress(phase, done, total)`.
+
+    Yields None unless `stream` is a terminal (never into a pipe or beside --json); the
+    bar appears with the import's first report, so later snapshots (no import) show none."""
+    if stream is None or not stream.isatty():
+        yield None
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn)
+    bar = Progress(SpinnerColumn(), TextColumn("first snapshot: {task.description}"), BarColumn(),
+                   MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn(),
+                   console=_live_console(stream), transient=True)
+    task = None
+
+    def report(phase: str, done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task(_PHASES.get(phase, phase), total=None)
+        bar.update(task, description=_PHASES.get(phase, phase), completed=done, total=total or None)
+
+    try:
+        yield report
+    finally:
+        if task is not None:
+            bar.stop()
+
+
+@contextmanager
+def steps(stream, what: str):
+    """A spinner with the current step of long work (compaction's `progress(msg)`).
+
+    Yields None unless `stream` is a terminal."""
+    if stream is None or not stream.isatty():
+        yield None
+        return
+    status = _live_console(stream).status(what, spinner="dots")
+    status.start()
+    try:
+        yield lambda message: status.update(f"{what}: {_clean(message)}")
+    finally:
+        status.stop()
 
 
 # ---------------------------------------------------------------- dispatch
+def _safe_parts(result: r.Result, command: str | None) -> list:
+    """The renderer's parts; should one fail on data it did not expect, plain `key: value`
+    lines of the wire document instead (a person still gets every fact, never a traceback)."""
+    try:
+        return list(_parts(result, command))
+    except Exception:
+        return [Text(f"{key}: {_name(str(value))}") for key, value in result.wire().items()
+                if key not in ("status", "error")]
+
+
 def _parts(result: r.Result, command: str | None):
-    for kind, fn in _RENDERERS:
+    for kind, fn in _RENDERERS + _late_renderers():
         if isinstance(result, kind):
             yield from fn(result)
             return
-    if result.status == "error":
-        yield _error(result.error or "failed")
-        return
-    yield Text(human(str(result.wire())))
+    if result.status != "error":
+        yield Text(_clean(str(result.wire())))
+
+
+def _message(result: r.Result) -> str:
+    if isinstance(result, r.Refusal):
+        return result.message
+    if not result.error and isinstance(result, r.RunResult) and result.exit_code is not None:
+        return f"the command exited with status {result.exit_code}"
+    return result.error or "failed"
 
 
 def _error(message: str) -> Text:
-    return Text.assemble(("error: ", "bold red"), human(message))
+    one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    return Text.assemble(("error: ", "bold red"), _name(one_line))
+
+
+def _name(s: str | None) -> str:
+    """A name or message on one line: undecodable bytes and control characters as \\xNN."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), human(s or ""))
+
+
+def _clean(s: str | None) -> str:
+    """Free text (a patch): like `_name`, but lines and tabs stay."""
+    return _CONTROL_KEEP_LINES.sub(lambda m: "\\x%02x" % ord(m.group()), human(s or ""))
 
 
 def _short(cid: str | None) -> str:
@@ -89,59 +197,83 @@ def _size(n: int | None) -> str:
     return str(n)
 
 
-def _table(*columns, title: str | None = None, header: bool = True) -> Table:
-    t = Table(title=title, title_justify="left", show_edge=False, box=None, pad_edge=False,
-              header_style="bold", show_header=header)
+def _checkpoint(c: r.CheckpointInfo | None, cid: str | None = None) -> str:
+    """`6d50f681 ("before write_file", 2026-12-01 11:06:52)`: which checkpoint, for a person."""
+    if c is None:
+        return _short(cid)
+    return f'{_short(c.id)} ("{_name(c.description)}", {_when(c.time)})'
+
+
+def _table(*columns, header: bool = True) -> Table:
+    t = Table(show_edge=False, box=None, pad_edge=False, header_style="bold", show_header=header)
     for c in columns:
         if isinstance(c, tuple):
-            t.add_column(c[0], justify=c[1], no_wrap=c[1] == "right")
+            t.add_column(c[0], justify=c[1], no_wrap=True)
         else:
             t.add_column(c)
     return t
 
 
-# ---------------------------------------------------------------- renderers
-def _refusal(res: r.Refusal):
-    yield Text.assemble(("recovery gate CLOSED", "bold red"), f" ({res.integrity})")
-    for op in res.operations:
-        yield Text(f"  {op.operation_id[:12]}  {op.tool}  {op.state}" + (f": {op.reason}" if op.reason else ""))
-    yield Text(human(res.message))
+def _indent(renderable):
+    return Padding(renderable, (0, 0, 0, 2), expand=False)
 
 
+def _facts(rows) -> Padding:
+    """Aligned `key  value` lines (rows whose value is None are left out)."""
+    t = _table("", "", header=False)
+    for key, value in rows:
+        if value is not None:
+            t.add_row(key, value)
+    return _indent(t)
+
+
+# ---------------------------------------------------------------- checkpoints
 def _snapshot(res: r.SnapshotResult):
-    if res.created:
-        head = Text.assemble(("checkpoint ", ""), (_short(res.checkpoint), "bold"),
-                             f" of {human(res.workspace)}: {res.files} files ({res.kind}, {res.scan})")
+    ws = _name(res.workspace)
+    if not res.created:
+        yield Text(f"nothing changed since checkpoint {_checkpoint(res.checkpoint_info, res.checkpoint)} "
+                   f"of {ws}; no new checkpoint" if res.checkpoint else f"no checkpoint taken of {ws}")
     else:
-        head = Text(f"nothing changed since checkpoint {_short(res.checkpoint)} of {human(res.workspace)}")
-    yield head
+        info = res.checkpoint_info
+        new = f", {_size(info.added_bytes)} new" if info else ""
+        how = {"bulk": " (first snapshot)", "declared": " (only the given paths were read)"}.get(res.scan, "")
+        yield Text.assemble("new checkpoint ", (_checkpoint(info, res.checkpoint), "bold"),
+                            f" of {ws}: {res.files} files{new}{how}")
     if res.partial:
-        yield Text("  partial: the snapshot budget ran out; unchanged entries come from the previous one",
-                   style="yellow")
+        yield Text("  partial: the snapshot budget ran out; entries it did not reach are as in the "
+                   "checkpoint before", style="yellow")
     yield from _skipped(res.skipped, res.nested_repos)
 
 
 def _skipped(skipped: list[r.Skipped], nested: list[str]):
     if nested:
-        yield Text(f"  nested repositories left out: {', '.join(human(n) for n in nested[:10])}")
+        more = f" and {len(nested) - 10} more" if len(nested) > 10 else ""
+        yield Text(f"  nested repositories left out: {', '.join(_name(n) for n in nested[:10])}{more}")
     if skipped:
-        t = _table("skipped", "why", title=f"  {len(skipped)} path(s) not captured:")
+        yield Text(f"  {len(skipped)} path(s) not captured:")
+        t = _table("path", "why", ("size", "right"))
         for s in skipped[:50]:
-            t.add_row(human(s.path), s.reason)
-        yield t
+            t.add_row(_name(s.path), s.reason.replace("_", " "), _size(s.size) if s.size is not None else "")
+        yield _indent(t)
+        if len(skipped) > 50:
+            yield Text(f"  ... and {len(skipped) - 50} more (--json lists them all)", style="dim")
 
 
 def _log(res: r.LogResult):
     if not res.checkpoints:
-        yield Text(f"no checkpoints yet for {human(res.workspace)}" + (f" ({res.note})" if res.note else ""))
+        yield Text(f"no checkpoints yet for {_name(res.workspace)}" + (f" ({res.note})" if res.note else ""))
         return
-    t = _table(("#", "right"), "id", "when", "kind", "what", title=f"checkpoints of {human(res.workspace)}, newest first")
+    yield Text(f"checkpoints of {_name(res.workspace)}, newest first:")
+    t = _table(("#", "right"), "id", "when", "kind", ("files", "right"), "what")
     for c in res.checkpoints:
-        what = human(c.description) + (f" [{c.tool}]" if c.tool else "")
+        what = _name(c.description) + (f" [{_name(c.tool)}]" if c.tool else "")
         if c.skipped:
-            what += f" ({len(c.skipped)} skipped)"
-        t.add_row(str(c.index or ""), _short(c.id), _when(c.time), c.kind, what)
-    yield t
+            what += f" ({len(c.skipped)} not captured)"
+        t.add_row(str(c.index or ""), _short(c.id), _when(c.time),
+                  Text(c.kind, style="yellow" if c.kind == "partial" else ""), str(c.files), what)
+    yield _indent(t)
+    if res.note:
+        yield Text(f"  {_name(res.note)}", style="dim")
 
 
 _STATUS_STYLE = {"added": "green", "deleted": "red", "modified": "yellow", "renamed": "cyan"}
@@ -149,31 +281,53 @@ _STATUS_STYLE = {"added": "green", "deleted": "red", "modified": "yellow", "rena
 
 def _diff(res: r.DiffResult):
     to = "the working tree" if res.to == "working tree" else _short(res.to)
-    yield Text(f"{_short(res.from_)} -> {to}: {res.stats.files} file(s), "
-               f"+{res.stats.additions} -{res.stats.deletions}")
-    if res.files:
-        t = _table("status", "path", ("+", "right"), ("-", "right"))
-        for f in res.files:
-            path = human(f.path) + (f" (from {human(f.old_path)})" if f.old_path else "")
-            t.add_row(Text(f.status, style=_STATUS_STYLE.get(f.status, "")), path,
-                      "bin" if f.binary else str(f.additions), "" if f.binary else str(f.deletions))
-        yield t
+    if not res.files:
+        yield Text(f"{_short(res.from_)} -> {to}: no changes")
+        return
+    yield Text(f"{_short(res.from_)} -> {to}: {res.stats.files} file(s) changed, "
+               f"+{res.stats.additions} -{res.stats.deletions} lines")
+    t = _table("status", "path", ("+", "right"), ("-", "right"))
+    for f in res.files:
+        path = _name(f.path) + (f" (from {_name(f.old_path)})" if f.old_path else "")
+        adds, dels = ("bin", "bin") if f.binary else (str(f.additions), str(f.deletions))
+        t.add_row(Text(f.status, style=_STATUS_STYLE.get(f.status, "")), path,
+                  Text(adds, style="green"), Text(dels, style="red"))
+    yield _indent(t)
     if res.patch:
         yield Text("")
-        yield Text(human(res.patch.rstrip("\n")))
+        yield _patch(res.patch)
     if res.patch_truncated:
-        yield Text("(patch truncated)", style="dim")
+        yield Text("(patch truncated: --json has it in full up to its limit; --path narrows it)", style="dim")
+
+
+def _patch(patch: str) -> Text:
+    out = Text()
+    for line in _clean(patch.rstrip("\n")).split("\n"):
+        style = ("bold" if line.startswith(("diff --git", "--- ", "+++ ")) else
+                 "green" if line.startswith("+") else "red" if line.startswith("-") else
+                 "cyan" if line.startswith("@@") else "")
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    return out
 
 
 def _show(res: r.ShowResult):
     c = res.checkpoint
-    yield Text.assemble(("checkpoint ", ""), (c.id, "bold"))
-    yield Text(f"  {_when(c.time)}  {c.kind}  {human(c.description)}" + (f" [{c.tool}]" if c.tool else ""))
-    yield Text(f"  {c.files} files, {_size(c.added_bytes)} new" + (f"; {human(c.note)}" if c.note else ""))
+    yield Text.assemble("checkpoint ", (c.id, "bold"))
+    yield _facts([
+        ("when", _when(c.time)),
+        ("what", _name(c.description)),
+        ("kind", c.kind + (f", by tool {_name(c.tool)}" if c.tool else "")),
+        ("files", f"{c.files}, {_size(c.added_bytes)} new"),
+        ("session", _name(c.session_id) if c.session_id else None),
+        ("tool call", _name(c.tool_call_id) if c.tool_call_id else None),
+        ("note", _name(c.note) if c.note else None),
+    ])
     yield from _skipped(c.skipped, c.nested_repos)
     if res.changes is None:
-        yield Text("  the first checkpoint: nothing before it to compare with")
+        yield Text("the first checkpoint: nothing before it to compare with")
     else:
+        yield Text("what it recorded against the checkpoint before:")
         yield from _diff(res.changes)
 
 
@@ -182,69 +336,130 @@ _ACTION_STYLE = {"restore": "yellow", "create": "green", "delete": "red", "keep"
 
 
 def _restore(res: r.RestoreResult):
-    target = _short(res.restored_checkpoint)
+    target = _checkpoint(res.target, res.restored_checkpoint)
+    others = [f"{n} {what}" for n, what in ((res.kept, "kept"), (res.skipped, "skipped"),
+                                            (res.failed, "failed")) if n]
+    others_text = f" ({', '.join(others)})" if others else ""
     if res.dry_run:
-        yield Text(f"dry run: restoring {target} would write {res.files_changed} file(s) and remove "
-                   f"{res.untracked_removed}; {res.kept} kept, {res.skipped} skipped. Nothing was changed.")
+        if not res.files_changed and not res.untracked_removed:
+            yield Text(f"dry run: restoring checkpoint {target} would change nothing{others_text}; "
+                       "the workspace already matches it. Nothing was changed.")
+        else:
+            yield Text(f"dry run: restoring checkpoint {target} would write {res.files_changed} file(s) and "
+                       f"remove {res.untracked_removed}{others_text}. Nothing was changed.")
     else:
-        yield Text.assemble(("restored " if not res.failed else "restore INCOMPLETE: ",
-                             "bold" if not res.failed else "bold red"),
-                            f"checkpoint {target}: {res.files_changed} file(s) written, "
-                            f"{res.untracked_removed} removed, {res.kept} kept, {res.skipped} skipped"
-                            + (f", {res.failed} failed" if res.failed else ""))
-        if res.safety_checkpoint:
-            yield Text(f"undo: chronos-git restore {res.safety_checkpoint[:12]}  (the safety checkpoint)")
+        head = (("restore INCOMPLETE", "bold red") if res.failed else ("restored", "bold"))
+        yield Text.assemble(head, f" checkpoint {target}: {res.files_changed} file(s) written, "
+                                  f"{res.untracked_removed} removed{others_text}")
+    if res.kept:
+        yield Text(f"  kept: {res.kept} file(s) whose current bytes could not be saved first; "
+                   "--force overwrites them (their bytes are lost for good)", style="magenta")
     if res.plan:
-        t = _table("action", "path", "why")
-        for it in res.plan[:200]:
-            t.add_row(Text(it.action, style=_ACTION_STYLE.get(it.action, "")), human(it.path),
-                      human(it.reason or ""))
-        yield t
+        shown = res.plan[:200]
+        why = any(it.reason for it in shown)
+        t = _table("action", "path", *(["why"] if why else []))
+        for it in shown:
+            t.add_row(Text(it.action, style=_ACTION_STYLE.get(it.action, "")), _name(it.path),
+                      *([_name(it.reason) if it.reason else ""] if why else []))
+        yield _indent(t)
         if len(res.plan) > 200:
-            yield Text(f"... and {len(res.plan) - 200} more (--json lists them all)", style="dim")
-    if res.error:
-        yield _error(res.error)
+            yield Text(f"  ... and {len(res.plan) - 200} more (--json lists them all)", style="dim")
+    if not res.dry_run and res.safety_checkpoint:
+        yield Text(f"undo: chronos-git restore {res.safety_checkpoint[:12]}  "
+                   "(the safety checkpoint taken just before)")
+
+
+# ---------------------------------------------------------------- journal
+def _gate(gate: str | None) -> Text:
+    return Text("open", style="green") if gate == "open" else Text("CLOSED", style="bold red")
+
+
+def _ops(items) -> list[r.Operation]:
+    """Operations as models (a service may hand over the journal's plain dicts)."""
+    out = []
+    for o in items:
+        if isinstance(o, dict):
+            try:
+                o = r.Operation.model_validate(o)
+            except ValueError:
+                o = r.Operation.model_construct(**({k: None for k in r.Operation.model_fields} | o))
+        out.append(o)
+    return out
+
+
+def _waiting(unresolved, settled: list[r.Settled]):
+    """Operations waiting for an operator, each once, with why (the settlement's, if any)."""
+    unresolved = _ops(unresolved)
+    if not unresolved:
+        return
+    why = {s.operation_id: s.why or (f"{s.result}: {s.evidence}" if s.evidence else s.result) for s in settled}
+    yield Text(f"waiting for an operator ({len(unresolved)}):", style="bold red")
+    t = _table("operation", "tool", "state", "why")
+    for op in unresolved:
+        reason = _name(op.reason) if op.reason else ("cut off by a crash" if op.state == "pending" else "")
+        if op.operation_id in why:
+            reason = f"{reason}; {_name(why[op.operation_id])}" if reason else _name(why[op.operation_id])
+        t.add_row(op.operation_id[:12], _name(op.tool) or "-", op.state, reason or "-")
+    yield _indent(t)
+    op = unresolved[0].operation_id[:12] if len(unresolved) == 1 else "OP"
+    yield Text(f"  settle it: chronos-git journal resolve {op} --outcome completed|not_applied --evidence TEXT\n"
+               f"         or: chronos-git journal recover {op} --rollback  (back to its pre-checkpoint)")
+
+
+def _settled(settled: list[r.Settled], waiting: set[str], title: str):
+    done = [s for s in settled if s.operation_id not in waiting and s.result != "needs_operator"]
+    if not done:
+        return
+    yield Text(title)
+    t = _table("operation", "tool", "result", "evidence")
+    for s in done:
+        t.add_row(s.operation_id[:12], _name(s.tool) or "-", s.result.replace("_", " "),
+                  _name(s.evidence or s.why or ""))
+    yield _indent(t)
+
+
+def _integrity(integrity: str) -> Text:
+    return Text("ok") if integrity == "ok" else Text(f"IN DOUBT: {_name(integrity)}", style="bold red")
 
 
 def _journal_status(res: r.JournalStatus):
-    gate = Text("open", style="green") if res.gate == "open" else Text("CLOSED", style="bold red")
-    yield Text.assemble(f"journal: integrity {res.integrity}, {res.events} events, gate ", gate)
+    yield Text.assemble(f"journal: {res.events} events, recovery gate ", _gate(res.gate), ", integrity ",
+                        _integrity(res.integrity))
     p = res.protection
     if p.state not in ("on", "ready"):
-        yield Text(f"  protection {p.state.upper()}: {human(p.reason or '')}" + (f" (fix: {p.fix})" if p.fix else ""),
+        yield Text(f"  protection {p.state.upper()}: {_name(p.reason)}" + (f" (fix: {p.fix})" if p.fix else ""),
                    style="bold red" if p.state == "off" else "yellow")
     if res.healed:
-        yield Text(f"  healed: {res.healed}")
-    for s in res.settled_at_start:
-        yield Text(f"  settled at this start: {s.operation_id[:12]} {s.tool}: {s.result}"
-                   + (f" ({human(s.evidence)})" if s.evidence else ""))
-    if res.unresolved:
-        t = _table("operation", "tool", "state", "why", title="  waiting for an operator:")
-        for op in res.unresolved:
-            t.add_row(op.operation_id[:12], op.tool or "-", op.state, human(op.reason or "cut off by a crash"))
-        yield t
-        yield Text("  resolve with: chronos-git journal resolve OP --outcome completed|not_applied --evidence TEXT\n"
-                   "           or: chronos-git journal recover OP --rollback")
-    for op in res.running:
-        yield Text(f"  running: {op.operation_id[:12]} {op.tool} (pid {(op.owner or {}).get('pid')})")
+        yield Text(f"  healed: {_name(res.healed)}")
+    waiting = {op.operation_id for op in _ops(res.unresolved)}
+    yield from _settled(res.settled_at_start, waiting, "settled by evidence at this start:")
+    yield from _waiting(res.unresolved, res.settled_at_start)
+    for op in _ops(res.running):
+        yield Text(f"running: {op.operation_id[:12]} {_name(op.tool)} (pid {(op.owner or {}).get('pid')})")
     if res.replayable:
-        yield Text(f"  replayable (not applied): {', '.join(o[:12] for o in res.replayable)}")
+        op = res.replayable[0][:12] if len(res.replayable) == 1 else "OP"
+        yield Text(f"replayable (not applied, can run exactly once): {', '.join(o[:12] for o in res.replayable)}"
+                   f"; replay with: chronos-git journal recover {op} --replay")
+    if not res.unresolved and not res.running and res.gate == "open":
+        yield Text("nothing unresolved", style="green")
 
 
 def _verify(res: r.VerifyResult):
     if res.integrity != "ok":
-        yield Text("journal verification FAILED:", style="bold red")
+        yield Text(f"journal verification FAILED (integrity {_name(res.integrity)}):", style="bold red")
         for p in res.problems:
-            yield Text(f"  {human(p)}")
+            yield Text(f"  {_name(p)}")
         return
     trees = res.checkpoint_trees
     if trees.problems:
         yield Text("journal verified, but checkpoints hold entries git's fsck rejects:", style="bold red")
         for p in trees.problems:
-            yield Text(f"  {human(p)}")
+            yield Text(f"  {_name(p)}")
         return
+    extra = "; matches the exported head" if res.external_checkpoint else ""
     yield Text(f"journal verified: {res.events} events, integrity ok; {trees.checkpoints} checkpoint(s) "
-               f"clean ({res.seconds} s)" + (f"; {res.healed}" if res.healed else ""))
+               f"clean ({res.seconds} s){extra}" + (f"; {_name(res.healed)}" if res.healed else ""),
+               style="green")
 
 
 def _head(res: r.JournalHeadResult):
@@ -256,104 +471,158 @@ def _head(res: r.JournalHeadResult):
 
 def _events(res: r.EventsResult | r.OperationEvents):
     if isinstance(res, r.OperationEvents):
-        yield Text(f"operation {res.operation_id}:")
+        yield Text(f"operation {res.operation_id}: {len(res.events)} event(s)")
+    elif not res.events:
+        yield Text("no journal events")
+        return
     t = _table(("#", "right"), "when", "kind", "operation", "what")
     for e in res.events:
         extra = e.model_extra or {}
         what = " ".join(str(extra[k]) for k in ("tool", "status", "outcome", "reason", "action") if extra.get(k))
-        t.add_row(str(e.seq), _when(e.timestamp_ns / 1e9), e.kind, (e.operation_id or "-")[:12], human(what))
-    yield t
+        t.add_row(str(e.seq), _when(e.timestamp_ns / 1e9), e.kind, (e.operation_id or "-")[:12], _name(what))
+    yield _indent(t)
 
 
 def _resolve(res: r.ResolveResult):
-    yield Text(f"operation {res.operation_id[:12]} resolved as {res.outcome} (event #{res.event}); gate {res.gate}")
+    yield Text.assemble(f"operation {res.operation_id[:12]} resolved as {res.outcome} (event #{res.event}); "
+                        "recovery gate ", _gate(res.gate))
 
 
 def _recover(res: r.RecoverResult):
-    yield Text(f"settled {len(res.settled)} operation(s) by evidence")
-    for s in res.settled:
-        yield Text(f"  {s.operation_id[:12]} {s.tool}: {s.result}" + (f" ({human(s.evidence)})" if s.evidence else
-                                                                       f" ({s.why})" if s.why else ""))
+    waiting = {op.operation_id for op in _ops(res.unresolved)}
+    done = [s for s in res.settled if s.operation_id not in waiting and s.result != "needs_operator"]
+    yield Text(f"settled {len(done)} operation(s) by evidence" if done else "nothing to settle by evidence")
+    yield from _settled(res.settled, waiting, "settled:")
     for rp in res.replayed or ():
-        yield Text(f"  replayed {rp.operation_id[:12]} as {rp.replay_operation_id[:12]}: "
-                   f"{', '.join(human(p) for p in rp.paths)}")
-    yield Text(f"gate {res.gate}; {len(res.unresolved)} unresolved")
+        yield Text(f"replayed {rp.operation_id[:12]} as {rp.replay_operation_id[:12]} ({rp.outcome}): "
+                   f"{', '.join(_name(p) for p in rp.paths)}")
+    yield from _waiting(res.unresolved, res.settled)
+    yield Text.assemble("recovery gate ", _gate(res.gate))
 
 
 def _rollback(res: r.RollbackResult):
-    yield Text(f"operation {res.operation_id[:12]}: rolled back ({human(res.evidence)}); gate {res.gate}")
+    yield Text.assemble(f"operation {res.operation_id[:12]} rolled back ({_name(res.evidence)}); recovery gate ",
+                        _gate(res.gate))
+    if res.restore is not None:
+        yield from _restore(res.restore)
 
 
+# ---------------------------------------------------------------- maintenance
 def _compact(res: r.CompactResult):
     dropped = sum(len(d.checkpoints) for d in res.dropped)
     if res.dry_run:
-        yield Text(f"dry run: retention would drop {dropped} checkpoint(s); nothing was changed")
+        yield Text(f"dry run: retention would drop {dropped} checkpoint(s), then pack the store "
+                   f"(now {_size(res.size_before)}). Nothing was changed.")
     else:
-        yield Text(f"compacted: {dropped} checkpoint(s) dropped by retention, store {_size(res.size_before)} "
-                   f"-> {_size(res.size_after)} in {res.elapsed_s} s")
+        packed = f", {res.objects_packed} objects packed" if res.objects_packed is not None else ""
+        yield Text(f"compacted the store: {_size(res.size_before)} -> {_size(res.size_after)}; "
+                   f"{dropped} checkpoint(s) dropped by retention{packed} ({res.elapsed_s} s)")
     for d in res.dropped:
-        yield Text(f"  {human(d.workspace)}: {len(d.checkpoints)} dropped, {d.kept} kept (oldest kept {d.boundary[:8]})")
+        verb = "would drop" if res.dry_run else "dropped"
+        yield Text(f"  {_name(d.workspace)}: {verb} {len(d.checkpoints)}, {d.kept} kept "
+                   f"(oldest kept {_short(d.boundary)})")
+        t = _table("id", "when", "what")
+        for c in d.checkpoints[:50]:
+            t.add_row(_short(c.id), _when(c.time), _name(c.description))
+        yield _indent(_indent(t))
+        if len(d.checkpoints) > 50:
+            yield Text(f"    ... and {len(d.checkpoints) - 50} more (--json lists them all)", style="dim")
 
 
 def _health(res: r.HealthResult):
     p = res.protection
     style = {"on": "bold green", "ready": "green", "degraded": "yellow", "off": "bold red"}[p.state]
-    yield Text.assemble("protection: ", (p.state.upper(), style), f"  {human(p.reason or '')}")
+    yield Text.assemble("protection ", (p.state.upper(), style), f": {_name(p.reason)}" if p.reason else "")
     if p.fix:
         yield Text(f"  fix: {p.fix}")
     for problem in res.settings_problems:
-        yield Text(f"  settings problem: {human(problem)}", style="yellow")
+        yield Text(f"  settings problem: {_name(problem)}", style="yellow")
     if not res.store_exists:
-        yield Text(f"store: {res.store} (not created yet)")
+        yield Text(f"store: {_name(res.store)} (not created yet: nothing has been checkpointed)")
         return
-    t = _table("", "", header=False)
-    t.add_row("store", f"{res.store} ({_size(res.store_bytes)}, {res.workspaces} workspace(s))")
-    if res.journal:
-        t.add_row("journal", f"{res.journal.events} events, integrity {res.journal.integrity}")
-    t.add_row("gate", f"{res.gate}, {res.unresolved} unresolved")
-    if res.last_snapshot:
-        ls = res.last_snapshot
-        t.add_row("last snapshot", f"{_short(ls.get('checkpoint'))} at {_when(ls['time'])} ({ls.get('kind', '-')})")
+    j = res.journal
     w = res.workspace
-    if w is not None:
-        latest = f", newest {_short(w.latest.id)} ({_when(w.latest.time)})" if w.latest else ""
-        t.add_row("workspace", f"{human(w.root)}: {w.checkpoints} checkpoint(s){latest}")
-        if w.background and w.background.running:
-            t.add_row("", f"first snapshot running: {w.background.progress or ''}")
-    if res.deferred:
-        t.add_row("deferred", human(res.deferred))
-    yield t
+    yield _facts([
+        ("store", f"{_name(res.store)} ({_size(res.store_bytes)}, {res.workspaces} workspace(s))"),
+        ("journal", Text.assemble(f"{j.events} events, integrity ", _integrity(j.integrity),
+                                  f"; {_name(j.healed)}" if j.healed else "") if j else None),
+        ("gate", Text.assemble(_gate(res.gate), f", {res.unresolved} unresolved" if res.unresolved else
+                               ", nothing unresolved" if res.gate == "open" or not j or j.integrity == "ok"
+                               else " while the journal's integrity is in doubt") if res.gate else None),
+        ("last snapshot", _last_snapshot(res.last_snapshot) if res.last_snapshot else "none yet"),
+        ("workspace", f"{_name(w.root)}: {w.checkpoints} checkpoint(s)"
+                      + (f", newest {_checkpoint(w.latest)}" if w.latest else "") if w else None),
+        ("", f"first snapshot running: {w.background.progress or ''}" if w and w.background and
+         w.background.running else None),
+        ("deferred", _name(res.deferred) if res.deferred else None),
+    ])
+
+
+def _last_snapshot(ls: dict) -> str:
+    if ls.get("error"):
+        return f"failed at {_when(ls['time'])}: {_name(str(ls['error']))}"
+    what = f"{_short(ls.get('checkpoint'))} at {_when(ls['time'])} ({ls.get('kind', '-')}"
+    what += ", partial)" if ls.get("partial") and ls.get("kind") != "partial" else ")"
+    if ls.get("note"):
+        what += f"; {_name(str(ls['note']))}"
+    return what
 
 
 def _call(res: r.CallRecord):
     if isinstance(res, r.RunResult) and res.read_only:
         yield Text(f"ran (read-only tool, not journaled): exit code {res.exit_code}")
         return
-    what = (f"wrote {human(res.path)} ({res.bytes_written} bytes)" if isinstance(res, r.WriteResult)
-            else f"ran: exit code {res.exit_code}")
-    yield Text(f"{what}; operation {(res.operation_id or '-')[:12]}, checkpoint before "
-               f"{_short(res.pre_checkpoint)}, after {_short(res.post_checkpoint)}")
+    if isinstance(res, r.WriteResult):
+        what = f"wrote {_name(res.path)} ({res.bytes_written} bytes)"
+    else:
+        what = "ran" + (f": exit code {res.exit_code}" if res.exit_code is not None else ": the command did not start")
+    pre, post = res.pre_checkpoint, res.post_checkpoint
+    cps = (f"checkpoint {_short(pre)} (nothing changed)" if pre and pre == post else
+           f"checkpoint before {_short(pre)}, after {_short(post)}")
+    yield Text(f"{what}; journaled as operation {(res.operation_id or '-')[:12]}; {cps}")
+    note = (res.snapshot or {}).get("note")
+    if note:
+        yield Text(f"  {_name(str(note))}", style="dim")
     if res.outcome == "uncertain":
-        yield Text(f"  outcome unknown ({res.reason}): the recovery gate is closed", style="bold red")
+        yield Text(f"  outcome unknown ({_name(res.reason)}): the recovery gate is closed", style="bold red")
     if res.gate_warning:
-        yield Text(f"  warning: {human(res.gate_warning)}", style="yellow")
-    if res.error:
-        yield _error(res.error)
+        yield Text(f"  warning: {_name(res.gate_warning)}", style="yellow")
+    if isinstance(res, r.WriteResult) and pre and post and pre != post:
+        yield Text(f"undo: chronos-git restore {pre[:12]} --path {_name(res.path)}")
 
 
 def _workspaces(res: r.WorkspacesResult):
     t = _table("workspace", ("checkpoints", "right"), "newest")
     for w in res.workspaces:
-        t.add_row(human(w.root), str(w.checkpoints), _when(w.latest.time) if w.latest else "-")
+        t.add_row(_name(w.root), str(w.checkpoints), _when(w.latest.time) if w.latest else "-")
     yield t
 
 
-# most specific first
+def _report(res):
+    word = {"ok": "green", "warn": "yellow", "bad": "red"}.get(res.level, "")   # a style
+    yield Text.assemble(("report written: ", "bold"), _name(res.path))
+    yield Text.assemble("verdict: ", (res.verdict, word))
+
+
+def _none(res: r.Result):
+    return iter(())
+
+
+# most specific first; an ErrorResult (a Refusal too) is only its one error line
 _RENDERERS = [
-    (r.Refusal, _refusal), (r.SnapshotResult, _snapshot), (r.LogResult, _log), (r.ShowResult, _show),
+    (r.ErrorResult, _none), (r.SnapshotResult, _snapshot), (r.LogResult, _log), (r.ShowResult, _show),
     (r.DiffResult, _diff), (r.RestoreResult, _restore), (r.JournalStatus, _journal_status),
     (r.VerifyResult, _verify), (r.JournalHeadResult, _head), (r.EventsResult, _events),
     (r.OperationEvents, _events), (r.ResolveResult, _resolve), (r.RecoverResult, _recover),
     (r.RollbackResult, _rollback), (r.CompactResult, _compact), (r.HealthResult, _health),
     (r.CallRecord, _call), (r.WorkspacesResult, _workspaces),
 ]
+
+
+def _late_renderers():
+    """Results of optional parts (jinja2 is imported only when a report is written)."""
+    try:
+        from ..report.build import ReportWritten
+    except ImportError:
+        return []
+    return [(ReportWritten, _report)]

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pygit2
 
+from . import faults
 from .fsutil import atomic_write
 from .scan import ScanReport, note_perms, special_kind
 
@@ -145,7 +146,9 @@ class _PackWriter:
                 fh.write(head)
                 h.update(head)
                 offset = len(head)
-                for sha, hdr, body in batch:
+                for n, (sha, hdr, body) in enumerate(batch):
+                    if n == len(batch) // 2:
+                        faults.hit("bulk_mid_pack")
                     objects[sha] = (offset, zlib.crc32(body, zlib.crc32(hdr)) & 0xFFFFFFFF)
                     fh.write(hdr)
                     fh.write(body)
@@ -160,6 +163,7 @@ class _PackWriter:
             name = "pack-" + digest.hex()
             os.chmod(tmp, 0o444)
             os.replace(tmp, os.path.join(self.dir, name + ".pack"))
+            faults.hit("bulk_before_idx")
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -334,6 +338,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
         writer.abort()
         raise
     t_pack = time.monotonic()
+    faults.hit("bulk_before_index")
     _write_index(index_path, kept, tree_ext)
     t_index = time.monotonic()
     return BulkResult(tree=root_sha.hex(), entries=len(kept), bytes=total, report=report,

@@ -68,6 +68,16 @@ def human(text: str) -> str:
     return _SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(name: str) -> str:
+    """A name on one terminal line: `human`, with control and bidi characters escaped too
+    (a name holding a newline or an ANSI escape must not forge the lines around it)."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()) if ord(m.group()) < 0x100
+                        else "\\u%04x" % ord(m.group()), human(name))
+
+
 def _fs_encodable(text: str) -> bool:
     try:
         os.fsencode(text)

@@ -39,6 +39,15 @@ EXCLUDE_PATTERN = "/**/.chronos-tmp-*"          # in every workspace's exclude f
 _HFS_IGNORABLE = ("\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
                   "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff")
 _counter = itertools.count()
+NAME_MAX = 255
+ABSENT = "absent"               # an expectation: nothing is at the path
+
+
+def signature(st: os.stat_result | None):
+    """What a path holds, cheaply: a later stat that differs means it was changed meanwhile."""
+    if st is None:
+        return ABSENT
+    return (stat.S_IFMT(st.st_mode), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class PathBlocked(ChronosError):
@@ -52,6 +61,14 @@ class PathBlocked(ChronosError):
 
 class LinkInTheWay(PathBlocked):
     """A component of the path is a symbolic link: never followed."""
+
+
+class FileInTheWay(PathBlocked):
+    """A component of the path is a file where a directory is needed."""
+
+
+class ChangedMeanwhile(PathBlocked):
+    """The path changed between the plan and the write: its new bytes are not captured."""
 
 
 def is_dotgit(name: bytes) -> bool:
@@ -75,6 +92,8 @@ def bad_name(name: bytes) -> str | None:
         return "a name holding NUL"
     if is_dotgit(name):
         return f"{display(os.fsdecode(name))!r} (a .git directory)"
+    if len(name) > NAME_MAX:
+        return f"a name longer than {NAME_MAX} bytes (no filesystem here can hold it)"
     return None
 
 
@@ -96,7 +115,7 @@ def blob_id(data: bytes) -> str:
 @dataclass
 class Entry:
     """What a workspace path holds now (never following a link on the way)."""
-    kind: str                       # file | link | dir | special | absent | blocked
+    kind: str                       # file | link | dir | special | absent | blocked | unreadable
     st: os.stat_result | None = None
     why: str | None = None          # for blocked: the link or file on the way
     blocker: str | None = None      # ... and its relative path
@@ -151,7 +170,7 @@ class Confined:
                     at = os.fsdecode(prefix)
                     if stat.S_ISLNK(st.st_mode):
                         raise LinkInTheWay(f"{display(at)} is a symbolic link (never followed)", at) from None
-                    raise PathBlocked(f"{display(at)} is a file where a directory is needed", at) from None
+                    raise FileInTheWay(f"{display(at)} is a file where a directory is needed", at) from None
                 fds.append(fd)
                 try:
                     os.stat(b".git", dir_fd=fd, follow_symlinks=False)
@@ -178,10 +197,14 @@ class Confined:
             return Entry("absent")
         except PathBlocked as exc:
             return Entry("blocked", why=str(exc), blocker=exc.at)
+        except OSError as exc:              # a directory on the way cannot be entered
+            return Entry("unreadable", why=f"{display(rel)} cannot be examined ({exc.strerror or exc})")
         try:
             st = os.stat(parts[-1], dir_fd=fds[-1], follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             return Entry("absent")
+        except OSError as exc:
+            return Entry("unreadable", why=f"{display(rel)} cannot be examined ({exc.strerror or exc})")
         finally:
             self._close(fds)
         mode = st.st_mode
@@ -196,8 +219,11 @@ class Confined:
             fds = self._walk(parts[:-1])
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except PathBlocked:
-            return "special:blocked"
+        except PathBlocked as exc:
+            # below a link or a file there is no such path in the workspace (as git sees it)
+            return None if isinstance(exc, (LinkInTheWay, FileInTheWay)) else "special:blocked"
+        except OSError:
+            return "special:unreadable"
         try:
             try:
                 st = os.stat(parts[-1], dir_fd=fds[-1], follow_symlinks=False)
@@ -207,8 +233,11 @@ class Confined:
                 return blob_id(os.readlink(parts[-1], dir_fd=fds[-1]))
             if not stat.S_ISREG(st.st_mode):
                 return "special:" + ("dir" if stat.S_ISDIR(st.st_mode) else "other")
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=fds[-1])
+            try:
+                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                             dir_fd=fds[-1])
+            except OSError:
+                return "special:unreadable"
             try:
                 fst = os.fstat(fd)
                 if not stat.S_ISREG(fst.st_mode):
@@ -230,8 +259,10 @@ class Confined:
             self._close(fds)
 
     # ---------------------------------------------------------------- writes
-    def write(self, rel: str, data: bytes, perm: int, *, dir_perm=None) -> None:
-        """Replace `rel` with a regular file holding `data` (atomically: temp + rename)."""
+    def write(self, rel: str, data: bytes, perm: int, *, dir_perm=None, expect=None) -> None:
+        """Replace `rel` with a regular file holding `data` (atomically: temp + rename).
+        `expect` (a `signature`) must still describe what is there right before the rename:
+        bytes written meanwhile by someone else are never replaced."""
         parts = split(rel)
         fds = self._walk(parts[:-1], create=True, dir_perm=dir_perm)
         try:
@@ -248,11 +279,11 @@ class Confined:
                     tmp = self._link_temp(fd, parent, parts[:-1])
             finally:
                 os.close(fd)
-            self._commit_temp(parent, tmp, leaf)
+            self._commit_temp(parent, tmp, leaf, expect, rel)
         finally:
             self._close(fds)
 
-    def symlink(self, rel: str, target: bytes, *, dir_perm=None) -> None:
+    def symlink(self, rel: str, target: bytes, *, dir_perm=None, expect=None) -> None:
         parts = split(rel)
         fds = self._walk(parts[:-1], create=True, dir_perm=dir_perm)
         try:
@@ -260,12 +291,13 @@ class Confined:
             self._clear_dir(parent, leaf, rel)
             tmp = self._temp_name(parts[:-1])
             os.symlink(target, tmp, dir_fd=parent)
-            self._commit_temp(parent, tmp, leaf)
+            self._commit_temp(parent, tmp, leaf, expect, rel)
         finally:
             self._close(fds)
 
-    def unlink(self, rel: str) -> bool:
-        """Remove a file or link, then any parent directory this left empty.  False if absent."""
+    def unlink(self, rel: str, *, expect=None) -> bool:
+        """Remove a file or link, then any parent directory this left empty.  False if absent.
+        `expect` as for `write`: a path changed meanwhile is left alone (PathBlocked)."""
         parts = split(rel)
         try:
             fds = self._walk(parts[:-1])
@@ -273,6 +305,7 @@ class Confined:
             return False
         try:
             try:
+                _still(fds[-1], parts[-1], expect, rel)
                 os.unlink(parts[-1], dir_fd=fds[-1])
             except FileNotFoundError:
                 return False
@@ -330,8 +363,10 @@ class Confined:
         return name
 
     @staticmethod
-    def _commit_temp(parent: int, tmp: bytes, leaf: bytes) -> None:
+    def _commit_temp(parent: int, tmp: bytes, leaf: bytes, expect=None, rel: str = "") -> None:
         try:
+            faults.hit("file_before_rename")
+            _still(parent, leaf, expect, rel)
             os.rename(tmp, leaf, src_dir_fd=parent, dst_dir_fd=parent)
         except BaseException:
             try:
@@ -339,6 +374,13 @@ class Confined:
             except OSError:
                 pass
             raise
+
+    def signature(self, rel: str):
+        """`signature` of what is at `rel` now (ABSENT when nothing, None when it cannot be told)."""
+        e = self.entry(rel)
+        if e.kind == "absent":
+            return ABSENT
+        return signature(e.st) if e.st is not None else None
 
     # ----------------------------------------------------------------- sweep
     def sweep(self, dir_rel: str, token: str) -> int:
@@ -361,3 +403,16 @@ class Confined:
         finally:
             self._close(fds)
         return n
+
+
+def _still(parent: int, leaf: bytes, expect, rel: str) -> None:
+    """PathBlocked unless `leaf` still matches `expect` (None: no expectation)."""
+    if expect is None:
+        return
+    try:
+        now = signature(os.stat(leaf, dir_fd=parent, follow_symlinks=False))
+    except FileNotFoundError:
+        now = ABSENT
+    if now != expect and not (expect != ABSENT and expect[0] == stat.S_IFDIR and now == ABSENT):
+        raise ChangedMeanwhile(f"{display(rel)} changed after the restore was planned (someone wrote "
+                               "it meanwhile), so the safety checkpoint does not hold it", rel)

@@ -13,9 +13,11 @@ import stat
 import pygit2
 from pygit2.enums import DeltaStatus, DiffFind, DiffOption
 
+from . import fifo_guard
 from .checkpoint import CheckpointMeta
 from .errors import CheckpointNotFound
 from .paths import delta_path, within
+from .scan import align
 
 STATUS = {
     DeltaStatus.ADDED: "added",
@@ -40,10 +42,20 @@ def working_tree(ws) -> str:
 
 def _to_workdir(ws, tree):
     """(diff, paths to leave out): `tree` against the files, through the stat cache."""
+    try:
+        ws.flush_index()       # this process's newer stat cache first (a declared snapshot's)
+    except (OSError, pygit2.GitError):
+        pass                   # a read-only store: the older cache file only costs re-hashing
     repo = pygit2.Repository(str(ws.gitdir))     # a private handle: no lock, nothing written
-    index = repo.index
-    d = index.diff_to_tree(tree, flags=WORKDIR_FLAGS, context_lines=3)
-    d.merge(index.diff_to_workdir(flags=WORKDIR_FLAGS, context_lines=3))
+    try:
+        index = repo.index
+    except pygit2.GitError as exc:
+        if not ws.drop_damaged_index(exc):
+            raise
+        repo = pygit2.Repository(str(ws.gitdir))
+        index = repo.index
+    align(index, tree)     # the cache file may be older than `tree`, missing or dropped
+    d = index.diff_to_workdir(flags=WORKDIR_FLAGS, context_lines=3)
     cap = ws.store.config.max_file_bytes
     leave_out = set()
     for delta in d.deltas:
@@ -67,6 +79,11 @@ def diff(ws, from_spec: str | None = None, to_spec: str | None = None, *,
          patch: bool = True, max_patch_chars: int = DEFAULT_MAX_PATCH_CHARS,
          paths: list[str] | None = None) -> dict:
     """FROM defaults to the newest checkpoint, TO to the working tree."""
+    with fifo_guard.watching(ws.root_bytes):      # libgit2 reads work-tree files (.gitignore too)
+        return _diff(ws, from_spec, to_spec, patch=patch, max_patch_chars=max_patch_chars, paths=paths)
+
+
+def _diff(ws, from_spec, to_spec, *, patch, max_patch_chars, paths) -> dict:
     repo = ws.store.repo()
     if from_spec is None:
         tip = ws.tip()

@@ -1,20 +1,89 @@
-"""Named crash points for tests: CHRONOS_GIT_FAULT=<point> SIGKILLs the process there.
+"""Named fault points at every durability boundary, for the wind tunnel and the tests.
 
-The variable is read once at import, so an unset fault costs one string compare.
-Points: after_intent, after_dispatch, mid_append, after_ref_update, mid_restore,
-mid_compact, mid_snapshot.
+`CHRONOS_GIT_FAULT=<point>[@<n>][:<action>]` arms one point: at its n-th hit
+(default the first) the process is SIGKILLed (`kill`, the default) or the
+code there gets `OSError(ENOSPC)` (`enospc`) or `OSError(EIO)` (`eio`), as a
+full or failing disk would give it.  The variable is read once at import: an
+unarmed point costs one comparison.  `POINTS` says what is on disk at each
+point; `chronos-git windtunnel` crashes every one of them.
 """
+from __future__ import annotations
+
+import errno
 import os
 import signal
+import threading
 
-POINTS = frozenset({
-    "after_intent", "after_dispatch", "mid_append", "after_ref_update",
-    "mid_restore", "mid_restore_file", "after_restore_files", "mid_compact", "mid_snapshot",
-})
+POINTS = {
+    # the first snapshot of a workspace (engine/bulk.py, engine/workspace.py)
+    "bulk_mid_pack": "a pack of the first snapshot half written (temp name), no .idx",
+    "bulk_before_idx": "a pack of the first snapshot complete and named, its .idx not written",
+    "bulk_before_index": "every pack of the first snapshot written, the index file not",
+    "bulk_before_ref": "the first snapshot's index written, no checkpoint commit yet",
+    # every later snapshot
+    "mid_snapshot": "tree objects written, the index file not",
+    "snapshot_index_written": "the index file written, the checkpoint commit not",
+    "snapshot_after_commit": "the checkpoint ref moved, the workspace HEAD not",
+    "watcher_handoff": "the watcher's dirty set taken, the snapshot not done",
+    # protected calls (service/transaction.py)
+    "after_intent": "the intent durable, the call not dispatched",
+    "after_dispatch": "the call ran, its outcome not recorded",
+    # the journal (journal_refs/journal.py)
+    "mid_append": "an event's objects written, the journal ref not moved",
+    "after_ref_update": "the journal ref moved, the witness not written",
+    "witness_temp_written": "the new witness written under a temp name, not renamed",
+    # restores (engine/restore.py, engine/confine.py, engine/inflight.py)
+    "restore_after_safety": "the safety checkpoint committed, the intent not journaled",
+    "inflight_manifest_written": "the temp-name manifest written, no file touched",
+    "mid_restore": "some paths of a restore written or deleted",
+    "mid_restore_file": "one file's bytes in an unnamed O_TMPFILE inode, not linked",
+    "file_before_rename": "one file linked under its temp name, not renamed into place",
+    "after_restore_files": "every path of a restore written, its outcome not recorded",
+    # recovery (service/reconcile.py)
+    "settle_before_append": "a crashed call's evidence read, the settlement not journaled",
+    "replay_after_marker": "a replay journaled (replayed + started), no file written",
+    "replay_mid_write": "some files of a multi-path replay written",
+    # retention and compaction (engine/retention.py)
+    "compact_decided": "retention decided and journaled, nothing cut",
+    "retention_after_shallow": "the retention cut (shallow) written, nothing packed",
+    "mid_compact": "the new pack written, old packs and loose objects not deleted",
+    "compact_mid_delete": "some redundant loose objects deleted, old packs not",
+}
 
-_ARMED = os.environ.get("CHRONOS_GIT_FAULT") or None
+_ACTIONS = {"kill", "enospc", "eio"}
+
+
+def _parse(spec: str | None):
+    if not spec:
+        return None
+    point, _, action = spec.partition(":")
+    point, _, nth = point.partition("@")
+    return point, int(nth or 1), action or "kill"
+
+
+_ARMED = _parse(os.environ.get("CHRONOS_GIT_FAULT"))
+_hits = 0
+_guard = threading.Lock()
 
 
 def hit(point: str) -> None:
-    if _ARMED is not None and _ARMED == point:
-        os.kill(os.getpid(), signal.SIGKILL)
+    global _hits
+    if _ARMED is None or _ARMED[0] != point:
+        return
+    with _guard:
+        _hits += 1
+        if _hits != _ARMED[1]:
+            return
+    action = _ARMED[2]
+    log = os.environ.get("CHRONOS_GIT_FAULT_LOG")
+    if log:                       # the wind tunnel's proof that the point was reached
+        try:
+            with open(log, "a") as f:
+                f.write(f"{point} {action} {os.getpid()}\n")
+        except OSError:
+            pass
+    if action == "enospc":
+        raise OSError(errno.ENOSPC, f"No space left on device (injected at {point})")
+    if action == "eio":
+        raise OSError(errno.EIO, f"Input/output error (injected at {point})")
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -6,6 +6,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from . import faults
+
 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -15,8 +17,10 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True) -> None:
-    """Write `data` to `path` so readers see the old or the new content, never a mix."""
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True,
+                 fault: str | None = None) -> None:
+    """Write `data` to `path` so readers see the old or the new content, never a mix.
+    `fault` names the fault point between the temp file and the rename."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -26,6 +30,8 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = 
             if durable:
                 os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+        if fault:
+            faults.hit(fault)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -61,3 +67,15 @@ def write_atomically(path: str, content: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, p)
+
+
+def tree_size(root) -> int:
+    """Bytes of the files below `root` (links not followed; files vanishing meanwhile skipped)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total

@@ -15,6 +15,7 @@ import secrets
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import faults
 from .codec import canonical
 from .confine import Confined
 from .fsutil import atomic_write
@@ -37,6 +38,7 @@ def writing(store, root: bytes, dirs):
                                   "workspace": os.fsdecode(root), "dirs": sorted(set(dirs))}).encode(),
                  durable=False)
     try:
+        faults.hit("inflight_manifest_written")
         yield
     finally:
         path.unlink(missing_ok=True)

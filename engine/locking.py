@@ -31,6 +31,7 @@ class _SharedState:
         self.readers = 0
         self.reader_threads: dict[int, int] = {}
         self.writer = False
+        self.writer_thread: int | None = None
         self.fd = -1
 
 
@@ -94,6 +95,14 @@ class ReadWriteLock:
         st = self._st
         tid = threading.get_ident()
         with st.cond:
+            if st.writer_thread == tid:               # the exclusive holder reads too: already alone
+                nested_in_writer = True
+            else:
+                nested_in_writer = False
+        if nested_in_writer:
+            yield
+            return
+        with st.cond:
             if st.reader_threads.get(tid):
                 st.reader_threads[tid] += 1          # re-entry by the same thread
                 nested = True
@@ -121,6 +130,11 @@ class ReadWriteLock:
                         st.fd = -1
                     st.cond.notify_all()
 
+    def held_here(self) -> bool:
+        """True when this thread holds it shared (taking it exclusively would wait forever)."""
+        with self._st.cond:
+            return bool(self._st.reader_threads.get(threading.get_ident()))
+
     @contextmanager
     def exclusive(self):
         st = self._st
@@ -128,6 +142,7 @@ class ReadWriteLock:
             while st.writer or st.readers:
                 st.cond.wait()
             st.writer = True
+            st.writer_thread = threading.get_ident()
             st.fd = _open(self.path)
         try:
             _flock(st.fd, fcntl.LOCK_EX)
@@ -138,4 +153,5 @@ class ReadWriteLock:
                 _close(st.fd)
                 st.fd = -1
                 st.writer = False
+                st.writer_thread = None
                 st.cond.notify_all()

@@ -99,7 +99,10 @@ def file_perm(record: dict[str, int] | None, path: str, executable: bool,
     return bits | ((bits & 0o444) >> 2) if executable else bits
 
 
-def dir_perm(record: dict[str, int] | None, path: str) -> int:
-    if record is None:
-        return LEGACY_DIR
-    return record.get(path.rstrip("/") + "/", DIR)
+def dir_perm(record: dict[str, int] | None, path: str, now: int | None = None) -> int:
+    """The bits a restored directory gets: as recorded, never set-id or sticky, and never
+    wider than the directory on disk now (`now`) when there is one."""
+    bits = LEGACY_DIR if record is None else record.get(path.rstrip("/") + "/", DIR)
+    if now is not None:
+        bits &= now
+    return bits & 0o777

@@ -33,7 +33,7 @@ from pygit2.enums import DeltaStatus, DiffOption
 from . import faults, inflight, perms
 from .checkpoint import Checkpoint, CheckpointMeta
 from .codec import display
-from .confine import Confined, PathBlocked, split
+from .confine import ABSENT, ChangedMeanwhile, Confined, PathBlocked, signature, split
 from .diff import working_tree
 from .errors import ChronosError, UnsafePath
 from .ignore import is_ignored
@@ -44,6 +44,8 @@ LINK = pygit2.GIT_FILEMODE_LINK
 EXEC = pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
 NOT_CAPTURED = ("not captured by the safety checkpoint (it changed after the scan or could not be read); "
                 "left untouched (force to overwrite)")
+NOT_IN_SAFETY = ("not captured by the safety checkpoint (ignored, too large or special now); "
+                 "left untouched (force to overwrite)")
 
 
 @dataclass
@@ -55,6 +57,7 @@ class PlanItem:
     mode: int | None = None          # target git file mode
     current_blob: str | None = None  # content now (restore/delete)
     declared: bool = False           # part of the journaled intent (its outcome is read back)
+    expect: object = None            # confine.signature of the path when planned (None: unchecked)
 
     def to_dict(self) -> dict:
         out = {"path": self.path, "action": self.action}
@@ -138,8 +141,11 @@ def _unsafe(tree, path: str, blob_id: str) -> str | None:
     except UnsafePath as exc:
         return str(exc)
     e = _entry(tree, path)
-    if e is None or str(e.id) != blob_id:      # the diff joined names that hold '/' themselves
-        return f"refusing the path {display(path)!r}: a tree entry name holds '/'"
+    if e is None or str(e.id) != blob_id:
+        # the path the diff reported does not lead to that entry: a name holding '/', or
+        # duplicate or unsorted entries (git's fsck rejects all three)
+        return (f"refusing the path {display(path)!r}: the checkpoint's tree does not lead there by "
+                "name (a name holding '/', or duplicate or unsorted entries)")
     return None
 
 
@@ -184,6 +190,17 @@ def _decide(ws, disk: Confined, ch: _Change, current, uncaptured: dict, deleting
     if ws.nested_ancestor(path.split("/")):
         return PlanItem(path, "skip", reason="inside a nested repository")
     now = disk.entry(path)
+    if now.kind == "unreadable":
+        return PlanItem(path, "keep", reason=f"{now.why}; left untouched", current_blob=ch.old_id)
+    item = _decide_kind(ws, disk, ch, now, current, uncaptured, deleting, clean, force)
+    if item.writes and not force:
+        item.expect = signature(now.st) if now.st is not None else ABSENT
+    return item
+
+
+def _decide_kind(ws, disk: Confined, ch: _Change, now, current, uncaptured: dict, deleting: set,
+                 clean: bool, force: bool) -> PlanItem:
+    path = ch.path
     if now.kind == "blocked":
         blocker = now.blocker
         if blocker not in deleting:
@@ -206,7 +223,7 @@ def _decide(ws, disk: Confined, ch: _Change, current, uncaptured: dict, deleting
     if ch.status == "added":
         # a captured directory in the way is emptied by this plan's deletes
         if now.kind not in ("absent", "blocked") and not _is_tree(current, path) and not force:
-            return PlanItem(path, "keep", reason=NOT_CAPTURED)
+            return PlanItem(path, "keep", reason=NOT_IN_SAFETY)
         return PlanItem(path, "create", blob=ch.new_id, mode=ch.new_mode)
     if now.kind != "absent" and not force and disk.content_id(path) != ch.old_id:
         return PlanItem(path, "keep", reason=NOT_CAPTURED, current_blob=ch.old_id)
@@ -246,6 +263,7 @@ def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True
     scan = ws.snapshot(safety_meta, commit=False)
     items = plan(ws, target, scan.tree_id, rels=rels, clean=clean, force=force)
     safety = ws.commit_scan(scan, safety_meta).checkpoint
+    faults.hit("restore_after_safety")
     for it in items:
         it.declared = it.writes
     return Prepared(target, safety, items, clean)
@@ -307,6 +325,9 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
     done: list[PlanItem] = []
 
     def failed(it: PlanItem, exc: BaseException) -> None:
+        if isinstance(exc, ChangedMeanwhile):     # new bytes nobody captured: never replaced
+            it.action, it.reason = "keep", f"{exc}; left untouched"
+            return
         if isinstance(exc, PathBlocked):          # something stands in the way: a policy skip
             it.action, it.reason = "skip", f"{exc}; left untouched"
             return
@@ -316,7 +337,7 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
 
     def delete(it: PlanItem) -> None:
         try:
-            disk.unlink(it.path)
+            disk.unlink(it.path, expect=it.expect)
         except (OSError, ChronosError) as exc:
             failed(it, exc)
             return
@@ -333,12 +354,12 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
             except KeyError:
                 raise ChronosError(f"blob {it.blob[:12]} is missing from the store") from None
             if it.mode == LINK:
-                disk.symlink(it.path, data, dir_perm=dir_perm)
+                disk.symlink(it.path, data, dir_perm=dir_perm, expect=it.expect)
             else:
                 now = disk.entry(it.path)
                 bits = perms.file_perm(record, it.path, it.mode == EXEC,
                                        stat.S_IMODE(now.st.st_mode) if now.kind == "file" else None)
-                disk.write(it.path, data, bits, dir_perm=dir_perm)
+                disk.write(it.path, data, bits, dir_perm=dir_perm, expect=it.expect)
         except (OSError, ChronosError) as exc:
             failed(it, exc)
             return
@@ -372,13 +393,17 @@ def _restore_dir_perms(disk: Confined, record: dict | None, items: list[PlanItem
     if not record:
         return
     touched = {os.path.dirname(i.path) for i in items if i.action in ("restore", "create")}
-    for path, bits in record.items():
+    for path in record:
         if not path.endswith("/") or path[:-1] not in touched:
             continue
         e = disk.entry(path[:-1])
-        if e.kind == "dir" and stat.S_IMODE(e.st.st_mode) != bits:
+        if e.kind != "dir":
+            continue
+        have = stat.S_IMODE(e.st.st_mode)
+        want = perms.dir_perm(record, path, have)        # narrower only: never widened
+        if want != have:
             try:
-                disk.chmod_dir(path[:-1], bits)
+                disk.chmod_dir(path[:-1], want)
             except (OSError, ChronosError):
                 pass
 

@@ -28,7 +28,7 @@ import pygit2
 
 from . import faults, locking
 from .checkpoint import CheckpointMeta
-from .fsutil import atomic_write
+from .fsutil import atomic_write, fsync_dir, tree_size
 
 
 def _shallow_path(store) -> Path:
@@ -84,7 +84,10 @@ def _roots(store) -> tuple[list[pygit2.Oid], list[pygit2.Oid]]:
         if not wrepo.head_is_unborn:
             commits.append(wrepo.head.target)
         if (ws.gitdir / "index").exists():
-            trees.append(wrepo.index.write_tree())
+            try:
+                trees.append(wrepo.index.write_tree())
+            except pygit2.GitError:
+                pass        # a damaged stat cache holds nothing a checkpoint lacks; the next walk drops it
     return commits, trees
 
 
@@ -154,22 +157,20 @@ def _write_pack(repo, oids, pack_dir: Path) -> set[str]:
         for f in sorted(scratch.iterdir(), key=lambda f: f.suffix != ".pack"):   # .pack before .idx
             target = pack_dir / f.name
             if not target.exists():
+                # durable before anything it replaces is deleted: the loose journal
+                # objects were fsynced, their pack copy must be too
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
                 os.replace(f, target)
             names.add(f.stem)
+        fsync_dir(pack_dir)
         return names
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def store_size(store) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(store.root / "objects"):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, f)).st_size
-            except FileNotFoundError:
-                pass
-    return total
+    return tree_size(store.root / "objects")
 
 
 def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | None = None,
@@ -210,6 +211,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             _log(store, {"time": time.time(), "phase": "decided", "dropped": report["dropped"]})
             if on_decided is not None:
                 on_decided(report["dropped"])
+            faults.hit("compact_decided")
 
         # ---- phase A: cut at the decided boundaries, list roots and files ----
         with store.maintenance.exclusive():
@@ -232,6 +234,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             if set(want) != shallow:
                 if want:
                     atomic_write(_shallow_path(store), ("\n".join(want) + "\n").encode(), mode=0o600)
+                    faults.hit("retention_after_shallow")
                 else:
                     _shallow_path(store).unlink(missing_ok=True)
             store.forget_repos()     # reopen: libgit2 caches grafts
@@ -264,6 +267,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                     if oid in seen or now - path.stat().st_mtime > grace_s:
                         path.unlink()
                         removed_loose += 1
+                        if removed_loose == 1:
+                            faults.hit("compact_mid_delete")
                 except FileNotFoundError:
                     pass
             for pack in old_packs:
@@ -279,6 +284,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                         d.rmdir()
                     except OSError:
                         pass
+            store.note_compacted()          # stat caches loaded before this are re-read
             store.forget_repos()
     report.update({
         "objects_packed": len(reachable) + len(extra),

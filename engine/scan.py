@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 from pygit2 import GitError
-from pygit2.enums import DiffOption
+from pygit2.enums import DeltaStatus, DiffOption
 
 from .ignore import is_ignored
 from .paths import delta_path, within
@@ -241,6 +241,26 @@ def still_a_file(index: pygit2.Index, report: ScanReport, rel: str, full: bytes)
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
         forget(index, rel)
         report.skip(rel, f"special_file: {special_kind(mode)}")
+
+
+def align(index: pygit2.Index, tree) -> None:
+    """Make the in-memory stat cache hold `tree` exactly (never written back).
+
+    The cache file may be older than the newest checkpoint (a declared snapshot leaves it
+    unsaved; another process may have written an older one), missing, or just dropped
+    as damaged.  Entries that differ
+    from `tree` get its blob with no stat data, so libgit2 hashes those files; the rest
+    keep their stat data.  Then index-to-workdir alone is `tree` against the files, and a
+    declared snapshot (which refreshes only its paths) builds on `tree`, never on a
+    stale cache that would drop files from the checkpoint."""
+    for delta in index.diff_to_tree(tree).deltas:   # old: the tree, new: the cache
+        old, new = delta.old_file, delta.new_file
+        if delta.status == DeltaStatus.ADDED:
+            index.remove(new.raw_path)
+        else:
+            if delta.status == DeltaStatus.TYPECHANGE and new.raw_path:
+                index.remove(new.raw_path)
+            index.add(pygit2.IndexEntry(old.raw_path, old.id, old.mode))
 
 
 def forget(index: pygit2.Index, rel: str) -> None:

@@ -28,7 +28,7 @@ from . import locking
 from .checkpoint import SIGNATURE_EMAIL, SIGNATURE_NAME
 from .config import EngineConfig
 from .errors import StoreError, StoreUnwritable, explain
-from .fsutil import make_private_dir
+from .fsutil import atomic_write, make_private_dir
 from .workspace import Workspace, canonical_root
 
 STALE_TMP_AGE_S = 3600.0
@@ -83,6 +83,9 @@ class Store:
         self._local = threading.local()
         self._workspaces: dict[str, object] = {}
         self._ws_guard = threading.Lock()
+        self._handles_token: str | None = None    # the compaction token the handles were opened at
+        self.handles_generation = 0
+        self.layout_problem: str | None = None    # an incomplete layout that could not be fixed
         self._init_on_disk(create)
 
     # ------------------------------------------------------------------ open
@@ -99,6 +102,12 @@ class Store:
                 inst = cls(root, config, create=create)
                 cls._instances[str(root)] = inst
             return inst
+
+    @classmethod
+    def forget_instances(cls) -> None:
+        """Drop the per-process cache: the next open reads the store as a new process would."""
+        with cls._instances_guard:
+            cls._instances.clear()
 
     @staticmethod
     def exists_at(root: os.PathLike | str) -> bool:
@@ -130,14 +139,19 @@ class Store:
         try:
             self._write_layout()
         except (OSError, pygit2.GitError) as exc:
+            problem = f"cannot set up the store {self.root}: {explain(exc, self.root)}"
             if not create and (self.root / "HEAD").exists():
-                return                 # an older layout on a read-only disk still reads fine
-            raise StoreUnwritable(f"cannot set up the store {self.root}: {explain(exc, self.root)}") from None
+                self.layout_problem = problem     # readers still work; health says it
+                return
+            raise StoreUnwritable(problem) from None
 
     def _write_layout(self) -> None:
         make_private_dir(self.root)
         make_private_dir(self.meta_dir)
         with locking.exclusive(self.meta_dir / "init.lock"):
+            # every writer of the store's config holds init.lock: a config.lock seen now was
+            # left by a process killed while setting the store up
+            self.clear_stale_git_lock(self.root / "config.lock")
             if not (self.root / "HEAD").exists():
                 if any(p.name not in ("chronos",) for p in self.root.iterdir()):
                     raise StoreError(
@@ -182,10 +196,24 @@ class Store:
     def repo(self) -> pygit2.Repository:
         """This thread's handle on the common repository (libgit2 objects are not thread-safe)."""
         r = getattr(self._local, "repo", None)
-        if r is None:
+        if r is None or self._local.generation != self.handles_generation:
             r = pygit2.Repository(str(self.root))
             self._local.repo = r
+            self._local.generation = self.handles_generation
         return r
+
+    COMPACTED = "compacted"
+
+    def compaction_token(self) -> str:
+        """Changes whenever a compaction deleted objects.  A stat cache loaded before that
+        may name trees that are gone (its TREE extension): it is re-read, never trusted."""
+        try:
+            return (self.meta_dir / self.COMPACTED).read_text()
+        except OSError:
+            return ""
+
+    def note_compacted(self) -> None:
+        atomic_write(self.meta_dir / self.COMPACTED, os.urandom(8).hex().encode(), mode=0o600)
 
     def workspace(self, path: os.PathLike | str):
         root = canonical_root(path)
@@ -227,9 +255,23 @@ class Store:
 
     @contextmanager
     def writing(self):
-        """Held (shared) by everything that writes objects; compaction takes it alone."""
+        """Held (shared) by everything that writes objects; compaction takes it alone.
+
+        After a compaction (in any process) every handle is reopened before anything is
+        written: libgit2 keeps a deleted pack's index in memory, so an old handle thinks
+        objects of that pack still exist and skips writing them again (a tree or blob
+        identical to a pruned one would then be missing from the new checkpoint)."""
         with self.maintenance.shared():
+            self.check_handles()
             yield
+
+    def check_handles(self) -> None:
+        token = self.compaction_token()
+        if token != self._handles_token:
+            with self._ws_guard:
+                if token != self._handles_token:
+                    self._handles_token = token
+                    self.handles_generation += 1
 
     def clear_stale_git_lock(self, lock_file: Path, *, max_age_s: float = 0.0) -> bool:
         """Remove a git `*.lock` left by a killed process.

@@ -53,10 +53,17 @@ def _walk(repo, tree_id, prefix: str, seen: set):
         except KeyError:
             yield pre or ".", "a missing tree object"
             continue
+        previous = None
         for e in tree:
-            why = bad_name(os.fsencode(e.name))
+            raw = os.fsencode(e.name)
+            why = bad_name(raw)
             if why:
                 yield pre + e.name, why
                 continue
+            key = raw + b"/" if e.filemode == pygit2.GIT_FILEMODE_TREE else raw
+            if previous is not None and key <= previous[0]:
+                yield pre + e.name, ("a duplicate entry" if raw == previous[1] else
+                                     "out of git's order (entries must be sorted)")
+            previous = (key, raw)
             if e.filemode == pygit2.GIT_FILEMODE_TREE:
                 stack.append((e.id, f"{pre}{e.name}/"))

@@ -21,7 +21,7 @@ from .durability import fsync_scope
 from .errors import CheckpointNotFound, PathError, StoreError, StoreUnwritable, WorkspaceRefused
 from .fsutil import atomic_write
 from .ignore import is_ignored
-from .scan import Scanner, find_omissions, forget, nested_ancestor, update_all, update_paths
+from .scan import Scanner, align, find_omissions, forget, nested_ancestor, update_all, update_paths
 
 UNBORN_HEAD = b"ref: refs/heads/chronos-unborn\n"
 _UMASK_AT_IMPORT = os.umask(0o22)
@@ -42,6 +42,8 @@ def _umask() -> int:
 
 
 def canonical_root(path: os.PathLike | str) -> Path:
+    if not os.fspath(path):        # abspath("") would silently mean the current directory
+        raise ValueError("no workspace given: an empty path names no folder")
     p = os.fsencode(os.path.abspath(os.fsdecode(path)))
     return Path(os.fsdecode(os.path.realpath(p)))
 
@@ -101,6 +103,7 @@ class Workspace:
         self._repo: pygit2.Repository | None = None
         self._watcher = None
         self._index_unsaved = False
+        self._repo_generation = -1
         self.last_bulk: dict | None = None
         self.progress: dict | None = None      # the first snapshot's progress, for `health`
         if verify:
@@ -201,7 +204,11 @@ class Workspace:
         return self._open_repo()
 
     def _open_repo(self) -> pygit2.Repository:
+        if self._repo is not None and self._repo_generation != self.store.handles_generation:
+            self._repo = None               # a compaction deleted packs: reopen (Store.writing)
+            self._index_unsaved = False     # the cache file is read again, re-aligned to the tip
         if self._repo is None:
+            self._repo_generation = self.store.handles_generation
             self._ensure_gitdir()
             self._repo = pygit2.Repository(str(self.gitdir))
             if os.fsencode(self._repo.workdir).rstrip(b"/") != self.root_bytes.rstrip(b"/"):
@@ -212,7 +219,7 @@ class Workspace:
     # ------------------------------------------------------------- snapshots
     def snapshot(self, meta: CheckpointMeta, *, paths: list[str] | None = None,
                  deadline: float | None = None, commit: bool = True,
-                 force_scan: bool = False) -> SnapshotResult:
+                 force_scan: bool = False, progress=None) -> SnapshotResult:
         """Commit the workspace (or just `paths`) as a checkpoint.
 
         `paths` is the declared-path fast path: only those entries are refreshed,
@@ -225,31 +232,43 @@ class Workspace:
         checkpoint marked partial.  With `commit=False` the tree is written but
         no checkpoint: `commit_scan` makes it one later (a restore validates its
         plan in between, so a refused restore leaves the history as it was).
+        `progress(phase, done, total)` hears how a bulk first import goes (a CLI bar).
         """
         if not self.root.is_dir():
             raise WorkspaceRefused(f"workspace {self.root} does not exist or is not a directory")
         try:
-            return self._snapshot(meta, paths=paths, deadline=deadline, commit=commit, force_scan=force_scan)
+            return self._snapshot(meta, paths=paths, deadline=deadline, commit=commit, force_scan=force_scan,
+                                  progress=progress)
         except (GitError, OSError) as exc:
             why = self.store.unwritable(exc)
             if why:
                 raise StoreUnwritable(f"cannot take a checkpoint of {self.root}: {why}") from None
             raise
 
-    def _snapshot(self, meta: CheckpointMeta, *, paths, deadline, commit, force_scan) -> SnapshotResult:
+    def _snapshot(self, meta: CheckpointMeta, *, paths, deadline, commit, force_scan,
+                  progress=None) -> SnapshotResult:
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo = self._open_repo()
             self._clear_stale_git_locks()
-            index = repo.index
-            index.read(False)          # another process may have written it
+            try:
+                index = repo.index
+                index.read(False)      # another process may have written it
+            except GitError as exc:
+                if not self.drop_damaged_index(exc):
+                    raise
+                repo = self._open_repo()
+                index = repo.index     # empty: this walk re-hashes every file once
             scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
             tip = self._tip_commit(repo)
             if paths is not None and tip is None:
                 paths = None           # undeclared entries come from the index: no baseline yet, scan all
+            elif paths is not None and index.write_tree() != tip.tree_id:
+                align(index, tip.tree)  # undeclared entries come from the index: it must hold the tip
             how = "declared"
             with fifo_guard.watching(self.root_bytes):
                 if paths is None:
-                    how = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None)
+                    how = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None,
+                                            progress=progress)
                     repo = self._open_repo()          # a bulk import swapped the index file
                     index = repo.index
                 else:
@@ -262,6 +281,7 @@ class Workspace:
             if how in ("scan", "bulk"):
                 index.write()
                 self._index_unsaved = False
+                faults.hit("snapshot_index_written")
             else:
                 # declared or watched: the commit holds the change, and rewriting a
                 # 78k-entry cache file per call would cost more than the rest; the
@@ -300,12 +320,15 @@ class Workspace:
             return SnapshotResult(Checkpoint.from_commit(repo[cid]), result.tree_id, True, result.partial,
                                   result.report)
 
-    def _refresh_all(self, repo, index, scanner: Scanner, *, force_scan: bool, first: bool) -> str:
+    def _refresh_all(self, repo, index, scanner: Scanner, *, force_scan: bool, first: bool,
+                     progress=None) -> str:
         """Bring the whole index up to date; returns how: bulk | watched | scan."""
         watcher = self._watcher
         trusted, dirty, why = watcher.take() if watcher is not None else (False, set(), "no watcher")
+        if watcher is not None:
+            faults.hit("watcher_handoff")
         if first and len(index) == 0 and scanner.deadline is None:
-            if self._bulk_import(repo, scanner):
+            if self._bulk_import(repo, scanner, progress):
                 return "bulk"
         if trusted and not force_scan:
             update_paths(repo, index, scanner, sorted(dirty), watched=True)
@@ -313,14 +336,20 @@ class Workspace:
         update_all(repo, index, scanner)
         return "scan"
 
-    def _bulk_import(self, repo, scanner: Scanner) -> bool:
+    def _bulk_import(self, repo, scanner: Scanner, progress=None) -> bool:
         """First snapshot: one pack and a complete index, verified against libgit2."""
         from .bulk import import_tree
+
+        def tell(phase: str, done: int, total: int) -> None:
+            self._progress(phase, done, total)          # for `health`
+            if progress is not None:
+                progress(phase, done, total)            # for whoever asked (a CLI progress bar)
+
         tmp_index = str(self.gitdir / "index.chronos-bulk")
         try:
             res = import_tree(repo, self.root_bytes, tmp_index, str(self.store.root / "objects" / "pack"),
                               cap=self.store.config.max_file_bytes,
-                              durable=self.store.config.durable_snapshots, progress=self._progress)
+                              durable=self.store.config.durable_snapshots, progress=tell)
         except (OSError, pygit2.GitError, ValueError):
             try:
                 os.unlink(tmp_index)
@@ -340,6 +369,7 @@ class Workspace:
             scanner.report.nested(d)
         scanner.report.added_bytes += res.bytes
         self.last_bulk = res.seconds
+        faults.hit("bulk_before_ref")
         return True
 
     def _progress(self, phase: str, done: int, total: int) -> None:
@@ -357,7 +387,7 @@ class Workspace:
                 pass                    # the next snapshot re-hashes it
         self._index_unsaved = True      # like a declared snapshot: the next walk writes the cache file
 
-    def write_files(self, files: list[tuple[str, bytes | None]]) -> None:
+    def write_files(self, files: list[tuple[str, bytes | None]], *, fault: str | None = None) -> None:
         """write_file semantics inside the workspace, confined (engine.confine): parents
         created, each path replaced whole (bytes) or removed (None).  A file keeps its
         permission bits; a new one gets the default ones."""
@@ -367,7 +397,9 @@ class Workspace:
         dirs = {os.path.dirname(rel) for rel, _ in rels}
         with inflight.writing(self.store, self.root_bytes, dirs), \
                 Confined(self.root_bytes, token=inflight.TOKEN) as disk:
-            for rel, data in rels:
+            for i, (rel, data) in enumerate(rels):
+                if i and fault:
+                    faults.hit(fault)          # some paths written, the rest not
                 if data is None:
                     disk.unlink(rel)
                     continue
@@ -375,12 +407,26 @@ class Workspace:
                 bits = stat.S_IMODE(now.st.st_mode) if now.kind == "file" else 0o666 & ~_umask()
                 disk.write(rel, data, bits, dir_perm=lambda _rel: 0o777 & ~_umask())
 
+    def drop_damaged_index(self, exc: Exception) -> bool:
+        """A stat cache libgit2 cannot parse (torn by a power cut, edited) is only a cache:
+        delete it so the next walk re-hashes; True when `exc` was that."""
+        if "index" not in str(exc).lower():
+            return False
+        try:
+            os.unlink(self.gitdir / "index")
+        except FileNotFoundError:
+            pass
+        self._repo = None
+        self._index_unsaved = False
+        return True
+
     def flush_index(self) -> None:
         """Write the in-memory index (stat cache) if declared snapshots left it unsaved."""
         with self.store.writing(), self.lock():
-            if self._index_unsaved and self._repo is not None:
-                self._repo.index.write()
-                self._index_unsaved = False
+            if self._index_unsaved and self._repo is not None \
+                    and self._repo_generation == self.store.handles_generation:
+                self._repo.index.write()    # (after a compaction its tree cache may name deleted trees)
+            self._index_unsaved = False
 
     # ---------------------------------------------------------------- watcher
     def enable_watcher(self) -> bool:
@@ -419,7 +465,16 @@ class Workspace:
     def _commit(self, repo, tree, meta: CheckpointMeta, tip) -> pygit2.Oid:
         sig = signature(meta.time)
         parents = [tip.id] if tip is not None else []
-        cid = repo.create_commit(self.ref, sig, sig, meta.to_message(), tree, parents)
+        try:
+            cid = repo.create_commit(self.ref, sig, sig, meta.to_message(), tree, parents)
+        except GitError as exc:
+            if "corrupted" not in str(exc):
+                raise
+            # a torn ref file (its tip came from HEAD, see _tip_commit): replace it whole
+            cid = repo.create_commit(None, sig, sig, meta.to_message(), tree, parents)
+            (self.store.root / self.ref).unlink(missing_ok=True)
+            repo.references.create(self.ref, cid, force=True)
+        faults.hit("snapshot_after_commit")
         repo.set_head(cid)             # detached at the newest checkpoint: restore baseline, fsck-clean
         return cid
 
@@ -429,8 +484,26 @@ class Workspace:
 
     # ---------------------------------------------------------------- history
     def _tip_commit(self, repo) -> pygit2.Commit | None:
-        ref = repo.references.get(self.ref)
+        try:
+            ref = repo.references.get(self.ref)
+        except GitError as exc:
+            # torn by a power cut or edited: the gitdir's HEAD is detached at the newest
+            # checkpoint too, so that is the tip (the next snapshot rewrites the ref)
+            head = self._head_checkpoint(repo)
+            if head is None:
+                raise StoreError(f"the checkpoint ref of {self.root} ({self.ref}) is damaged ({exc}), and the "
+                                 "workspace's HEAD names no checkpoint either: `chronos-git journal verify` "
+                                 "and the store's `git fsck` say more") from None
+            return head
         return repo[ref.target] if ref is not None else None
+
+    def _head_checkpoint(self, repo) -> pygit2.Commit | None:
+        try:
+            text = (self.gitdir / "HEAD").read_text("ascii", "replace").strip()
+            c = repo[text] if len(text) == 40 else None
+        except (OSError, KeyError, ValueError, GitError):
+            return None
+        return c if isinstance(c, pygit2.Commit) else None
 
     def has_checkpoint(self) -> bool:
         """Whether a baseline exists (one ref lookup; tip() also parses the metadata)."""

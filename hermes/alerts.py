@@ -25,7 +25,8 @@ def recovery_alert(settled: list[Settled], unresolved: list[Operation], integrit
             lines.append(f"- operation {op.operation_id[:12]} ({op.tool}): {what}")
         lines.append("Tell the user to check these and run `hermes chronos-git journal resolve <op> "
                      "--outcome completed|not_applied --evidence <text>` or `/chronos resolve ...`.")
-    return "\n".join(lines)
+    # settlements that were only "needs an operator" and are resolved by now: nothing to say
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def protection_notice(prot: Protection) -> str | None:

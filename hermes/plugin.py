@@ -237,8 +237,9 @@ class Plugin:
             off = self._tell_once(protection_notice(svc.protection()), session_id)
             if off:
                 parts.append(off)
-            if settled or unresolved or svc.journal.integrity != "ok":
-                parts.append(recovery_alert(settled, unresolved, svc.journal.integrity))
+            alert = recovery_alert(settled, unresolved, svc.journal.integrity)
+            if alert:
+                parts.append(alert)
             return {"context": "\n\n".join(parts)} if parts else None
         except Exception as exc:
             log.warning("chronos-git pre_llm_call failed: %s", exc)

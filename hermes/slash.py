@@ -6,9 +6,11 @@ exactly that restore within two minutes.  Text comes from cli/render.py.
 """
 from __future__ import annotations
 
+import os
 import shlex
 import threading
 import time
+from pathlib import Path
 
 from ..cli import render
 from ..engine.codec import human
@@ -27,7 +29,8 @@ USAGE = """/chronos                         list the newest checkpoints
 /chronos verify                  verify the whole journal
 /chronos recover                 settle crashed file operations by evidence
 /chronos resolve OP completed|not_applied EVIDENCE...
-/chronos --compact               apply retention and pack the store"""
+/chronos --compact               apply retention and pack the store
+/chronos report [PATH]           write the HTML forensic report (default: a folder beside the store)"""
 
 
 class SlashCommand:
@@ -70,6 +73,13 @@ class SlashCommand:
             if len(argv) < 4:
                 return "usage: /chronos resolve OP completed|not_applied EVIDENCE..."
             return svc.resolve(argv[1], argv[2], " ".join(argv[3:]), actor="operator (/chronos)")
+        if head == "report":
+            from ..report import written       # jinja2 only when a report is asked for
+            where = Path(os.path.expanduser(argv[1])) if len(argv) > 1 else \
+                svc.core.store_dir.parent / "chronos-git-reports"
+            if len(argv) == 1:
+                where.mkdir(parents=True, exist_ok=True)
+            return written(svc, where)
         if head in ("--compact", "compact"):
             return svc.compact()
         if head in ("--diff", "diff"):

@@ -88,7 +88,7 @@ def handlers(plugin) -> dict:
         if not args.get("checkpoint_id"):
             raise ValueError("checkpoint_id is required")
         res = plugin.svc().restore(plugin.cwd(), str(args["checkpoint_id"]), paths=args.get("paths"),
-                                   clean=args.get("clean"), actor="model (approved by the user)",
+                                   clean=args.get("clean"), actor="model (through Hermes' approval)",
                                    session_id=kw.get("session_id"), tool="chronos_rollback")
         res.undo = (f"chronos_rollback with checkpoint_id={res.safety_checkpoint} restores the state before "
                     "this rollback")

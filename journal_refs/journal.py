@@ -23,6 +23,7 @@ not: healed on the next open).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -32,16 +33,18 @@ from pathlib import Path
 import pygit2
 
 from ..engine import faults, locking
-from ..engine.durability import fsync_scope
+from ..engine.durability import fsync_scope, settle_objects
 from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
 from ..engine.checkpoint import signature
 from ..engine.owner import ProcessIdentity
+from ..engine.powercut import loose_object_ok
 from .events import SCHEMA, WITNESS_SCHEMA, Event, Genesis, canonical, message, parse_message
 from .operation import Operation
 from .state import JournalState, TransitionError
 
 REF = "refs/chronos/journal"
+FULL_VERIFY_EVERY_S = 24 * 3600.0     # a long-lived host re-verifies the whole chain this often
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 __all__ = ["Journal", "JournalError", "IntegrityError", "TransitionError", "REF"]
@@ -59,6 +62,15 @@ class _AlarmRaised(IntegrityError):
     """The persisted result of a failed verify (see `Journal._check_alarm`)."""
 
 
+def _read(repo, oid):
+    """repo[oid], but a damaged loose object is an error, not a read: libgit2 1.9 loops
+    forever inflating a truncated one (engine.powercut)."""
+    oid = str(oid)
+    if not loose_object_ok(Path(repo.path) / "objects" / oid[:2] / oid[2:]):
+        raise ValueError(f"object {oid[:12]} is damaged (truncated or edited)")
+    return repo[oid]
+
+
 def witness_path_for(store_root: Path) -> Path:
     return store_root.parent / (store_root.name + ".journal-checkpoint.json")
 
@@ -71,6 +83,7 @@ class Journal:
         self.witness_path = Path(witness_path) if witness_path else witness_path_for(store.root)
         self._lock_path = store.meta_dir / "journal.lock"
         self.alarm_path = store.meta_dir / "journal-alarm.json"
+        self.verified_path = store.meta_dir / "journal-verified.json"   # the last verified head
         self._integrity_from_alarm = False
         self._guard = threading.RLock()
         self.head: str | None = None
@@ -91,6 +104,7 @@ class Journal:
             try:
                 self._open_locked()
                 self._check_alarm()
+                self._verify_new_events()
             except IntegrityError as exc:
                 self.integrity = str(exc)
                 self._integrity_from_alarm = isinstance(exc, _AlarmRaised)
@@ -131,7 +145,7 @@ class Journal:
         data = canonical({"schema": WITNESS_SCHEMA, "journal_id": journal_id, "head": head,
                           "seq": seq, "store": str(self.store.root)}).encode()
         try:
-            atomic_write(self.witness_path, data, mode=0o600, durable=True)
+            atomic_write(self.witness_path, data, mode=0o600, durable=True, fault="witness_temp_written")
         except OSError as exc:
             raise JournalError(f"could not write the journal witness {self.witness_path}: "
                                f"{explain(exc, self.witness_path)}") from None
@@ -162,8 +176,8 @@ class Journal:
     def _load_state_at(self, commit_id: str) -> JournalState:
         repo = self._repo()
         try:
-            commit = repo[commit_id]
-            blob = repo[commit.tree["state.json"].id]
+            commit = _read(repo, commit_id)
+            blob = _read(repo, _read(repo, commit.tree_id)["state.json"].id)
             return JournalState.from_json(blob.data)
         except (KeyError, ValueError, pygit2.GitError) as exc:
             raise IntegrityError(f"journal event {commit_id[:12]} is unreadable or corrupt ({exc})") from None
@@ -238,8 +252,15 @@ class Journal:
                 raise IntegrityError(
                     f"the local journal checkpoint says seq {w.get('seq')} at {whead[:12]}, but that "
                     f"event is seq {wseq}: the checkpoint was edited")
-            return (f"journal ref was {state.seq - wseq} event(s) ahead of its "
-                    "checkpoint (crash between the two writes); healed")
+            if state.seq - wseq > 1:
+                # every append rewrites the witness, and no append starts while it lags:
+                # a crash leaves it one event behind at most
+                raise IntegrityError(
+                    f"the witness {self.witness_path} is {state.seq - wseq} events behind the journal "
+                    f"(it records {whead[:12]}, seq {wseq}; the journal is at seq {state.seq}): it was "
+                    "moved back or replaced with an older copy")
+            return ("the journal ref was one event ahead of its witness (a crash between the two "
+                    "writes); healed")
         if repo.descendant_of(whead, tip):
             raise IntegrityError(
                 f"the journal ref was rolled back: it points at {tip[:12]} (seq {state.seq}) but the "
@@ -283,9 +304,12 @@ class Journal:
         self.head, self.state = tip, state
 
     # ---------------------------------------------------------------- append
-    def append(self, kind: type[Event], fields: dict, *, blobs: dict[str, str] | None = None) -> dict:
+    def append(self, kind: type[Event], fields: dict, *, blobs: dict[str, str] | None = None,
+               while_running: bool = False) -> dict:
         """Append one event of type `kind` (events.Started, ...) durably; returns the payload
-        with `id` (the event's commit) added."""
+        with `id` (the event's commit) added.  `while_running`: only if its operation is still
+        running when the lock is held (else TransitionError): two processes settling the same
+        crashed call must not both record it."""
         with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
             if not self.opened:
                 self.open()
@@ -295,13 +319,18 @@ class Journal:
                 self._follow_ref()
                 self._check_alarm()
                 if self.head is not None:
-                    # this append will overwrite the local checkpoint: it must still be ours,
-                    # or deleting/editing it while a process runs would go unnoticed
-                    self._check_witness(self._read_witness(), self.head, self.state)
+                    # this append will overwrite the witness: it must still be ours, or
+                    # deleting/editing it while a process runs would go unnoticed
+                    lag = self._check_witness(self._read_witness(), self.head, self.state)
+                    if lag:                  # bring it up first: it may never lag by two
+                        self._write_witness(self.state.journal_id, self.head, self.state.seq)
             except IntegrityError as exc:
                 self.integrity = str(exc)
                 self._integrity_from_alarm = isinstance(exc, _AlarmRaised)
                 raise
+            if while_running and (self.state.open.get(fields.get("operation_id")) or {}).get("state") != "running":
+                raise TransitionError(f"operation {fields.get('operation_id')} is no longer running "
+                                      "(settled meanwhile)")
             self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
             if self.head is None:           # the genesis could not be written when we opened
                 self._genesis_locked(self._read_witness())
@@ -318,6 +347,7 @@ class Journal:
                           pygit2.GIT_FILEMODE_BLOB)
                 for name, oid in sorted(blobs.items()):
                     tb.insert(name, pygit2.Oid(hex=oid), pygit2.GIT_FILEMODE_BLOB)
+                settle_objects(self.store.root / "objects", blobs.values())
                 tree = tb.write()
                 sig = signature(payload["timestamp_ns"] / 1e9)
                 parents = [pygit2.Oid(hex=self.head)] if self.head else []
@@ -394,7 +424,7 @@ class Journal:
         repo = self._repo()
         cid = self.head
         while cid and (limit is None or len(out) < limit):
-            commit = repo[cid]
+            commit = _read(repo, cid)
             payload, _ = parse_message(commit.message)
             if names is None or payload["kind"] in names:
                 out.append({**payload, "id": cid})
@@ -468,30 +498,15 @@ class Journal:
             try:
                 while cid:
                     chain.append(cid)
-                    commit = repo[cid]
+                    commit = _read(repo, cid)
                     cid = str(commit.parent_ids[0]) if commit.parent_ids else None
             except (KeyError, ValueError, pygit2.GitError) as exc:
                 chain_problems.append(f"the chain is broken at event {cid[:12] if cid else '?'}: {exc}")
             chain.reverse()
             state = JournalState()
-            import hashlib
             for i, cid in enumerate(chain if not chain_problems else ()):
                 try:
-                    typ, data = repo.odb.read(cid)
-                    if hashlib.sha1(b"commit %d\0" % len(data) + data).hexdigest() != cid:
-                        raise ValueError("object hash mismatch")
-                    commit = repo[cid]
-                    payload, raw = parse_message(commit.message)
-                    if canonical(payload) != raw:
-                        raise ValueError("payload is not in canonical form")
-                    if payload.get("schema") != SCHEMA:
-                        raise ValueError(f"unknown schema {payload.get('schema')!r}")
-                    if i == 0 and (payload.get("kind") != "genesis" or commit.parent_ids):
-                        raise ValueError("the chain does not start with a genesis event")
-                    state = state.apply(payload)
-                    stored = repo[commit.tree["state.json"].id].data.decode()
-                    if stored != state.to_json():
-                        raise ValueError("stored state.json differs from the replayed state")
+                    state = self._check_event(repo, cid, state, first=i == 0)
                 except (ValueError, KeyError, TransitionError, pygit2.GitError) as exc:
                     chain_problems.append(f"event #{i} ({cid[:12]}): {exc}")
                     break
@@ -514,6 +529,8 @@ class Journal:
                                     f"be removed: {explain(exc, self.alarm_path)}")
                 if self._integrity_from_alarm and not problems:
                     self.integrity, self._integrity_from_alarm = "ok", False
+                if not problems:
+                    self._note_verified(tip, state.seq, full=True)
             internal_ok = not problems
             ext = None
             ext_ours = False
@@ -531,6 +548,86 @@ class Journal:
         return {"integrity": "ok" if ok else problems[0], "problems": problems, "events": len(chain),
                 "head": tip, "journal_id": state.journal_id, "external_checkpoint": ext,
                 "healed": healed, "seconds": round(time.monotonic() - t0, 3)}
+
+    @staticmethod
+    def _check_event(repo, cid: str, state: JournalState, *, first: bool) -> JournalState:
+        """One event re-hashed, parsed and replayed on `state`: the state after it, or an error."""
+        commit = _read(repo, cid)
+        _typ, data = repo.odb.read(cid)
+        if hashlib.sha1(b"commit %d\0" % len(data) + data).hexdigest() != cid:
+            raise ValueError("object hash mismatch")
+        payload, raw = parse_message(commit.message)
+        if canonical(payload) != raw:
+            raise ValueError("payload is not in canonical form")
+        if payload.get("schema") != SCHEMA:
+            raise ValueError(f"unknown schema {payload.get('schema')!r}")
+        if first and (payload.get("kind") != Genesis.kind or commit.parent_ids):
+            raise ValueError("the chain does not start with a genesis event")
+        state = state.apply(payload)
+        if _read(repo, _read(repo, commit.tree_id)["state.json"].id).data.decode() != state.to_json():
+            raise ValueError("stored state.json differs from the replayed state")
+        return state
+
+    # ------------------------------------------------------ verified head
+    def _read_verified(self) -> dict:
+        try:
+            data = json.loads(self.verified_path.read_bytes())
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _note_verified(self, head: str | None, seq: int, *, full: bool) -> None:
+        prior = self._read_verified()
+        record = {"head": head, "seq": seq,
+                  "full_at": time.time() if full else prior.get("full_at")}
+        try:
+            atomic_write(self.verified_path, canonical(record).encode(), durable=False)
+        except OSError:
+            pass                     # a read-only store: the next open verifies these again
+
+    def full_verify_due(self, max_age_s: float = FULL_VERIFY_EVERY_S) -> bool:
+        """Whether the whole chain was last verified longer ago than `max_age_s` (or never)."""
+        full_at = self._read_verified().get("full_at")
+        return not isinstance(full_at, (int, float)) or time.time() - full_at > max_age_s
+
+    def _verify_new_events(self) -> None:
+        """Re-hash and replay the events appended since the last verified head: O(new events),
+        at every open, so damage is found without waiting for a manual `journal verify`.
+        Damage below that head is the daily full verification's (Chronos.start)."""
+        tip = self.head
+        if tip is None:
+            return
+        marker = self._read_verified()
+        base = marker.get("head") if isinstance(marker.get("head"), str) else None
+        if base == tip:
+            return
+        repo = self._repo()
+        chain, cid = [], tip
+        try:
+            while cid and cid != base:
+                chain.append(cid)
+                commit = _read(repo, cid)
+                cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+        except (KeyError, ValueError, pygit2.GitError) as exc:
+            self._damage(f"the chain is broken at event {cid[:12] if cid else '?'}: {exc}", tip)
+        if base is not None and cid != base:
+            self._damage(f"the journal no longer contains the last verified event {base[:12]} (seq "
+                         f"{marker.get('seq')}): its history was rewritten", tip)
+        state = self._load_state_at(base) if base else JournalState()
+        for i, cid in enumerate(reversed(chain)):
+            try:
+                state = self._check_event(repo, cid, state, first=base is None and i == 0)
+            except (ValueError, KeyError, TransitionError, pygit2.GitError) as exc:
+                self._damage(f"event {cid[:12]} (seq {state.seq + 1}): {exc}", tip)
+        self._note_verified(tip, state.seq, full=base is None)
+
+    def _damage(self, problem: str, tip: str | None):
+        """Record damage as the alarm (every process's gate closes) and raise."""
+        try:
+            self._raise_alarm([problem], tip)
+        except OSError:
+            raise IntegrityError(problem) from None
+        raise _AlarmRaised(f"the journal is damaged: {problem}")
 
     def _heal_lag(self, repo, w: dict, tip: str | None) -> str | None:
         """The local checkpoint consistently behind the ref (a crash between the two writes):

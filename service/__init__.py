@@ -21,9 +21,12 @@ import os
 import threading
 from pathlib import Path
 
-from ..engine import inflight
-from ..engine.errors import ChronosError
-from ..journal_refs import JournalError
+import pygit2
+
+from ..engine import inflight, powercut
+from ..engine.errors import ChronosError, explain
+from ..engine.store import Store
+from ..journal_refs import JournalError, events
 from ..settings import Settings, store_location
 from . import results
 from .calls import Call, Declared, Outcome, Ticket
@@ -75,6 +78,13 @@ class Chronos:
                 inst.core.settings_problems = list(problems)
             return inst
 
+    @classmethod
+    def forget_instances(cls) -> None:
+        """Drop every cached service and store: what follows sees the store as a fresh process."""
+        with cls._guard:
+            cls._instances.clear()
+        Store.forget_instances()
+
     # ------------------------------------------------------------- shared state
     @property
     def settings(self) -> Settings:
@@ -106,8 +116,15 @@ class Chronos:
             if self._started:
                 return self.startup
             journal = self.core.journal
+            power = self._after_reboot()
             journal.open()
             settled, deferred = [], None
+            if power and journal.integrity == "ok":
+                try:
+                    journal.append(events.Maintenance, {"operation_id": None, "action": "power_cut_repair",
+                                                        **power})
+                except (JournalError, OSError):
+                    pass                 # the repair stands; startup and health still say so
             if journal.integrity == "ok":
                 try:
                     settled = self.reconcile.settle_by_evidence()
@@ -122,8 +139,48 @@ class Chronos:
                 self.startup["deferred"] = deferred
             if swept:
                 self.startup["temp_files_removed"] = swept
+            if power:
+                self.startup["power_cut_repair"] = power
+            if self.core.background and journal.integrity == "ok" and journal.full_verify_due():
+                # a long-lived host re-verifies the whole chain at most once a day, off every
+                # call's path: damage below the last verified head is found without an operator
+                self._verifier = threading.Thread(target=self._full_verify, name="chronos-git-verify",
+                                                  daemon=True)
+                self._verifier.start()
             self._started = True
             return self.startup
+
+    def _after_reboot(self) -> dict | None:
+        """Once per boot, before anything reads the store: what a power cut broke (engine.powercut)."""
+        if not self.core.store_exists():
+            return None
+
+        def known() -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            self.core.journal.open()
+            for ev in self.core.journal.events(None):
+                for key in ("post_checkpoint", "pre_checkpoint", "safety_checkpoint"):
+                    if ev.get(key) and ev.get("workspace"):
+                        out.setdefault(ev["workspace"], []).append(ev[key])
+            return out
+        try:
+            return powercut.after_reboot(self.core.store, journal_checkpoints=known)
+        except (OSError, pygit2.GitError) as exc:
+            return {"error": f"the check after a reboot could not run: {explain(exc, self.core.store_dir)}"}
+
+    def wait_for_full_verify(self, timeout: float | None = None) -> bool:
+        """Wait for the background full verification start() began; True when none is running."""
+        t = getattr(self, "_verifier", None)
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
+    def _full_verify(self) -> None:
+        try:
+            self.reconcile.verify()
+        except Exception:          # the result (and any alarm) is in the journal's state
+            pass
 
     # ------------------------------------------------------------------ calls
     def protect(self, call: Call, **kw):

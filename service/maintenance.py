@@ -83,6 +83,10 @@ class Maintenance:
             return Protection(state="off", free_bytes=free,
                               reason=f"the disk holding the store {core.store_dir} is full ({free} bytes free)",
                               fix=f"free space on the filesystem of {core.store_dir}")
+        layout = core.store.layout_problem if core.store_exists() else None
+        if layout:
+            return Protection(state="off", reason=layout,
+                              fix=f"make {core.store_dir} writable, then run `chronos-git journal status`")
         journal = core.journal_opened()
         if journal is not None and journal.unwritable:
             return Protection(state="off", reason=f"the last journal write failed: {journal.unwritable}",

@@ -5,11 +5,10 @@ rollback)."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from pathlib import Path
 
-from ..engine import treecheck
+from ..engine import faults, treecheck
 from ..engine.errors import ChronosError
 from ..engine.fsutil import atomic_write
 from ..journal_refs import IntegrityError, TransitionError, events
@@ -48,6 +47,7 @@ class Reconciler:
                                        "settled by evidence"))
                 continue
             verdict, items = evidence_of.evidence(op.declared)
+            faults.hit("settle_before_append")
             try:
                 if verdict == "completed":
                     journal.append(events.Recovered, {
@@ -61,7 +61,8 @@ class Reconciler:
                         "note": "all declared paths at their pre-image"})
                 else:
                     journal.append(events.Uncertain, {
-                        "operation_id": op.operation_id, "reason": "partial", "evidence": items})
+                        "operation_id": op.operation_id, "reason": "partial", "evidence": items},
+                        while_running=True)
             except TransitionError:
                 continue        # another process settled it between our look and our append
             out.append(Settled(operation_id=op.operation_id, tool=op.tool, result=verdict,
@@ -223,8 +224,9 @@ class Reconciler:
                                      replay_of=op, actor=actor), gate=False) as t:
             journal.append(events.Replayed, {"operation_id": op, "replay_operation_id": t.ticket.operation_id,
                                              "actor": actor})
+            faults.hit("replay_after_marker")
             try:
-                ws.write_files([(d.path, d.post) for d in files])
+                ws.write_files([(d.path, d.post) for d in files], fault="replay_mid_write")
             except (OSError, ChronosError) as exc:
                 failure = exc
                 t.outcome = failed_write(t.ticket, exc)

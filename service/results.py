@@ -21,7 +21,7 @@ from ..engine.codec import jsonable
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
 
     def wire(self) -> dict:
         """The JSON document (a dict): what --json prints and HTTP sends."""

@@ -89,11 +89,13 @@ class TimeMachine:
     # ---------------------------------------------------------- checkpoints
     def snapshot(self, workspace: str, message: str = "manual checkpoint", *, tool: str | None = None,
                  session_id: str | None = None, turn_id: str | None = None,
-                 tool_call_id: str | None = None, paths: list[str] | None = None) -> SnapshotResult:
+                 tool_call_id: str | None = None, paths: list[str] | None = None,
+                 progress=None) -> SnapshotResult:
+        """`progress(phase, done, total)`: how a first (bulk) snapshot goes, for a progress bar."""
         ws = self.core.store.workspace(workspace)
         meta = CheckpointMeta(description=message, kind="manual", tool=tool, session_id=session_id,
                               turn_id=turn_id, tool_call_id=tool_call_id)
-        res = ws.snapshot(meta, paths=paths)
+        res = ws.snapshot(meta, paths=paths, progress=progress)
         self._maybe_compact(ws)
         return SnapshotResult(workspace=os.fsdecode(ws.root_bytes), **res.to_dict(),
                               checkpoint_info=CheckpointInfo(**res.checkpoint.summary()) if res.checkpoint else None)
@@ -167,7 +169,12 @@ class TimeMachine:
                 result = RestoreResult(**raw)
                 t.outcome = _outcome(result, evidence, target.id)
         result.operation_id = t.ticket.operation_id
-        if result.failed:
+        if t.record.outcome == "uncertain":
+            result.status = "error"
+            result.error = (f"the restore's outcome is unknown: {t.record.reason}. The recovery gate is "
+                            "closed until an operator looks (`chronos-git journal status`); the safety "
+                            f"checkpoint {result.safety_checkpoint[:12]} holds the state before it")
+        elif result.failed:
             failed = [i for i in result.plan if i.action == "failed"]
             result.status = "error"
             result.error = (f"restore incomplete: {len(failed)} path(s) could not be changed "

@@ -186,6 +186,10 @@ class ProtectedCalls:
         with self.protect(call) as t:
             try:
                 rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
+            except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+                # exec failed: the command never ran, a known outcome (the gate stays open)
+                rc, failure = None, f"could not run {argv[0]}: {exc.strerror or exc}"
+                t.outcome = Outcome(status="error", result_hash=sha256_hex(failure))
             except (OSError, subprocess.SubprocessError) as exc:    # it may have started: unknown
                 rc, failure = None, f"could not run {argv[0]}: {exc}"
                 t.outcome = Outcome(status="error", uncertain_reason=f"exception: {type(exc).__name__}")

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from chronos_git.engine.store import Store
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 from support.helpers import run_cli
@@ -15,11 +14,9 @@ from support.helpers import run_cli
 @pytest.fixture(autouse=True)
 def _fresh_caches():
     """Stores and services are cached per process; tests want their own."""
-    Store._instances.clear()
-    Chronos._instances.clear()
+    Chronos.forget_instances()
     yield
-    Store._instances.clear()
-    Chronos._instances.clear()
+    Chronos.forget_instances()
 
 
 @pytest.fixture

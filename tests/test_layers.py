@@ -13,9 +13,11 @@ ALLOWED = {
     "journal_refs": {"engine"},
     "settings": {"engine"},
     "service": {"engine", "journal_refs", "settings"},
-    "cli": {"service", "engine", "settings"},
-    "api": {"service", "engine", "settings"},
-    "hermes": {"service", "cli", "engine", "journal_refs", "settings"},
+    "report": {"service", "engine", "settings"},
+    "windtunnel": {"service", "engine", "journal_refs", "settings"},
+    "cli": {"service", "engine", "settings", "report", "windtunnel"},
+    "api": {"service", "engine", "settings", "report"},
+    "hermes": {"service", "cli", "engine", "journal_refs", "settings", "report"},
 }
 
 

@@ -14,6 +14,12 @@
  * run (first click) returns the plan and a `plan_token`; the confirm click
  * sends the same request with that token.
  *
+ * The pane reads only what the OpenAPI schema declares for each route
+ * (/api/plugins/chronos-git/openapi.json, the models of service/results.py):
+ * tests/e2e/test_dashboard_browser.py records every field it reads and checks
+ * them against that schema.  Answers are kept as they came (`{res, ...}` beside
+ * the pane's own notes), never merged with local state.
+ *
  * Stable data-testid attributes are part of the contract with
  * tests/test_dashboard_browser.py — rename them only together with the tests.
  */
@@ -104,6 +110,23 @@
     return parts.length ? "?" + parts.join("&") : "";
   }
 
+  /** The forensic report (GET /report, HTML with its own CSP) opened as a blob in a new tab:
+   *  a plain link could not carry the session token. */
+  function openReport() {
+    var fetcher = SDK.authedFetch || window.fetch.bind(window);
+    var tab = window.open("", "_blank");
+    fetcher(BASE + "/report").then(function (res) {
+      if (!res.ok) throw new Error("report: HTTP " + res.status);
+      return res.text();
+    }).then(function (html) {
+      var url = URL.createObjectURL(new Blob([html], { type: "text/html" }));
+      if (tab) tab.location = url; else window.location.assign(url);
+    }, function (e) {
+      if (tab) tab.close();
+      window.alert(String(e && e.message || e));
+    });
+  }
+
   function api(path, opts) {
     opts = opts || {};
     var init = { method: opts.method || "GET", headers: {} };
@@ -141,6 +164,11 @@
     return w && w.root_b64 ? { workspace_b64: w.root_b64 } : { workspace: root };
   }
 
+  /** Skipped entries (service.results.Skipped) as text. */
+  function skippedText(list, sep) {
+    return (list || []).map(function (s) { return s.path + " (" + s.reason + ")"; }).join(sep);
+  }
+
   var ACTION_HELP = {   // every action the engine's plan can hold
     restore: "rewritten to the checkpoint's content", create: "created from the checkpoint",
     delete: "removed: not in the checkpoint", skip: "left untouched",
@@ -155,6 +183,7 @@
   }
 
   var KIND_TONE = { manual: "secondary", safety: "warning", full: "outline", declared: "outline" };
+  var PROTECTION_TONE = { on: "success", ready: "secondary", degraded: "warning", off: "destructive" };
   var EVENT_TONE = { started: "outline", returned: "success", uncertain: "warning", resolved: "secondary",
                      recovered: "secondary", replayed: "secondary", maintenance: "outline", genesis: "outline" };
 
@@ -235,7 +264,7 @@
         h("span", { style: S.mono, "data-testid": "checkpoint-id", title: c.id }, c.short_id || short(c.id)),
         h(Badge, { tone: KIND_TONE[c.kind] || "outline", "data-testid": "checkpoint-kind" }, c.kind || "?"),
         c.tool ? h("span", { style: S.mono, "data-testid": "checkpoint-tool" }, c.tool) : null,
-        skipped ? h(Badge, { tone: "warning", "data-testid": "checkpoint-skipped", title: (c.skipped || []).join("\n") },
+        skipped ? h(Badge, { tone: "warning", "data-testid": "checkpoint-skipped", title: skippedText(c.skipped, "\n") },
           skipped + " skipped") : null),
       h("div", { "data-testid": "checkpoint-description" }, c.description || "(no description)"),
       h("div", { style: S.muted },
@@ -244,16 +273,28 @@
         c.session_id ? h("span", { style: S.mono }, "  · session " + short(c.session_id, 15)) : null));
   }
 
+  /** "abcdef12 “description”" for a RestoreResult's `target` (CheckpointInfo), else the id. */
+  function targetText(r) {
+    var t = r.target;
+    return t ? t.short_id + (t.description ? " “" + t.description + "”" : "") : short(r.restored_checkpoint, 12);
+  }
+
+  function keptText(r) {
+    return r.kept ? r.kept + " file(s) kept as they are: not captured by the safety checkpoint" : "";
+  }
+
+  /** props.plan: {res: RestoreResult of the dry run, request, undo, selected}. */
   function RestorePlan(props) {
-    var p = props.plan;
-    if (!p) return null;
+    if (!props.plan) return null;
+    var p = props.plan.res;
     var items = p.plan || [];
     return h("div", { "data-testid": "restore-plan", style: props.armed ? S.notice : { padding: 10, border: "1px dashed rgba(127,127,127,0.4)" } },
-      h("div", null, h("strong", null, (p.undo ? "Undo plan" : "Restore plan") + (props.armed
+      h("div", null, h("strong", null, (props.plan.undo ? "Undo plan" : "Restore plan") + (props.armed
           ? " (dry run) — click Confirm restore to apply" : " (dry run) — not armed: click Restore again to preview anew")),
-        h("span", { style: S.muted }, "  → " + short(p.restored_checkpoint, 12))),
+        h("span", { style: S.muted, "data-testid": "restore-plan-target" }, "  → " + targetText(p))),
       h("div", { style: S.muted, "data-testid": "restore-plan-summary" },
         (items.length ? actionCounts(items) : "no changes") + (p.clean ? "" : " (no clean)")),
+      p.kept ? h("div", { style: S.muted, "data-testid": "restore-plan-kept" }, keptText(p)) : null,
       items.length
         ? h("ul", { style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) }, items.map(function (it) {
             return h("li", { key: (it.path_b64 || it.path) + it.action, "data-testid": "restore-plan-item",
@@ -263,16 +304,19 @@
         : h("div", { style: S.muted }, "Nothing to change: the working tree already matches."));
   }
 
+  /** props.result: {res: RestoreResult (an incomplete one arrives with HTTP 409), undo}. */
   function RestoreResult(props) {
-    var r = props.result;
-    if (!r) return null;
+    if (!props.result) return null;
+    var r = props.result.res;
     var failed = (r.plan || []).filter(function (i) { return i.action === "failed"; });
-    return h("div", { "data-testid": "restore-result", style: failed.length ? S.notice : S.ok },
-      h("div", null, h("strong", null, r.undo ? "Undone. " : "Restored. "),
+    return h("div", { "data-testid": "restore-result", style: r.failed ? S.notice : S.ok },
+      h("div", null, h("strong", null, r.failed ? "Restore incomplete. " : props.result.undo ? "Undone. " : "Restored. "),
         "Workspace is now at checkpoint ",
         h("span", { style: S.mono, "data-testid": "restored-checkpoint-id" }, short(r.restored_checkpoint, 12)),
+        h("span", { "data-testid": "restored-target" }, r.target && r.target.description ? " “" + r.target.description + "”" : ""),
         " — " + r.files_changed + " file(s) written, " + r.untracked_removed + " removed" +
-        (r.skipped ? ", " + r.skipped + " skipped" : "") + "."),
+        (r.skipped ? ", " + r.skipped + " skipped" : "") + (r.failed ? ", " + r.failed + " failed" : "") + "."),
+      r.kept ? h("div", { style: S.muted, "data-testid": "restore-kept" }, keptText(r)) : null,
       h("div", { style: Object.assign({ marginTop: 6 }, S.row) },
         h("span", null, "Safety checkpoint of the previous state: "),
         h("span", { style: S.mono, "data-testid": "safety-checkpoint-id", "data-checkpoint-id": r.safety_checkpoint || "",
@@ -288,9 +332,23 @@
       r.operation_id ? h("div", { style: S.muted }, "journal operation " + short(r.operation_id, 12)) : null);
   }
 
+  /** Protection (service.results.Protection) OFF or DEGRADED: a banner with the reason and the fix. */
+  function ProtectionBanner(props) {
+    var p = props.protection;
+    if (!p || (p.state !== "off" && p.state !== "degraded")) return null;
+    return h("div", { role: "alert", "data-testid": "protection-banner", "data-state": p.state,
+                      style: p.state === "off" ? S.error : S.notice },
+      h("div", null,
+        h("strong", null, "Protection " + p.state.toUpperCase() + ": "),
+        h("span", { "data-testid": "protection-reason" }, p.reason || "no reason given"),
+        p.fix ? h("div", { style: { marginTop: 4 } }, "Fix: ", h("span", { style: S.mono, "data-testid": "protection-fix" }, p.fix)) : null));
+  }
+
   function CheckpointDetail(props) {
-    var cp = props.checkpoint, d = props.detail, mode = props.mode;
+    var cp = props.checkpoint, mode = props.mode;
     if (!cp) return h("div", { style: S.muted, "data-testid": "checkpoint-detail-empty" }, "Select a checkpoint to see its diff.");
+    // props.detail: {mode, res}: a ShowResult ("changes") or a DiffResult ("worktree")
+    var d = props.detail && props.detail.mode === mode ? props.detail.res : null;
     var diff = d && (mode === "changes" ? d.changes : d);
     return h("div", { "data-testid": "checkpoint-detail", "data-checkpoint-id": cp.id, style: { display: "flex", flexDirection: "column", gap: 10 } },
       h("div", null,
@@ -301,7 +359,7 @@
         h("div", { style: S.muted }, fmtTime(cp.time) + (cp.tool ? " · tool " + cp.tool : "") +
           (cp.tool_call_id ? " · call " + cp.tool_call_id : "") + (cp.files != null ? " · " + cp.files + " files" : "")),
         (cp.skipped || []).length
-          ? h("div", { style: S.notice, "data-testid": "detail-skipped" }, "Not captured (too large / unreadable): " + cp.skipped.join(", "))
+          ? h("div", { style: S.notice, "data-testid": "detail-skipped" }, "Not captured (too large / unreadable): " + skippedText(cp.skipped, ", "))
           : null,
         cp.note ? h("div", { style: S.muted }, cp.note) : null),
       h("div", { style: S.row },
@@ -357,7 +415,7 @@
 
   function JournalPanel(props) {
     var st = props.status, events = props.events || [];
-    var unresolved = (st && st.unresolved) || [];
+    var unresolved = (st && st.unresolved) || [], settled = (st && st.settled_at_start) || [];
     return h(Card, { "data-testid": "journal-panel" },
       h(CardHeader, null, h(CardTitle, null, "Tool-call journal")),
       h(CardContent, null,
@@ -369,7 +427,9 @@
             h(Badge, { tone: st.gate === "open" ? "success" : "destructive", "data-testid": "journal-gate" }, st.gate),
             h("span", { style: S.muted, "data-testid": "journal-events-count" }, st.events + " events · head " + short(st.head, 10)),
             h(Button, { size: "sm", outlined: true, disabled: props.verifying, onClick: props.onVerify, "data-testid": "verify-button" },
-              props.verifying ? "Verifying…" : "Verify chain")),
+              props.verifying ? "Verifying…" : "Verify chain"),
+            h(Button, { size: "sm", outlined: true, onClick: openReport, "data-testid": "report-button" },
+              "Forensic report")),
           props.verify ? h("div", { "data-testid": "verify-result", "data-integrity": props.verify.integrity,
                                     style: props.verify.integrity === "ok" ? S.ok : S.error },
             props.verify.integrity === "ok"
@@ -389,21 +449,24 @@
                   h("span", { style: S.mono }, op.tool),
                   op.tool_call_id ? h("span", { style: S.mono }, op.tool_call_id) : null),
                 h("div", { style: S.muted }, (op.workspace || "") + (op.pre_checkpoint ? " · pre-checkpoint " + short(op.pre_checkpoint, 10) : "") +
-                  (op.reason ? " · " + op.reason : "") + (op.owner && op.owner.pid ? " · pid " + op.owner.pid : "")),
+                  (op.reason ? " · " + op.reason : "")),
                 h(ResolveForm, { op: op, onResolved: props.onResolved }));
             })),
           (st.running || []).length ? h("div", { style: S.muted }, (st.running || []).length + " operation(s) currently running") : null,
+          settled.length ? h("div", { "data-testid": "journal-settled", "data-count": settled.length },
+            h("strong", null, "Settled by evidence at start (" + settled.length + ")"),
+            settled.map(function (x) {
+              return h("div", { key: x.operation_id, "data-testid": "settled-op", "data-result": x.result, style: S.mono },
+                short(x.operation_id, 12) + "  " + (x.tool || "?") + "  → " + x.result + (x.why ? "  (" + x.why + ")" : ""));
+            })) : null,
           h("div", null,
             h("strong", null, "Recent events"),
             h("table", { style: S.table, "data-testid": "journal-events" },
-              h("tbody", null, events.map(function (e) {
-                var what = e.tool || e.action || (e.outcome ? "outcome " + e.outcome : "") || (e.status ? "status " + e.status : "");
+              h("tbody", null, events.map(function (e) {   // only the fields Event declares
                 return h("tr", { key: e.id || e.seq, "data-testid": "journal-event", "data-kind": e.kind, "data-seq": e.seq },
                   h("td", { style: Object.assign({}, S.td, S.mono) }, "#" + e.seq),
                   h("td", { style: S.td }, h(Badge, { tone: EVENT_TONE[e.kind] || "outline" }, e.kind)),
                   h("td", { style: Object.assign({}, S.td, S.mono) }, e.operation_id ? short(e.operation_id, 10) : ""),
-                  h("td", { style: S.td }, what + (e.status && e.tool ? " · " + e.status : "") +
-                    (e.exit_code != null ? " · exit " + e.exit_code : "") + (e.evidence && typeof e.evidence === "string" ? " · " + e.evidence : "")),
                   h("td", { style: Object.assign({}, S.td, S.muted) }, e.timestamp_ns ? ago(e.timestamp_ns / 1e9) : ""));
               })))))));
   }
@@ -427,6 +490,7 @@
     var s15 = useState(false), verifying = s15[0], setVerifying = s15[1];
     var s16 = useState(null), error = s16[0], setError = s16[1];
     var s17 = useState(null), updated = s17[0], setUpdated = s17[1];
+    var s18 = useState(null), offProtection = s18[0], setOffProtection = s18[1];
 
     var wsRef = useRef(null); wsRef.current = ws;
     var listRef = useRef([]); listRef.current = workspaces;
@@ -465,9 +529,17 @@
         return Promise.all([loadCheckpoints(root), loadJournal()]);
       }).then(function () {
         setUpdated(Date.now());
+        setOffProtection(null);
         // a failed poll's banner goes away by itself once polling works again
         setError(function (cur) { return cur && cur.context === "Refresh" ? null : cur; });
-      }, fail("Refresh"))
+      }, function (e) {
+        fail("Refresh")(e);
+        // never silently off: when the API did not load, its /health still says why (503)
+        return api("/health").then(function (hr) { setOffProtection(hr.protection); }, function (e2) {
+          var b = toApiError(e2).body;
+          setOffProtection(b && b.protection ? b.protection : null);
+        });
+      })
         .then(function () {
           inflight.current = null;
           if (again.current) { again.current = false; return refreshRef.current(); }
@@ -498,7 +570,7 @@
       var req = mode === "changes"
         ? api("/checkpoints/" + encodeURIComponent(selected) + qs(wsArgs(listRef.current, ws)))
         : api("/diff" + qs(Object.assign(wsArgs(listRef.current, ws), { from: selected })));
-      req.then(function (r) { if (seq === detailSeq.current) setDetail(r); },
+      req.then(function (r) { if (seq === detailSeq.current) setDetail({ mode: mode, res: r }); },
                function (e) { if (seq === detailSeq.current) { setDetail(null); fail("Loading the diff")(e); } })
         .then(function () { if (seq === detailSeq.current) setDetailLoading(false); });
     }, [selected, mode, ws, fail]);
@@ -517,14 +589,20 @@
     function doRestore(p) {
       setBusy(true);
       return api("/restore", { method: "POST", body: Object.assign({}, p.request,
-        { checkpoint: p.restored_checkpoint, dry_run: false, plan_token: p.plan_token }) })
+        { checkpoint: p.res.restored_checkpoint, dry_run: false, plan_token: p.res.plan_token }) })
         .then(function (r) {
-          setResult(Object.assign({}, r, { undo: !!p.undo }));
+          setResult({ res: r, undo: p.undo });
           setPlan(null);
           setError(null);
           // the working tree changed: the resultKey effect below re-fetches the diff
           return refresh();
-        }, fail(p.undo ? "Undo" : "Restore"))
+        }, function (e) {
+          var err = toApiError(e);
+          // an incomplete restore (HTTP 409) is still a RestoreResult: show what failed, offer undo
+          if (err.body && err.body.safety_checkpoint && err.body.plan) { setResult({ res: err.body, undo: p.undo }); setPlan(null); }
+          fail(p.undo ? "Undo" : "Restore")(err);
+          return refresh();
+        })
         .then(function () { setBusy(false); });
     }
 
@@ -534,7 +612,7 @@
       setBusy(true);
       return api("/restore", { method: "POST", body: Object.assign({ dry_run: true }, request) })
         .then(function (p) {
-          setPlan(Object.assign({}, p, { request: request, undo: !!isUndo, selected: checkpointId }));
+          setPlan({ res: p, request: request, undo: !!isUndo, selected: checkpointId });
           setArmed(true);
           if (armTimer.current) clearTimeout(armTimer.current);
           armTimer.current = setTimeout(function () { armTimer.current = null; setArmed(false); }, ARM_MS);
@@ -571,19 +649,20 @@
     function onResolved() { refresh(); }
 
     var cp = (checkpoints || []).filter(function (c) { return c.id === selected; })[0] || null;
-    if (!cp && selected && detail && detail.checkpoint && detail.checkpoint.id === selected) cp = detail.checkpoint;
+    if (!cp && selected && detail && detail.mode === "changes" && detail.res.checkpoint.id === selected) cp = detail.res.checkpoint;
 
     // refetch the diff after a restore (working tree changed)
-    var resultKey = result ? result.safety_checkpoint : null;
+    var resultKey = result ? result.res.safety_checkpoint : null;
     useEffect(function () {
       if (!resultKey || !selected || !ws) return;
       var seq = ++detailSeq.current;
       var req = mode === "changes"
         ? api("/checkpoints/" + encodeURIComponent(selected) + qs(wsArgs(listRef.current, ws)))
         : api("/diff" + qs(Object.assign(wsArgs(listRef.current, ws), { from: selected })));
-      req.then(function (r) { if (seq === detailSeq.current) setDetail(r); }, function () {});
+      req.then(function (r) { if (seq === detailSeq.current) setDetail({ mode: mode, res: r }); }, function () {});
     }, [resultKey]);  // eslint-disable-line
 
+    var protection = offProtection || (jstatus && jstatus.protection) || null;
     var wsOptions = workspaces.map(function (w) {
       return { value: w.root, label: w.root + "  (" + w.checkpoints + ")" + (w.exists === false ? " — missing" : "") };
     });
@@ -594,10 +673,14 @@
           h("strong", { style: { fontSize: 16 } }, "Chronos"),
           h("span", { style: S.muted }, "checkpoints · diffs · rollback · journal")),
         h("div", { style: S.row },
+          protection ? h(Badge, { tone: PROTECTION_TONE[protection.state] || "outline", "data-testid": "header-protection",
+                                  "data-state": protection.state, title: protection.reason || "" },
+            "protection " + (protection.state === "on" || protection.state === "ready" ? protection.state : protection.state.toUpperCase())) : null,
           jstatus ? h(Badge, { tone: jstatus.gate === "open" ? "success" : "destructive", "data-testid": "header-gate" },
             "gate " + jstatus.gate) : null,
           h("span", { style: S.muted, "data-testid": "last-updated" }, updated ? "updated " + new Date(updated).toLocaleTimeString() : "loading…"),
           h(Button, { size: "sm", outlined: true, onClick: function () { refresh(); }, "data-testid": "refresh-button" }, "Refresh"))),
+      h(ProtectionBanner, { protection: protection }),
       h(ErrorBanner, { error: error, onDismiss: function () { setError(null); } }),
       h(RestoreResult, { result: result, busy: busy, onUndo: onUndo }),
       h("div", { style: S.row },

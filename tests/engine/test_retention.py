@@ -215,3 +215,35 @@ def test_service_compacts_automatically_past_the_limit(svc, ws, store_dir):
     retention = [e for e in maint if e["action"] == "retention"]
     assert retention and retention[0]["dropped"][0]["checkpoints"]
     assert any(e["action"] == "compact" for e in maint)
+
+
+@pytest.mark.parametrize("other_process", [False, True])
+def test_content_equal_to_pruned_objects_is_written_again_after_a_compaction(tmp_path, ws, other_process):
+    """Regression (wind tunnel, random kill seeds 10000/10004): libgit2 keeps a deleted
+    pack's index in memory, so a handle opened before a compaction believed pruned
+    objects still existed and skipped writing them; a checkpoint whose content equalled
+    a pruned one then named a missing tree, and its restore failed."""
+    import subprocess
+    import sys
+    cfg = EngineConfig(max_checkpoints=1, compact_grace_s=0)
+    store = Store.open(tmp_path / "store", cfg)
+    (ws / "docs").mkdir()
+    (ws / "docs" / "old.txt").write_text("the old state\n")
+    snap(store, ws, "old state")                        # its docs/ tree and blob are packed later
+    (ws / "docs" / "old.txt").write_text("a new state\n")
+    snap(store, ws, "new state")
+    if other_process:                                   # the compaction runs elsewhere
+        code = ("import sys; from chronos_git.engine.store import Store; from chronos_git.engine import retention;"
+                "from chronos_git.engine.config import EngineConfig;"
+                "s = Store.open(sys.argv[1], EngineConfig(max_checkpoints=1, compact_grace_s=0));"
+                "retention.compact(s, grace_s=0)")
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], check=True)
+    else:
+        retention.compact(store, grace_s=0)
+    (ws / "docs" / "old.txt").write_text("the old state\n")   # back to content that was pruned
+    cid = snap(store, ws, "old state again").checkpoint.id
+    fsck = subprocess.run(["git", f"--git-dir={tmp_path / 'store'}", "fsck", "--strict", "--no-dangling"],
+                          capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    assert repo[repo[cid].tree["docs"].id]["old.txt"].data == b"the old state\n"

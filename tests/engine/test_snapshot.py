@@ -808,3 +808,20 @@ def test_first_declared_snapshot_has_a_full_baseline(svc, ws, store_dir):
     s.restore(str(ws), pre)
     assert (ws / "a.txt").read_text() == "alpha\n"
     assert (ws / "src" / "main.py").read_text() == "print('hi')\n"
+
+
+def test_a_declared_snapshot_in_a_new_process_keeps_files_an_unsaved_cache_lacks(store_dir, ws):
+    """Regression: process 1's declared snapshot leaves the stat cache file unsaved; process
+    2's declared snapshot built on that stale file and dropped process 1's file from its
+    checkpoint, and `diff` showed the file deleted and added."""
+    for n, name in enumerate(("one.txt", "two.txt")):
+        Chronos.forget_instances()                       # a new process, as each CLI call is
+        svc = Chronos.get(store_dir, Settings())
+        assert svc.write_file(str(ws), name, f"{n}\n".encode()).status == "ok"
+    Chronos.forget_instances()
+    svc = Chronos.get(store_dir, Settings())
+    repo = pygit2.Repository(str(store_dir))
+    for c in svc.log(str(ws), None).checkpoints[:2]:
+        names = {e.name for e in repo[c.id].tree}
+        assert "one.txt" in names, (c.description, names)
+    assert svc.diff(str(ws)).files == []

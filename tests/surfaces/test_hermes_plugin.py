@@ -109,11 +109,14 @@ def test_settings_are_lenient_with_bad_values():
     s, problems = Settings.from_mapping({"max_checkpoints": -3, "gate_mode": "sometimes", "strict_errors": True,
                                          "snapshot_budget_s": "fast", "unknown_key": 1})
     assert s.max_checkpoints == 200 and s.gate_mode == "block" and s.snapshot_budget_s == 8.0
-    assert sorted(p.split(" = ")[0].rsplit(".", 1)[1] for p in problems) == [
-        "gate_mode", "max_checkpoints", "snapshot_budget_s"]       # never silently: each one named
+    named = sorted(p.split(" ")[0].rsplit(".", 1)[1] for p in problems)
+    assert named == ["gate_mode", "max_checkpoints", "snapshot_budget_s", "unknown_key"]   # each one named
+    assert any("not a chronos-git setting" in p for p in problems)
     assert s.strict_errors is True
     assert all(s.is_read_only(t) for t in INSPECTION_TOOLS)
     assert not s.is_read_only("chronos_rollback") and not s.is_read_only("terminal")
+    s, problems = Settings.from_mapping({"max_checkpoints": True, "auto_snapshot": 1})   # no lax coercion
+    assert s.max_checkpoints == 200 and s.auto_snapshot is True and len(problems) == 2
 
 
 # ------------------------------------------------------------ classification
@@ -359,3 +362,26 @@ def test_a_store_that_cannot_take_writes_is_told_on_the_first_turn(plugin, monke
     assert p.on_pre_llm_call(session_id="s1") is None
     status = json.loads(ctx.tools["chronos_status"][2]({}))
     assert status["protection"] == {"state": "on"}
+
+
+def test_slash_report_writes_the_html_beside_the_store_or_where_asked(plugin, tmp_path):
+    ctx, p, ws = plugin()
+    p.svc().snapshot(str(ws), "v1")
+    cmd = ctx.commands["chronos"]
+    out = cmd("report")
+    folder = p.svc().core.store_dir.parent / "chronos-git-reports"
+    (page,) = folder.glob("chronos-git-report-*.html")
+    assert "report written" in out and str(page) in out and "<script" not in page.read_text()
+    target = tmp_path / "mine.html"
+    assert str(target) in cmd(f"report {target}") and target.read_text().startswith("<!")
+    assert "inside the store" in cmd(f"report {p.svc().core.store_dir / 'x.html'}")
+
+
+def test_an_alert_with_nothing_left_to_tell_is_not_sent():
+    """Regression (demo): settlements that only needed an operator, resolved since, left a bare
+    '[chronos-git recovery alert]' header in the model's context."""
+    from types import SimpleNamespace
+    from chronos_git.hermes.alerts import recovery_alert
+    assert recovery_alert([SimpleNamespace(result="needs_operator", tool="terminal", paths=[])], [], "ok") == ""
+    done = recovery_alert([SimpleNamespace(result="completed", tool="write_file", paths=["/w/a.txt"])], [], "ok")
+    assert "do NOT repeat it" in done and "/w/a.txt" in done

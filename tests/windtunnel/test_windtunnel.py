@@ -1,0 +1,58 @@
+"""The wind tunnel itself: a hang is a breach and not a stuck run, an unreached fault
+point is a breach, and the command prints a line per suite and one JSON document."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+
+from chronos_git.windtunnel import runner, suites
+from chronos_git.windtunnel.suites import Case
+
+
+def _hang(case, s):
+    time.sleep(3600)
+
+
+def test_a_case_that_hangs_is_killed_and_reported_as_a_breach(monkeypatch):
+    monkeypatch.setitem(suites._RUN, "input", _hang)
+    ctx = multiprocessing.get_context("fork")          # the patched table reaches the child
+    t0 = time.monotonic()
+    r = runner.run_isolated(ctx, Case("input", "sleeper", 1), timeout=2)
+    assert time.monotonic() - t0 < 30
+    assert r["counts"]["hangs"] == 1 and "hang" in r["breaches"][0] and not r["reached"]
+
+
+def test_a_fault_point_no_seed_reached_is_a_breach():
+    case = {"suite": "crash", "name": "mid_append", "seed": 0, "spec": {}}
+    results = [{"case": case, "reached": False, "note": "", "counts": {}, "breaches": [], "seconds": 1.0}]
+    summary = runner.summarize("crash", results)
+    assert summary["counts"]["unreached"] == 1
+    assert summary["breaches"] == [{"case": "mid_append", "seed": None,
+                                    "breach": "unreached: no seed reached mid_append"}]
+
+
+def test_every_power_target_and_crash_point_has_a_case():
+    cases = suites.build(["crash", "power"], quick=True, seeds=1)
+    from chronos_git.engine.faults import POINTS
+    assert {c.name for c in cases if c.suite == "crash"} >= set(POINTS) and len(POINTS) >= 24
+    assert {c.spec["target"] for c in cases if c.suite == "power"} >= {"loose_truncate", "ref_zero", "index_zero",
+                                                                        "pack_truncate", "witness_zero"}
+
+
+def test_the_command_prints_a_line_per_suite_and_one_json_document(tmp_path):
+    out = tmp_path / "wt.json"
+    r = subprocess.run([sys.executable, "-m", "chronos_git.cli", "windtunnel", "--quick", "--suite", "input",
+                        "--suite", "tamper", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith(("input:", "tamper:"))]
+    assert len(lines) == 2 and all("0 escapes" in line and "0 hangs" in line for line in lines), r.stdout
+    doc = json.loads(out.read_text())
+    assert doc["breaches"] == 0 and doc["suites"]["input"]["cases"] == len(suites.input_cases())
+    assert doc["suites"]["tamper"]["reached"] == doc["suites"]["tamper"]["cases"]      # all detected
+    bad = subprocess.run([sys.executable, "-m", "chronos_git.cli", "windtunnel", "--seeds", "0"],
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert bad.returncode == 2 and "--seeds must be at least 1" in bad.stderr

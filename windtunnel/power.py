@@ -1,0 +1,136 @@
+"""What a power cut leaves of data that was never fsynced, and a disk that really fills up.
+
+A power cut loses what sat in the page cache: a file whose data was not
+flushed comes back empty (its size written, its blocks not: ext4 with
+delayed allocation) or as zeros.  `cut` does that to what chronos-git leaves
+un-fsynced on purpose (snapshot objects, refs and the stat cache when
+`durable_snapshots` is off; the stat cache always) and, as the control, to
+the witness, which is fsynced and whose damage must be noticed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pygit2
+
+from ..engine.powercut import MARKER
+from ..journal_refs.journal import witness_path_for
+from .scenario import Outcome, Scenario
+
+
+def _journal_objects(store: Path) -> set[str]:
+    """Every object the journal reaches: fsynced on every append, so a power cut keeps them."""
+    repo = pygit2.Repository(str(store))
+    ref = repo.references.get("refs/chronos/journal")
+    seen: set[str] = set()
+    stack = [ref.target] if ref is not None else []
+    while stack:
+        oid = stack.pop()
+        if str(oid) in seen:
+            continue
+        seen.add(str(oid))
+        obj = repo[oid]
+        if isinstance(obj, pygit2.Commit):
+            stack += list(obj.parent_ids) + [obj.tree_id]
+        elif isinstance(obj, pygit2.Tree):
+            stack += [e.id for e in obj]
+    return seen
+
+
+def _damage(path: Path, how: str, rng) -> None:
+    os.chmod(path, 0o600)
+    size = path.stat().st_size
+    if how == "truncate":
+        os.truncate(path, 0 if rng.random() < 0.5 else size // 2)
+    else:                                            # zero: the size made it, the blocks did not
+        keep = rng.randint(0, size // 2) if size else 0
+        with open(path, "r+b") as fh:
+            fh.seek(keep)
+            fh.write(b"\0" * (size - keep))
+
+
+def cut(s: Scenario, target: str, rng) -> list[Path]:
+    what, how = target.rsplit("_", 1)
+    store = s.store
+    if what == "loose":
+        keep = _journal_objects(store)
+        loose = [p for p in (store / "objects").glob("??/*")
+                 if p.parent.name + p.name not in keep]
+        victims = sorted(loose, key=lambda p: p.stat().st_mtime_ns)[-rng.randint(1, 4):]
+    elif what == "pack":
+        keep = _journal_objects(store)
+        # only packs nothing durable lives in: the bulk import's (compaction packs are fsynced)
+        victims = []
+        for pack in sorted((store / "objects" / "pack").glob("*.pack"), key=lambda p: p.stat().st_mtime_ns):
+            idx = pack.with_suffix(".idx")
+            names = _pack_objects(idx)
+            if names and not names & keep:
+                victims = [pack] if rng.random() < 0.7 else [pack, idx]
+    elif what == "ref":
+        refs = sorted((store / "refs" / "chronos" / "snapshots").glob("*"))
+        victims = refs[-1:] if rng.random() < 0.5 else refs
+    elif what == "index":
+        victims = sorted((store / "worktrees").glob("*/index"))
+    elif what == "witness":
+        w = witness_path_for(store)
+        victims = [w] if w.exists() else []
+    else:
+        raise ValueError(target)
+    for p in victims:
+        _damage(p, how, rng)
+    reboot(store)
+    return victims
+
+
+def reboot(store: Path) -> None:
+    """What the machine's restart after the cut looks like to the store: a new boot id."""
+    marker = store / "chronos" / MARKER
+    if marker.exists():
+        marker.write_text(json.dumps({"boot_id": "the boot before the power cut"}))
+
+
+def _pack_objects(idx: Path) -> set[str]:
+    try:
+        out = subprocess.run(["git", "show-index"], stdin=idx.open("rb"), capture_output=True, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return set()
+    return {line.split()[1] for line in out.splitlines() if len(line.split()) >= 2}
+
+
+def full_tmpfs(s: Scenario, rng) -> Outcome:
+    """A store on a real 3 MiB tmpfs, filled by the victim until writes fail (ENOSPC)."""
+    out = Outcome()
+    mnt = Path(tempfile.mkdtemp(prefix="chronos-windtunnel-tmpfs-"))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        out.reached = False
+        out.note = f"no tmpfs: {mounted.stderr.strip()}"
+        shutil.rmtree(mnt, ignore_errors=True)
+        return out
+    try:
+        s.store = mnt / "store"
+        big = os.urandom(512 * 1024)
+        for i in range(7):                             # incompressible files that outgrow the disk
+            (s.ws / f"big{i}.bin").write_bytes(big[i:] + big[:i])
+        c = s.child(ops=30, only=("write", "multi", "shell", "snapshot"))
+        acks = s.acknowledged()
+        full = [a for a in acks if a.get("error") and a["error"].get("code") in ("os_error", "store_unwritable",
+                                                                                   "journal", None)]
+        out.reached = any(a.get("error") for a in acks)
+        out.note = f"{len(full)} of {len(acks)} operation(s) answered 'disk full'"
+        if c.rc != 0:
+            out.breach("unclear_errors", f"the victim died on a full disk: {c.stderr.strip()[-300:]}")
+        # make room, as an operator would, then the next start must verify and carry on
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], capture_output=True, check=True)
+        out.merge(s.check(s.next_start()))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        shutil.rmtree(mnt, ignore_errors=True)
+    return out

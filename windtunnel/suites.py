@@ -1,0 +1,284 @@
+"""The six suites: what each case does to a store, and which invariants it checks.
+
+Every case is a plain `Case` (suite, name, seed, spec) so that a breach can be
+replayed alone (`--suite crash --seed S`); `run_case` runs one in a worker
+process and returns its outcome as a dict.
+"""
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..engine.faults import POINTS
+from .scenario import Outcome, Scenario
+
+SUITES = ("crash", "power", "io", "tamper", "concurrency", "input")
+
+
+@dataclass
+class Case:
+    suite: str
+    name: str
+    seed: int
+    spec: dict = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ crash
+_WRITES8 = ["write"] * 8
+# how a victim reaches each point: operations first, a prior crash to recover from,
+# the largest n of `point@n` worth drawing (points hit on most calls)
+RECIPES: dict[str, dict] = {
+    "bulk_mid_pack": {}, "bulk_before_idx": {}, "bulk_before_index": {}, "bulk_before_ref": {},
+    "mid_snapshot": {"nth": 6}, "snapshot_index_written": {"first": ["shell", "shell"], "nth": 3},
+    "snapshot_after_commit": {"nth": 6},
+    "watcher_handoff": {"background": True, "first": ["write", "shell", "shell"], "nth": 2},
+    "after_intent": {"nth": 6}, "after_dispatch": {"nth": 6},
+    "mid_append": {"nth": 10}, "after_ref_update": {"nth": 10}, "witness_temp_written": {"nth": 10},
+    "restore_after_safety": {"first": ["multi", "multi", "restore"]},
+    "inflight_manifest_written": {"first": ["multi", "multi", "restore"], "nth": 3},
+    "mid_restore": {"first": ["multi", "multi", "restore"], "nth": 2},
+    "mid_restore_file": {"first": ["multi", "multi", "restore"], "nth": 3},
+    "file_before_rename": {"first": ["multi", "multi", "restore"], "nth": 3},
+    "after_restore_files": {"first": ["multi", "multi", "restore"]},
+    "settle_before_append": {"prep": ("after_intent", ["write"])},
+    "replay_after_marker": {"prep": ("after_intent", ["multi"]), "first": ["replay"]},
+    "replay_mid_write": {"prep": ("after_intent", ["multi"]), "first": ["replay"]},
+    "compact_decided": {"first": _WRITES8 + ["compact"]},
+    "retention_after_shallow": {"first": _WRITES8 + ["compact"]},
+    "mid_compact": {"first": _WRITES8 + ["compact"]},
+    "compact_mid_delete": {"first": _WRITES8 + ["compact"]},
+}
+assert set(RECIPES) == set(POINTS), set(POINTS) ^ set(RECIPES)
+
+
+def crash_cases(seeds: range, kills: int) -> list[Case]:
+    out = [Case("crash", point, seed, {"point": point}) for point in POINTS for seed in seeds]
+    out += [Case("crash", "random kill", 10_000 + i, {"random": True}) for i in range(kills)]
+    return out
+
+
+def run_crash(case: Case, s: Scenario) -> Outcome:
+    rng = random.Random(case.seed)
+    if case.spec.get("random"):
+        c = s.child(ops=40, kill_after=rng.uniform(1.0, 4.0))
+        out = s.check(s.next_start())
+        out.note = f"killed after {c.seconds:.2f} s" if c.killed else "finished before the kill"
+        out.reached = c.killed
+        return out
+    point = case.spec["point"]
+    r = RECIPES[point]
+    if r.get("prep"):
+        fault, first = r["prep"]
+        prep = s.child(fault=fault, first=first, ops=0)
+        if not prep.killed:
+            out = Outcome()
+            out.breach("unreached", f"the preparing crash at {fault} did not happen (rc {prep.rc})")
+            return out
+    nth = 1 if case.seed == 0 else rng.randint(1, r.get("nth", 1))    # seed 0 (--quick): the first hit
+    c = s.child(fault=f"{point}@{nth}", first=r.get("first", ()), ops=r.get("ops", 6),
+                background=r.get("background", False))
+    if c.rc == -1:
+        out = Outcome()
+        out.breach("stuck_locks", f"the victim hung: {c.stderr[-300:]}")
+        return out
+    out = s.check(s.next_start())
+    out.reached = c.killed
+    out.note = f"{point}@{nth}"
+    if not c.killed:
+        out.note += f" not reached (victim exit {c.rc})"
+        if c.rc not in (0, None):
+            out.breach("unclear_errors", f"the victim failed: {c.stderr.strip()[-300:]}")
+    return out
+
+
+# ------------------------------------------------------------------ power
+POWER_TARGETS = {
+    # durable_snapshots off: snapshot objects, refs and caches are not fsynced
+    False: ("loose_truncate", "loose_zero", "pack_truncate", "pack_zero", "ref_truncate", "ref_zero",
+            "index_truncate", "index_zero", "witness_truncate", "witness_zero"),
+    # on: every object and ref is; the stat cache and the witness are what is left to break
+    True: ("index_truncate", "index_zero", "witness_truncate", "witness_zero"),
+}
+
+
+def power_cases(seeds: range) -> list[Case]:
+    return [Case("power", f"{t} (durable {'on' if d else 'off'})", seed, {"target": t, "durable": d})
+            for d, targets in POWER_TARGETS.items() for t in targets for seed in seeds]
+
+
+def run_power(case: Case, s: Scenario) -> Outcome:
+    from . import power
+    if case.spec["target"].startswith("pack"):     # no file call links (and so fsyncs) the bulk pack
+        s.child(ops=6, first=["shell"], only=("shell", "snapshot"), durable=case.spec["durable"])
+    else:
+        s.child(ops=8, first=["write", "multi"], durable=case.spec["durable"])
+        # end on fresh snapshot objects (a random compaction last would leave nothing loose)
+        s.child(ops=0, first=["shell", "write"], durable=case.spec["durable"])
+    damaged = power.cut(s, case.spec["target"], random.Random(case.seed))
+    out = Outcome()
+    out.note = f"damaged {len(damaged)} file(s)"
+    if not damaged:
+        out.breach("unreached", f"nothing to damage for {case.spec['target']}")
+        return out
+    witness = case.spec["target"].startswith("witness")
+    try:
+        svc = s.next_start()
+    except Exception as exc:                      # the next start must answer, not crash
+        out.breach("unclear_errors", f"the next start failed: {type(exc).__name__}: {exc}")
+        return out
+    if witness:
+        # the witness is fsynced, so damage to it is not a power cut but evidence of one
+        # (or of tampering): the gate must close and say so, never start a new journal
+        found = svc.journal.integrity != "ok"
+        out.reached = found
+        if not found:
+            out.breach("integrity", "a damaged witness went unnoticed at the next start")
+        out.merge(s.check(svc, expect_integrity=False, next_operation=False))
+        return out
+    out.reached = True
+    repair = svc.startup.get("power_cut_repair") or {}
+    out.note += "; repaired at the next start: " + ", ".join(
+        f"{k} {len(v) if isinstance(v, list) else v}" for k, v in repair.items() if v and k != "seconds") \
+        if repair else "; nothing needed repair"
+    out.merge(s.check(svc))
+    return out
+
+
+# --------------------------------------------------------------------- io
+IO_QUICK = ("bulk_mid_pack", "mid_snapshot", "after_intent", "after_dispatch", "mid_append",
+            "witness_temp_written", "mid_restore_file", "file_before_rename", "replay_mid_write",
+            "mid_compact")
+
+
+def io_cases(seeds: range, quick: bool) -> list[Case]:
+    points = IO_QUICK if quick else tuple(POINTS)
+    out = [Case("io", f"{p}:{a}", seed, {"point": p, "action": a})
+           for p in points for a in ("enospc", "eio") for seed in seeds]
+    if os.geteuid() == 0:
+        out += [Case("io", "tmpfs full", seed, {"tmpfs": True}) for seed in seeds]
+    return out
+
+
+def run_io(case: Case, s: Scenario) -> Outcome:
+    if case.spec.get("tmpfs"):
+        from . import power
+        return power.full_tmpfs(s, random.Random(case.seed))
+    point, action = case.spec["point"], case.spec["action"]
+    r = RECIPES[point]
+    if r.get("prep"):
+        s.child(fault=r["prep"][0], first=r["prep"][1], ops=0)
+    c = s.child(fault=f"{point}:{action}", first=r.get("first", ()), ops=4, background=r.get("background", False))
+    out = s.check(s.next_start())
+    acks = s.acknowledged()
+    injected = [a for a in acks if a.get("error") and ("injected at" in a["error"]["error"])]
+    out.reached = any(line.split()[1:2] == [action] for line in s.faults_hit())
+    out.note = (f"{len(injected)} operation(s) answered with the injected error"
+                + ("" if injected or not out.reached else "; the failed write was absorbed and retried"))
+    if c.rc not in (0,):
+        out.breach("unclear_errors", f"the victim died on an injected {action}: {c.stderr.strip()[-300:]}")
+    return out
+
+
+# ----------------------------------------------------------------- tamper
+def tamper_cases(seeds: range) -> list[Case]:
+    from .tamper import KINDS
+    return [Case("tamper", kind, seed, {"kind": kind}) for kind in KINDS for seed in seeds]
+
+
+def run_tamper(case: Case, s: Scenario) -> Outcome:
+    from . import tamper
+    return tamper.run(s, case.spec["kind"], random.Random(case.seed))
+
+
+# ------------------------------------------------------------ concurrency
+def concurrency_cases(quick: bool) -> list[Case]:
+    calls = 40 if quick else 500
+    deadline = 180 if quick else 1800          # 4 x 500 calls take minutes on two cores
+    return [Case("concurrency", f"4 processes x {calls} protected calls", 1,
+                 {"kind": "calls", "calls": calls, "deadline": deadline}),
+            Case("concurrency", "2 processes snapshotting one workspace", 2,
+                 {"kind": "snapshots", "calls": calls // 4, "deadline": deadline}),
+            Case("concurrency", "restore vs snapshot vs compaction", 3,
+                 {"kind": "race", "calls": calls // 4, "deadline": deadline})]
+
+
+def run_concurrency(case: Case, s: Scenario) -> Outcome:
+    n, kind = case.spec["calls"], case.spec["kind"]
+    s.child(ops=0, first=["write"])                     # the baseline, so nobody races the bulk import
+    if kind == "calls":
+        plans = [dict(only=("write", "patch", "multi", "shell"), prefix=f"p{k}/") for k in range(4)]
+    elif kind == "snapshots":
+        plans = [dict(only=("snapshot", "write")), dict(only=("snapshot", "shell"))]
+    else:
+        plans = [dict(only=("restore", "write")), dict(only=("snapshot", "write")), dict(only=("compact",))]
+    procs = [s.child(ops=n, wait=False, acks=s.root / f"acks-{k}.jsonl", **p) for k, p in enumerate(plans)]
+    out = Outcome()
+    for proc in procs:
+        try:
+            _, err = proc.communicate(timeout=1800)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out.breach("stuck_locks", "a concurrent process hung")
+            continue
+        if proc.returncode != 0:
+            out.breach("unclear_errors", f"a concurrent process failed: {err.decode(errors='replace')[-300:]}")
+    acks = s.acknowledged()
+    out.reached = True
+    out.note = f"{len(acks)} calls acknowledged, {sum(1 for a in acks if a.get('error'))} answered with an error"
+    out.merge(s.check(s.next_start()))
+    return out
+
+
+# ------------------------------------------------------------------ input
+def input_cases() -> list[Case]:
+    from .hostile import CLASSES
+    return [Case("input", name, 1, {"class": name}) for name in CLASSES]
+
+
+def run_input(case: Case, s: Scenario) -> Outcome:
+    from . import hostile
+    return hostile.run(s, case.spec["class"])
+
+
+_RUN = {"crash": run_crash, "power": run_power, "io": run_io, "tamper": run_tamper,
+        "concurrency": run_concurrency, "input": run_input}
+
+
+def build(suites, *, quick: bool, seeds: int, only_seed: int | None = None,
+          kills: int | None = None) -> list[Case]:
+    seed_range = range(seeds)
+    cases: list[Case] = []
+    for suite in suites:
+        if suite == "crash":
+            cases += crash_cases(seed_range, kills if kills is not None else (8 if quick else 500))
+        elif suite == "power":
+            cases += power_cases(seed_range)
+        elif suite == "io":
+            cases += io_cases(range(1) if quick else seed_range, quick)
+        elif suite == "tamper":
+            cases += tamper_cases(seed_range)
+        elif suite == "concurrency":
+            cases += concurrency_cases(quick)
+        elif suite == "input":
+            cases += input_cases()
+    if only_seed is not None:
+        cases = [c for c in cases if c.seed == only_seed]
+    return cases
+
+
+def run_case(case: Case) -> dict:
+    """One case in a fresh scenario (run in a worker process)."""
+    t0 = time.monotonic()
+    s = Scenario(case.seed)
+    try:
+        out = _RUN[case.suite](case, s)
+    except Exception as exc:                 # a bug of the wind tunnel or of chronos-git: a breach either way
+        out = Outcome()
+        out.breach("unclear_errors", f"the case raised {type(exc).__name__}: {exc}")
+    finally:
+        s.cleanup()
+    return {"case": asdict(case), "reached": out.reached, "note": out.note, "counts": out.counts,
+            "breaches": out.breaches, "seconds": round(time.monotonic() - t0, 2)}
