@@ -30,7 +30,7 @@ from pathlib import Path
 import pygit2
 
 from . import faults
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_all
 from .scan import ScanReport, note_perms, special_kind
 
 BLOB, TREE = 3, 2
@@ -261,15 +261,9 @@ def _read(root: bytes, e: _Entry, report: ScanReport) -> bytes | None:
             if not stat.S_ISREG(st.st_mode):
                 report.skip(rel, f"special_file: {special_kind(st.st_mode)}")
                 return None
-            chunks = []
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
+            data = read_all(fd)
         finally:
             os.close(fd)
-        data = b"".join(chunks)
         if (st.st_mtime_ns, st.st_size, st.st_ino) != (e.st.st_mtime_ns, e.st.st_size, e.st.st_ino) \
                 or len(data) != st.st_size:
             e.st = None            # changed while we read: let the next scan re-hash it

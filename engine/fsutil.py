@@ -69,6 +69,16 @@ def write_atomically(path: str, content: bytes) -> None:
     os.replace(tmp, p)
 
 
+def read_all(fd: int) -> bytes:
+    """Everything left in an open file, read in 1 MiB chunks (one allocation at the end)."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
 def tree_size(root) -> int:
     """Bytes of the files below `root` (links not followed; files vanishing meanwhile skipped)."""
     total = 0

@@ -20,6 +20,7 @@ import stat
 
 import pygit2
 
+from ..engine.fsutil import read_all
 from ..engine.paths import same
 
 ABSENT = None          # a pre/post image of "no file"
@@ -55,15 +56,9 @@ def content_id(path: str | bytes, store_in: pygit2.Repository | None = None) -> 
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "special:other"
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
+        data = read_all(fd)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     return str(store_in.create_blob(data) if store_in is not None else pygit2.hash(data))
 
 
