@@ -19,15 +19,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from support.server import Server
 from surfaces.test_api_schema import openapi_doc, undeclared, validate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,26 +182,6 @@ def test_harness_refuses_imports_outside_the_sdk(node_modules, tmp_path):
 
 
 # --------------------------------------------------------- real backend
-class _Server:
-    def __init__(self, app):
-        import uvicorn
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(15)
-        self.sock.close()
-
-
 def test_pane_against_the_real_http_api(node_modules, store_dir, ws, cli):
     from chronos_git.api import create_app
     from chronos_git.settings import Settings
@@ -212,7 +190,7 @@ def test_pane_against_the_real_http_api(node_modules, store_dir, ws, cli):
     (ws / "a.txt").write_text("changed by the agent\n")
     (ws / "new.txt").write_text("new\n")
     assert cli("--json", "snapshot", "-m", "after the agent", cwd=ws).rc == 0
-    server = _Server(create_app(store_dir, Settings(), token="desk-token"))
+    server = Server(create_app(store_dir, Settings(), token="desk-token"))
     try:
         res = run(node_modules, "real-backend", cwd=str(ws / "src"), api=f"http://127.0.0.1:{server.port}/api/plugins/chronos-git",
                   token="desk-token", target=first)

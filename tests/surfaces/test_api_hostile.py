@@ -13,7 +13,6 @@ import json
 import os
 import queue
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -23,38 +22,16 @@ from pathlib import Path
 import httpx
 import pygit2
 import pytest
-import uvicorn
 
 from chronos_git.api import create_app
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
+from support.server import Server
 
 TOKEN = "hostile-test-token"
 PREFIX = "/api/plugins/chronos-git"
 SECRET = "chronos-hostile-secret-4711"
 AUTH = {"X-Hermes-Session-Token": TOKEN}
-
-
-class Server:
-    """uvicorn in a thread, on a socket bound before it starts (no port race)."""
-
-    def __init__(self, app):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        self.base = f"http://127.0.0.1:{self.port}{PREFIX}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
-        self.sock.close()
 
 
 @pytest.fixture

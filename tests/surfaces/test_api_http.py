@@ -9,53 +9,22 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 
 from chronos_git.api import create_app
 from chronos_git.settings import Settings
+from support.server import Server
 
 TOKEN = "http-test-token"
 PREFIX = "/api/plugins/chronos-git"
 
 
-class Server:
-    """uvicorn in a thread, on a socket bound before it starts (no port race)."""
-
-    def __init__(self, app):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def start(self) -> "Server":
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        return self
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
-        self.sock.close()
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}{PREFIX}"
-
-
 @pytest.fixture
 def server(store_dir):
-    srv = Server(create_app(store_dir, Settings(), token=TOKEN)).start()
+    srv = Server(create_app(store_dir, Settings(), token=TOKEN))
     yield srv
     srv.stop()
 

@@ -22,7 +22,7 @@ from chronos_git.api import create_app
 from chronos_git.api.routes.store import Index
 from chronos_git.service import results
 from chronos_git.settings import Settings
-from surfaces.test_api_http import Server
+from support.server import Server
 
 PREFIX = "/api/plugins/chronos-git"
 TOKEN = "schema-test-token"
@@ -137,7 +137,7 @@ def served(store_dir, ws, cli):
     (ws / os.fsdecode(b"caf\xe9.txt")).write_text("not utf-8 name\n")
     assert cli("--json", "run", "--", "sh", "-c", "echo gamma > b.txt", cwd=ws).rc == 0
     assert cli("write", "--json", "c.txt", "--content", "crashed\n", cwd=ws, fault="after_dispatch").rc == -9
-    server = Server(create_app(store_dir, Settings(), token=TOKEN)).start()
+    server = Server(create_app(store_dir, Settings(), token=TOKEN))
     try:
         with httpx.Client(base_url=server.base, headers={"X-Hermes-Session-Token": TOKEN}, timeout=60) as http:
             yield http, ws, first, cli

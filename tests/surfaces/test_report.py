@@ -6,21 +6,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import threading
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from chronos_git import report
 from chronos_git.api import create_app
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 from support.helpers import git
+from support.server import Server
 
 TOKEN = "report-test-token"
 PREFIX = "/api/plugins/chronos-git"
@@ -206,27 +203,6 @@ def test_write_names_the_file_after_the_journal(small, store_dir, tmp_path):
 
 
 # ------------------------------------------------------------------ HTTP
-class Server:
-    """uvicorn in a thread on a socket bound first (as in test_api_http.py)."""
-
-    def __init__(self, app):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}{PREFIX}"
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(15)
-        self.sock.close()
-
-
 def _stable(html: str) -> str:
     """Without what differs between two renderings: the time it was made, how long verify took."""
     html = re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", "generated", html)
