@@ -19,9 +19,12 @@ Every key here is also declared in plugin.yaml's `config_schema`
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -36,6 +39,23 @@ PLUGIN_KEY = "chronos-git"
 BLOCK = f"plugins.entries.{PLUGIN_KEY}.settings"
 INSPECTION_TOOLS = ("chronos_list_checkpoints", "chronos_diff", "chronos_status", "chronos_verify",
                     "chronos_snapshot")
+
+
+HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}\Z")
+
+
+def default_host_id(store_dir: Path) -> str:
+    """Stable per machine and profile: the host name and a hash of the machine id and the store."""
+    machine = ""
+    for f in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            machine = Path(f).read_text().strip()
+            break
+        except OSError:
+            continue
+    name = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname() or "host").strip("-")[:40] or "host"
+    digest = hashlib.sha256(f"{machine or socket.gethostname()}\0{store_dir}".encode()).hexdigest()[:8]
+    return f"{name}-{digest}"
 
 
 def expand(raw: str) -> Path:
@@ -67,12 +87,27 @@ class Settings(BaseModel):
     compact_grace_s: float = Field(3600, ge=0, description="Unreferenced objects younger than this survive compaction.")
     durable_snapshots: bool = Field(False, description="fsync snapshot objects too (the journal is always fsynced).")
     store_dir: str | None = Field(None, description="Store location (default <HERMES_HOME>/plugin-data/chronos-git); ~ and $VAR are expanded.")
+    host_id: str | None = Field(None, description="This machine's name on remotes (default: derived from the machine id and the profile).")
+    push_interval_s: float = Field(60, ge=1, le=86400, description="Background pushes to remotes run after a turn, at most this often.")
+    require_anchor: bool = Field(False, description="Close the gate when no remote has taken the journal for longer than anchor_timeout_s.")
+    anchor_timeout_s: float = Field(3600, gt=0, le=30 * 86400, description="How long a remote may refuse or be unreachable before require_anchor closes the gate.")
+    remote_exclude: list[str] = Field(default_factory=lambda: [".env*", "*.pem", "*.key", "id_*"],
+                                      description="File name patterns a snapshot push refuses to send (remote --snapshots).")
+    remote_ssh_key: str | None = Field(None, description="Private key file for SSH remotes (its public key beside it as .pub); default: the ssh-agent.")
 
-    @field_validator("store_dir")
+    @field_validator("store_dir", "remote_ssh_key")
     @classmethod
     def _absolute_store(cls, v: str | None) -> str | None:
         if v is not None:
             expand(v)
+        return v
+
+    @field_validator("host_id")
+    @classmethod
+    def _ref_safe_host(cls, v: str | None) -> str | None:
+        if v is not None and not HOST_ID.match(v):
+            raise ValueError("a host id is 1-63 letters, digits, '_' or '-', starting with a letter "
+                             "or digit (it names refs on remotes)")
         return v
 
     @classmethod
@@ -143,6 +178,8 @@ def load(ctx=None, *, env: bool = True) -> Loaded:
             data.update(extra)
         except ValueError as exc:
             problems.append(f"CHRONOS_GIT_SETTINGS is not a JSON object of settings ({exc}); ignored")
+    if env and os.environ.get("CHRONOS_GIT_HOST_ID"):
+        data["host_id"] = os.environ["CHRONOS_GIT_HOST_ID"]
     settings, bad = Settings.from_mapping(data, where=f"{source}: {BLOCK}" if source else BLOCK)
     problems += bad
     for p in problems:

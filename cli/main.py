@@ -106,6 +106,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--from", dest="from_file")
     _common(p)
 
+    p = sub.add_parser("remote", help="git remotes that hold this host's journal (and, opt-in, checkpoints)")
+    _common(p)
+    rs = p.add_subparsers(dest="remote_cmd", metavar="SUBCOMMAND")
+    q = rs.add_parser("add", help="add a remote: a path, file://, ssh://, git://, https:// or user@host:path")
+    q.add_argument("name")
+    q.add_argument("url")
+    q.add_argument("--snapshots", action="store_true",
+                   help="also push checkpoints: file contents leave the machine (default: journal only)")
+    _common(q)
+    q = rs.add_parser("list", help="remotes with their last push and last error")
+    _common(q)
+    q = rs.add_parser("remove", help="forget a remote (what it holds stays there)")
+    q.add_argument("name")
+    _common(q)
+    p = sub.add_parser("push", help="push the journal (and checkpoints, for --snapshots remotes) now")
+    p.add_argument("name", nargs="?", help="remote (default: the only one)")
+    p.add_argument("--allow-excluded", action="store_true",
+                   help="also push checkpoints that hold files matching remote_exclude")
+    _common(p)
+    p = sub.add_parser("fetch", help="fetch every host's journal and checkpoints from a remote")
+    p.add_argument("name")
+    _common(p)
+
     j = sub.add_parser("journal", help="the tool-call journal")
     _common(j)
     js = j.add_subparsers(dest="journal_cmd", metavar="SUBCOMMAND")
@@ -113,6 +136,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _common(q)
     q = js.add_parser("verify", help="re-hash and replay the whole chain")
     q.add_argument("--checkpoint", default=None, help="an exported journal head that must be an ancestor")
+    q.add_argument("--remote", default=None, metavar="NAME",
+                   help="also check this host's journal on remote NAME: it must be the local head or an ancestor")
     _common(q)
     q = js.add_parser("checkpoint", help="print the journal head to keep elsewhere (verify against it later)")
     _common(q)
@@ -222,12 +247,26 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
     if cmd == "write":
         content = Path(args.from_file).read_bytes() if args.from_file is not None else os.fsencode(args.content)
         return 0, svc.write_file(workspace, args.path, content)
+    if cmd == "remote":
+        rc = getattr(args, "remote_cmd", None)
+        if rc == "add":
+            return 0, svc.remote_add(args.name, args.url, snapshots=args.snapshots)
+        if rc == "list":
+            return 0, svc.remote_list()
+        if rc == "remove":
+            return 0, svc.remote_remove(args.name)
+        raise ValueError("remote needs a subcommand: add, list, remove")
+    if cmd == "push":
+        return 0, svc.push(args.name, allow_excluded=args.allow_excluded)
+    if cmd == "fetch":
+        return 0, svc.fetch(args.name)
     if cmd == "journal":
         jc = getattr(args, "journal_cmd", None)
         if jc == "status":
             return 0, svc.journal_status()
         if jc == "verify":
-            return 0, svc.journal_verify(_exported_head(args.checkpoint) if args.checkpoint else None)
+            return 0, svc.journal_verify(_exported_head(args.checkpoint) if args.checkpoint else None,
+                                         remote=args.remote)
         if jc == "checkpoint":
             return 0, svc.journal_export()
         if jc == "log":

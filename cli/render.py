@@ -440,6 +440,8 @@ def _journal_status(res: r.JournalStatus):
         op = res.replayable[0][:12] if len(res.replayable) == 1 else "OP"
         yield Text(f"replayable (not applied, can run exactly once): {', '.join(o[:12] for o in res.replayable)}"
                    f"; replay with: chronos-git journal recover {op} --replay")
+    for x in res.remotes or []:
+        yield Text.assemble(f"remote {_name(x.name)}: ", _remote_state(x))
     if not res.unresolved and not res.running and res.gate == "open":
         yield Text("nothing unresolved", style="green")
 
@@ -460,6 +462,11 @@ def _verify(res: r.VerifyResult):
     yield Text(f"journal verified: {res.events} events, integrity ok; {trees.checkpoints} checkpoint(s) "
                f"clean ({res.seconds} s){extra}" + (f"; {_name(res.healed)}" if res.healed else ""),
                style="green")
+    if res.remote:
+        a = res.remote
+        yield Text(f"remote {_name(a.remote)} holds host {_name(a.host)}'s journal up to {_short(a.remote_head)}"
+                   + (f", {a.behind} event(s) behind (the next push sends them)" if a.behind else
+                      ", the local head"), style="green")
 
 
 def _head(res: r.JournalHeadResult):
@@ -555,7 +562,17 @@ def _health(res: r.HealthResult):
         ("", f"first snapshot running: {w.background.progress or ''}" if w and w.background and
          w.background.running else None),
         ("deferred", _name(res.deferred) if res.deferred else None),
-    ])
+    ] + [(f"remote {_name(x.name)}", _remote_state(x)) for x in res.remotes or []])
+
+
+def _remote_state(x: r.RemoteInfo) -> Text:
+    if x.diverged:
+        return Text("DIVERGED: " + _name(x.diverged), style="bold red")
+    if x.last_error:
+        return Text(f"failing since {_when(x.failing_since or 0)}: {_name(x.last_error)}", style="yellow")
+    if not x.last_push:
+        return Text("not pushed yet")
+    return Text(f"last push {_when(x.last_push)}" + (f", {x.behind} event(s) behind" if x.behind else ", current"))
 
 
 def _last_snapshot(ls: dict) -> str:
@@ -604,6 +621,48 @@ def _report(res):
     yield Text.assemble("verdict: ", (res.verdict, word))
 
 
+def _remote_added(res: r.RemoteAdded):
+    what = "journal and checkpoints" if res.snapshots else "journal only (event metadata and hashes, no file contents)"
+    yield Text(f"remote {_name(res.remote)} added: {_name(res.url)}" + (" (created)" if res.created else "")
+               + f"; pushes {what} as host {_name(res.host)}")
+    if res.warning:
+        yield Text(f"warning: {_name(res.warning)}", style="yellow")
+
+
+def _remotes(res: r.RemotesResult):
+    if not res.remotes:
+        yield Text(f"no remotes (host {_name(res.host)}); add one: chronos-git remote add NAME URL")
+        return
+    t = _table("remote", "url", "pushes", "last push", "state")
+    for x in res.remotes:
+        t.add_row(_name(x.name), _name(x.url), "journal + checkpoints" if x.snapshots else "journal",
+                  _when(x.last_push) if x.last_push else "never", _remote_state(x))
+    yield t
+    yield Text(f"host id: {_name(res.host)}", style="dim")
+
+
+def _pushed(res: r.PushResult):
+    moved = f"{len(res.updated)} ref(s) updated" if res.updated else "already current"
+    yield Text(f"pushed to {_name(res.remote)} as host {_name(res.host)}: journal at {_short(res.journal_head)}, "
+               f"{moved} ({res.seconds} s)")
+    for ref in res.updated:
+        yield Text(f"  {_name(ref)}", style="dim")
+
+
+def _fetched(res: r.FetchResult):
+    if not res.hosts:
+        yield Text(f"remote {_name(res.remote)} holds no chronos-git hosts yet")
+        return
+    for h in res.hosts:
+        yield Text(f"host {_name(h.host)}: {h.events} journal events, head {_short(h.journal_head)}")
+        t = _table("workspace", ("checkpoints", "right"), "latest")
+        for w in h.workspaces:
+            t.add_row(_name(w.path or w.id), str(w.checkpoints), w.latest or "-")
+        if h.workspaces:
+            yield _indent(t)
+    yield Text("restore one: chronos-git restore <latest id> --workspace NEW_DIR", style="dim")
+
+
 def _none(res: r.Result):
     return iter(())
 
@@ -615,7 +674,9 @@ _RENDERERS = [
     (r.VerifyResult, _verify), (r.JournalHeadResult, _head), (r.EventsResult, _events),
     (r.OperationEvents, _events), (r.ResolveResult, _resolve), (r.RecoverResult, _recover),
     (r.RollbackResult, _rollback), (r.CompactResult, _compact), (r.HealthResult, _health),
-    (r.CallRecord, _call), (r.WorkspacesResult, _workspaces),
+    (r.CallRecord, _call), (r.WorkspacesResult, _workspaces), (r.RemoteAdded, _remote_added),
+    (r.RemotesResult, _remotes), (r.PushResult, _pushed), (r.FetchResult, _fetched),
+    (r.RemoteRemoved, lambda res: iter([Text(f"remote {_name(res.remote)} removed (what it holds stays there)")])),
 ]
 
 

@@ -68,6 +68,22 @@ def _config_value(cfg, key: str):
         return None
 
 
+_INIT_NAMES = {"chronos", "objects", "refs", "config", "description", "hooks", "info", "branches", "HEAD"}
+
+
+def _torn_init(root: Path) -> bool:
+    """Only what `git init` writes (HEAD comes last) and our own folder, with no object or ref
+    in it: an empty folder, or one a process was killed while creating; safe to init again."""
+    for entry in root.iterdir():
+        if entry.name not in _INIT_NAMES:
+            return False
+        if entry.name in ("objects", "refs"):
+            for _, _, files in os.walk(entry):
+                if files:
+                    return False
+    return True
+
+
 class Store:
     """Opened once per process per store path; cheap to share between threads."""
 
@@ -153,7 +169,7 @@ class Store:
             # left by a process killed while setting the store up
             self.clear_stale_git_lock(self.root / "config.lock")
             if not (self.root / "HEAD").exists():
-                if any(p.name not in ("chronos",) for p in self.root.iterdir()):
+                if not _torn_init(self.root):
                     raise StoreError(
                         f"store path {self.root} is not empty and is not a chronos-git store")
                 pygit2.init_repository(str(self.root), bare=True)

@@ -10,6 +10,7 @@ Hermes 0.19.0 facts this module is built around (see docs/hermes-notes.md):
 """
 from __future__ import annotations
 
+import atexit
 import contextvars
 import json
 import logging
@@ -24,7 +25,7 @@ from .alerts import failure_hint, model_block, protection_notice, recovery_alert
 
 log = logging.getLogger("chronos_git")
 
-HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call")
+HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "on_session_end")
 OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
                        "chronos_status", "chronos_verify"})
 _active: contextvars.ContextVar[tuple] = contextvars.ContextVar("chronos_git_active", default=())
@@ -42,6 +43,8 @@ def register(ctx) -> None:
     ctx.register_hook("pre_tool_call", plugin.on_pre_tool_call)
     ctx.register_hook("transform_tool_result", plugin.on_transform_tool_result)
     ctx.register_hook("pre_llm_call", plugin.on_pre_llm_call)
+    ctx.register_hook("on_session_end", plugin.on_session_end)
+    atexit.register(plugin.drain_pushes)
     ctx.register_middleware("tool_execution", plugin.tool_execution)
     section = getattr(ctx, "register_system_prompt_section", None)
     if callable(section):            # newer hosts: the alert goes into the session's system prompt
@@ -244,6 +247,18 @@ class Plugin:
         except Exception as exc:
             log.warning("chronos-git pre_llm_call failed: %s", exc)
             return None
+
+    def on_session_end(self, **kwargs):
+        """After every user turn: push the journal to the remotes in the background."""
+        try:
+            if self._svc is not None:
+                self._svc.remotes.kick()
+        except Exception as exc:
+            log.info("chronos-git: no background push: %s", exc)
+
+    def drain_pushes(self) -> None:
+        if self._svc is not None:
+            self._svc.remotes.drain(10.0)
 
     def _tell_once(self, notice: str | None, session_id) -> str | None:
         """A protection notice for the user (stderr) and the model (context): on the first turn

@@ -104,6 +104,9 @@ def gather(svc, *, limit: int = 500, checkpoints: int = 20) -> dict:
         "store_bytes": health.get("store_bytes") if health else tree_size(os.path.join(store, "objects")) if exists else None,
         "maintenance": next((e for e in events if e["kind"] == "maintenance"), None),
         "windtunnel": _windtunnel(Path(store)) if exists else None,
+        "remotes": [{**r, "when": _iso(datetime.fromtimestamp(r["last_push"], timezone.utc))
+                     if isinstance(r.get("last_push"), (int, float)) else "never"}
+                    for r in (health or {}).get("remotes") or []],
         "notes": notes,
     }
     ctx["verdict"] = _verdict(ctx)
@@ -267,6 +270,10 @@ def _verdict(ctx: dict) -> dict:
         return {"level": "bad", "word": "PROBLEMS FOUND",
                 "why": v["integrity"] if v["integrity"] != "ok" else f"checkpoint trees: {trees[0]}",
                 "count": len(problems) + len(trees)}
+    diverged = [r for r in (ctx["health"] or {}).get("remotes") or [] if r.get("diverged")]
+    if diverged:
+        return {"level": "bad", "word": "REMOTE DIVERGED",
+                "why": f"remote {diverged[0]['name']}: {diverged[0]['diverged']} (section 5)"}
     unresolved = (ctx["status"] or {}).get("unresolved") or []
     if unresolved:
         return {"level": "warn", "word": "INTEGRITY OK · ACTION NEEDED",

@@ -27,3 +27,13 @@ if [ "${CHRONOS_SKIP_BROWSER:-0}" != 1 ] && ! command -v chromium >/dev/null 2>&
     echo "setup: chromium not found and cannot apt-get it here; browser tests will be skipped" >&2
   fi
 fi
+if [ "${CHRONOS_SKIP_SSHD:-0}" != 1 ] && [ ! -x /usr/sbin/sshd ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Debian openssh-server for the SSH remote tests"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null 2>&1 || { apt-get update -qq >/dev/null && \
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }; } || \
+      echo "setup: openssh-server could not be installed; the SSH remote test will be skipped" >&2
+  else
+    echo "setup: sshd not found and cannot apt-get it here; the SSH remote test will be skipped" >&2
+  fi
+fi

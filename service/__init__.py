@@ -11,6 +11,7 @@ declares (docs/design.md has the picture):
     time          checkpoints, diffs, restores (a restore is a protected call)
     reconcile     crash settlement by evidence, the operator's journal commands
     maintenance   retention and compaction, protection state, health
+    remotes       the journal's anchor (and checkpoints) on git remotes; push, fetch
 
 Every public method returns a typed result (service.results); errors are
 raised as the exceptions service.errors maps to exit and HTTP statuses.
@@ -35,6 +36,7 @@ from .errors import Blocked
 from .gate import Gate
 from .maintenance import Maintenance
 from .reconcile import Reconciler
+from .remotes import Remotes
 from .snapshots import Snapshots
 from .timemachine import TimeMachine
 from .transaction import ProtectedCalls
@@ -57,6 +59,7 @@ class Chronos:
                                 self.maintenance.maybe_compact)
         self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.maintenance.protection,
                                     self.start)
+        self.remotes = Remotes(self.core, self.start)
         self._started = False
         self._start_lock = threading.Lock()
         self.startup: dict = {}
@@ -233,10 +236,16 @@ class Chronos:
 
     # ---------------------------------------------------------------- journal
     def journal_status(self) -> results.JournalStatus:
-        return self.reconcile.status()
+        res = self.reconcile.status()
+        res.remotes = self.remotes.list().remotes or None
+        return res
 
-    def journal_verify(self, checkpoint: dict | None = None) -> results.VerifyResult:
-        return self.reconcile.verify(checkpoint)
+    def journal_verify(self, checkpoint: dict | None = None, *, remote: str | None = None) -> results.VerifyResult:
+        """The whole chain; with `remote`, also that this host's journal there is ours or an ancestor."""
+        res = self.reconcile.verify(checkpoint)
+        if remote is not None and res.status == "ok":
+            res.remote = self.remotes.verify(remote)
+        return res
 
     def journal_export(self) -> results.JournalHeadResult:
         return self.reconcile.export_head()
@@ -256,6 +265,22 @@ class Chronos:
     def take_alerts(self) -> list[results.Settled]:
         return self.reconcile.take_alerts()
 
+    # ---------------------------------------------------------------- remotes
+    def remote_add(self, name: str, url: str, *, snapshots: bool = False) -> results.RemoteAdded:
+        return self.remotes.add(name, url, snapshots=snapshots)
+
+    def remote_list(self) -> results.RemotesResult:
+        return self.remotes.list()
+
+    def remote_remove(self, name: str) -> results.RemoteRemoved:
+        return self.remotes.remove(name)
+
+    def push(self, name: str | None = None, **kw) -> results.PushResult:
+        return self.remotes.push(name, **kw)
+
+    def fetch(self, name: str) -> results.FetchResult:
+        return self.remotes.fetch(name)
+
     # ------------------------------------------------------------ maintenance
     def compact(self, **kw) -> results.CompactResult:
         return self.maintenance.compact(**kw)
@@ -269,5 +294,9 @@ class Chronos:
             self.start()
             if workspace:
                 info = self.time.describe(self.store.workspace(workspace), detail=True)
-        return self.maintenance.health(info, gate_open=self.gate.is_open, last_snapshot=self.snapshots.last,
-                                       deferred=self.startup.get("deferred"))
+        out = self.maintenance.health(info, gate_open=self.gate.is_open, last_snapshot=self.snapshots.last,
+                                      deferred=self.startup.get("deferred"))
+        if self.store_exists():
+            remotes = self.remotes.list().remotes
+            out.remotes = remotes or None
+        return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .core import Core
 from .errors import Blocked
+from .remotes import gate_reason
 from .results import Refusal
 
 
@@ -24,8 +25,12 @@ class Gate:
         j = self.core.journal
         j.refresh()
         reasons, ops = [], []
+        anchor = gate_reason(self.core)
+        integrity = j.integrity if j.integrity != "ok" else anchor or "ok"
         if j.integrity != "ok":
             reasons.append(f"journal integrity: {j.integrity}")
+        elif anchor:
+            reasons.append(anchor)
         elif j.poisoned:
             reasons.append(f"an outcome could not be recorded in this process: {j.poisoned}")
         else:
@@ -36,13 +41,17 @@ class Gate:
         for op in ops:
             what = "outcome unknown (uncertain)" if op.state == "uncertain" else "cut off by a crash (pending)"
             lines.append(f"{op.operation_id[:12]} {op.tool} {what}" + (f": {op.reason}" if op.reason else ""))
-        msg = ("chronos-git recovery gate is closed: " + "; ".join(reasons + lines)
-               + ". Protected tool calls are refused until an operator reconciles: "
-                 "`chronos-git journal status`, then `chronos-git journal resolve <op> --outcome "
-                 "completed|not_applied --evidence <text>` or `chronos-git journal recover <op> --rollback`"
-                 " (in Hermes: `hermes chronos-git journal ...` or /chronos resolve). Read-only tools still work.")
+        if anchor and not ops and j.integrity == "ok":
+            msg = f"chronos-git recovery gate is closed: {anchor}. Read-only tools still work."
+        else:
+            msg = ("chronos-git recovery gate is closed: " + "; ".join(reasons + lines)
+                   + ". Protected tool calls are refused until an operator reconciles: "
+                     "`chronos-git journal status`, then `chronos-git journal resolve <op> --outcome "
+                     "completed|not_applied --evidence <text>` or `chronos-git journal recover <op> --rollback`"
+                     " (in Hermes: `hermes chronos-git journal ...` or /chronos resolve). Read-only tools "
+                     "still work.")
         return Refusal(operation_ids=[o.operation_id for o in ops], operations=[o.to_dict() for o in ops],
-                       integrity=j.integrity, message=msg, mode=self.core.settings.gate_mode)
+                       integrity=integrity, message=msg, mode=self.core.settings.gate_mode)
 
     def is_open(self) -> bool:
         return self.state() is None

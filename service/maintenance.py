@@ -8,6 +8,7 @@ from pathlib import Path
 from ..engine import retention
 from ..journal_refs import IntegrityError, events
 from .core import Core
+from .remotes import pinned_tips
 from .results import CheckpointInfo, CompactResult, HealthResult, JournalSummary, Protection
 
 MIN_FREE_BYTES = 16 << 20        # below this a snapshot or an intent is likely to fail
@@ -41,7 +42,7 @@ class Maintenance:
                 "dropped": [{"workspace": d["workspace"], "boundary": d["boundary"],
                              "checkpoints": [c["id"] for c in d["checkpoints"]]} for d in dropped]})
 
-        rep = retention.compact(self.core.store, pinned=journal.pinned_checkpoints(),
+        rep = retention.compact(self.core.store, pinned=journal.pinned_checkpoints() | pinned_tips(self.core),
                                 max_checkpoints=max_checkpoints, grace_s=grace_s, dry_run=dry_run,
                                 progress=progress, on_decided=journal_decision)
         if not dry_run:
@@ -55,10 +56,14 @@ class Maintenance:
         if not limit:
             return False
         slack = max(10, limit // 10)
-        for n, _ in enumerate(ws.iter_commits(), 1):
-            if n > limit + slack:
+        held = pinned_tips(self.core)       # a --snapshots remote's newest checkpoint is kept (remotes)
+        n, floor = 0, limit
+        for n, c in enumerate(ws.iter_commits(), 1):
+            if str(c.id) in held:
+                floor = max(floor, n)
+            elif not held and n > limit + slack:
                 return True
-        return False
+        return n > floor + slack
 
     def maybe_compact(self, ws) -> CompactResult | None:
         return self.compact() if self.needs_compaction(ws) else None

@@ -274,6 +274,7 @@ class JournalStatus(Result):
     settled_at_start: list[Settled]
     gate: Literal["open", "closed"]
     protection: Protection
+    remotes: "list[RemoteInfo] | None" = None
 
 
 class TreeCheck(Model):
@@ -292,6 +293,7 @@ class VerifyResult(Result):
     healed: str | None
     seconds: float
     checkpoint_trees: TreeCheck
+    remote: "AnchorCheck | None" = None
 
 
 class JournalHead(Model):
@@ -420,6 +422,7 @@ class HealthResult(Result):
     workspaces: int | None = None
     workspace: WorkspaceInfo | None = None
     deferred: str | None = None
+    remotes: "list[RemoteInfo] | None" = None
 
 
 class ToolStatus(Result):
@@ -434,3 +437,78 @@ class ToolStatus(Result):
     store: str
     store_bytes: int | None
     last_snapshot: dict[str, Any] | None
+
+
+# ---------------------------------------------------------------------- remotes
+class RemoteInfo(Model):
+    name: str
+    url: str
+    snapshots: bool
+    last_push: float | None = Field(description="time of the last successful push (null: none yet)")
+    last_error: str | None = Field(description="why the last attempt failed (null: it did not)")
+    journal_head: str | None = Field(None, description="the journal event the remote holds, as of the last push")
+    behind: int | None = Field(None, description="journal events the remote does not have yet")
+    failing_since: float | None = Field(None, description="first failed attempt since the last success")
+    diverged: str | None = Field(None, description="the remote's journal does not match the local one: the gate is closed")
+
+
+class RemoteAdded(Result):
+    remote: str
+    url: str
+    snapshots: bool
+    host: str
+    created: bool = False
+    warning: str | None = None
+
+
+class RemotesResult(Result):
+    host: str
+    remotes: list[RemoteInfo]
+
+
+class RemoteRemoved(Result):
+    remote: str
+
+
+class PushResult(Result):
+    remote: str
+    host: str
+    journal_head: str | None
+    refs: list[str]
+    updated: list[str] = Field(default_factory=list, description="refs the push moved (the rest were current)")
+    excluded: list[str] = Field(default_factory=list, description="workspaces whose snapshots were not pushed, and why")
+    seconds: float = 0.0
+
+
+class FetchedWorkspace(Model):
+    id: str
+    path: str | None
+    path_b64: str | None = None
+    checkpoints: int
+    latest: str | None
+
+
+class FetchedHost(Model):
+    host: str
+    journal_head: str | None
+    events: int
+    journal_id: str | None = None
+    workspaces: list[FetchedWorkspace]
+
+
+class FetchResult(Result):
+    remote: str
+    hosts: list[FetchedHost]
+
+
+class AnchorCheck(Model):
+    remote: str
+    host: str
+    remote_head: str = Field(description="the journal event this host's journal on the remote ends at")
+    local_head: str | None
+    behind: int = Field(description="local events the remote does not have yet")
+
+
+VerifyResult.model_rebuild()
+JournalStatus.model_rebuild()
+HealthResult.model_rebuild()

@@ -436,6 +436,14 @@
               ? "Verified " + props.verify.events + " events: chain intact" + (props.verify.seconds != null ? " (" + props.verify.seconds + " s)" : "") + "."
               : "Verification failed: " + props.verify.integrity + ((props.verify.problems || []).length ? " — " + props.verify.problems.join("; ") : ""))
             : null,
+          (st.remotes || []).map(function (r) {
+            return h("div", { key: r.name, style: S.row, "data-testid": "remote-state", "data-remote": r.name },
+              h("span", null, "Remote " + r.name),
+              h(Badge, { tone: r.diverged ? "destructive" : r.last_error ? "warning" : r.last_push ? "success" : "secondary" },
+                r.diverged ? "diverged" : r.last_error ? "failing" : r.last_push ? "pushed" : "not pushed yet"),
+              h("span", { style: S.muted }, r.diverged || r.last_error ||
+                (r.last_push ? (r.behind || 0) + " event(s) behind, last push " + new Date(r.last_push * 1000).toLocaleString() : "")));
+          }),
           st.gate !== "open" ? h("div", { style: S.notice, "data-testid": "gate-closed-notice" },
             "The recovery gate is closed: protected tool calls and restores are refused until every unresolved operation is reconciled.") : null,
           h("div", { "data-testid": "journal-unresolved", "data-count": unresolved.length },

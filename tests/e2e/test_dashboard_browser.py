@@ -454,3 +454,26 @@ def test_journal_panel_blocked_restore_resolve_and_verify(ctx, page, tmp_path):
     assert_reads_declared(page, "GET /journal/status: unresolved[].operation_id", "GET /journal/status: gate",
                           "POST /journal/verify: events", "POST /restore: safety_checkpoint",
                           "GET /journal/status: protection.reason", "GET /journal/status: protection.fix")
+
+
+@browser_test
+def test_remote_state_shows_in_the_journal_panel(ctx, page, tmp_path):
+    import socket
+    ctx.cli("write", "b.txt", "--content", "bee")
+    ctx.cli("remote", "add", "backup", str(tmp_path / "backup.git"))
+    ctx.cli("push", "backup")
+    with socket.socket() as s:                         # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    ctx.cli("remote", "add", "down", f"git://127.0.0.1:{dead}/x.git")
+    assert ctx.cli("push", "down", check=False)["status"] == "error"
+    ctx.dash.start()
+    open_tab(page, ctx)
+    panel = page.get_by_test_id("journal-panel")
+    up = panel.locator('[data-testid="remote-state"][data-remote="backup"]')
+    up.wait_for()
+    assert "pushed" in up.inner_text() and "1 event(s) behind" in up.inner_text()   # adding "down" came after
+    down = panel.locator('[data-testid="remote-state"][data-remote="down"]')
+    assert "failing" in down.inner_text() and "Connection refused" in down.inner_text()
+    assert_reads_declared(page, "GET /journal/status: remotes[].name", "GET /journal/status: remotes[].last_error")
+    assert not page.errors, page.errors

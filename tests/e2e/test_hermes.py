@@ -291,3 +291,35 @@ def test_slash_chronos_restore_needs_confirmation(henv):
                           {"sleep": 1}, {"send": "/quit\r"}, {"sleep": 2}])
     assert ok, text[-3000:]
     assert (henv.ws / "keep.txt").read_text() == "v2\n"
+
+
+# --------------------------------------------------------------- off the machine
+def test_a_session_pushes_its_journal_to_the_remote_in_the_background(tmp_path):
+    env = HermesEnv(tmp_path, settings={"host_id": "e2e-host"}).start()
+    try:
+        remote = tmp_path / "fleet.git"
+        r = env.chronos("remote", "add", "fleet", str(remote), "--snapshots", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["remote"] == "fleet", r.stdout + r.stderr
+        env.set_script([{"match": "*", "steps": [
+            {"tool_calls": [write("__WS__/pushed.txt", "off the machine\n", "call_push1")]},
+            {"content": "done"}]}])
+        c = env.chat("write it")
+        assert c.returncode == 0, c.stderr
+        log = subprocess.run(["git", "--git-dir", str(remote), "log", "--format=%B",
+                              "refs/chronos/hosts/e2e-host/journal"], capture_output=True, text=True)
+        assert log.returncode == 0, log.stderr
+        assert '"tool_call_id":"call_push1"' in log.stdout.replace(" ", "")     # the turn's events went
+        tree = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only",
+                               "refs/chronos/hosts/e2e-host/snapshots/" + _ws_id(env.ws)],
+                              capture_output=True, text=True)
+        assert "pushed.txt" in tree.stdout.split()
+        health = json.loads(env.chronos("health", "--json").stdout)
+        (fleet,) = health["remotes"]
+        assert fleet["last_push"] and fleet["last_error"] is None and fleet["behind"] == 0
+    finally:
+        env.stop()
+
+
+def _ws_id(path: Path) -> str:
+    import hashlib
+    return hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:16]

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pygit2
 
+import pytest
+
 from chronos_git.engine import powercut
+from chronos_git.engine.store import Store, StoreError
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 
@@ -172,3 +175,26 @@ def test_outside_a_reboot_a_torn_ref_reads_from_head_and_the_next_snapshot_rewri
     snap = s.snapshot(str(ws), "third")
     assert ref.read_text().strip() == snap.checkpoint
     assert [str(p) for p in pygit2.Repository(str(store_dir))[snap.checkpoint].parent_ids] == [second]
+
+
+def test_a_store_whose_creation_was_killed_before_head_opens(tmp_path):
+    """Wind tunnel random kill (seeds 10275, 10437, 10462 of the full run): a process killed while
+    libgit2 created the store left objects/, refs/, config but no HEAD; the next start refused
+    the folder as 'not a chronos-git store' for good."""
+    root = tmp_path / "store"
+    pygit2.init_repository(str(root), bare=True)
+    (root / "HEAD").unlink()                 # libgit2 writes HEAD last
+    (root / "chronos").mkdir()
+    store = Store.open(root)
+    assert (root / "HEAD").exists() and store.repo().is_bare
+    foreign = tmp_path / "foreign"
+    pygit2.init_repository(str(foreign), bare=True)
+    (foreign / "HEAD").unlink()
+    (foreign / "notes.txt").write_text("mine\n")
+    with pytest.raises(StoreError, match="not a chronos-git store"):
+        Store.open(foreign)
+    objects = tmp_path / "with-objects"
+    pygit2.init_repository(str(objects), bare=True).create_blob(b"someone's data")
+    (objects / "HEAD").unlink()
+    with pytest.raises(StoreError, match="not a chronos-git store"):
+        Store.open(objects)

@@ -1,0 +1,209 @@
+"""Git transports for off-machine copies: push, fetch and list a remote's refs with libgit2.
+
+Knows nothing of the journal or of hosts: it moves refs and objects between the
+store and a URL.  Every call is bounded (connect and I/O timeouts), checks SSH
+host keys against `known_hosts` and TLS certificates as libgit2 does, and never
+lets a credential reach a message: URLs are shown with their user-info removed,
+and errors are scrubbed of whatever the caller passed as a secret.
+
+Authentication: SSH with a configured key file (`<key>` and `<key>.pub`) or the
+ssh-agent; HTTPS with `CHRONOS_GIT_REMOTE_USER` / `CHRONOS_GIT_REMOTE_TOKEN`
+from the environment (never from the URL: a URL is stored in the store's config
+and shown by `remote list`).
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pygit2
+
+from .errors import ChronosError
+
+CONNECT_TIMEOUT_MS = 10_000
+IO_TIMEOUT_MS = 60_000
+SCHEMES = ("file", "ssh", "git", "https", "http")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+_SCP = re.compile(r"(?:(?P<user>[^@/:\s]+)@)?(?P<host>[A-Za-z0-9.\-\[\]]+):(?P<path>[^/].*|/.*)\Z")
+
+
+class RemoteError(ChronosError):
+    code = "remote_error"
+
+
+def check_name(name: str, what: str = "remote name") -> str:
+    if not isinstance(name, str) or not _NAME.match(name) or name.endswith(".lock") or ".." in name:
+        raise ValueError(f"{name!r} is not a valid {what}: use letters, digits, '.', '_' and '-' "
+                         "(up to 63, starting with a letter or digit)")
+    return name
+
+
+def normalize_url(raw: str) -> str:
+    """The URL to store: an absolute local path or one of SCHEMES; never one with a password."""
+    if not isinstance(raw, str) or not raw.strip() or any(c in raw for c in "\0\n\r"):
+        raise ValueError("the remote URL is empty or holds control characters")
+    raw = raw.strip()
+    if raw.startswith("/"):
+        return os.path.normpath(raw)
+    if raw.startswith("~"):
+        return os.path.normpath(os.path.expanduser(raw))
+    parts = urlsplit(raw)
+    if parts.scheme in SCHEMES:
+        if parts.password is not None:
+            raise ValueError("the remote URL holds a password: credentials are never stored with a "
+                             "remote (it is shown by `remote list`). Use an SSH key or the ssh-agent, or "
+                             "CHRONOS_GIT_REMOTE_USER / CHRONOS_GIT_REMOTE_TOKEN for HTTPS")
+        if parts.scheme == "file":
+            if not parts.path.startswith("/"):
+                raise ValueError(f"{raw!r}: a file:// URL needs an absolute path (file:///srv/audit.git)")
+        elif not parts.hostname:
+            raise ValueError(f"{raw!r} names no host")
+        return raw
+    if "://" not in raw and _SCP.match(raw):
+        return raw                                   # scp-like user@host:path (SSH)
+    raise ValueError(f"{raw!r} is not a remote: use an absolute path, file://, ssh://, git://, "
+                     "https:// or user@host:path")
+
+
+def local_path(url: str) -> Path | None:
+    """The folder of a local remote (a path or file://), else None."""
+    if url.startswith("/"):
+        return Path(url)
+    parts = urlsplit(url)
+    return Path(parts.path) if parts.scheme == "file" else None
+
+
+def display_url(url: str) -> str:
+    """`url` without user-info beyond the user name (never a password or token)."""
+    parts = urlsplit(url)
+    if parts.scheme and parts.password is not None:
+        netloc = (parts.username + "@" if parts.username else "") + (parts.hostname or "")
+        if parts.port:
+            netloc += f":{parts.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return url
+
+
+def ensure_local(url: str) -> bool:
+    """A local remote that does not exist yet is created as a bare repository (True if made)."""
+    path = local_path(url)
+    if path is None or path.exists():
+        if path is not None and not (path / "objects").is_dir() and not (path / ".git").is_dir():
+            raise ValueError(f"{path} exists but is not a git repository (create one with "
+                             f"`git init --bare {path}`, or choose an empty path)")
+        return False
+    if not path.parent.is_dir():
+        raise ValueError(f"{path.parent} does not exist: create it first (a shared drive mounted?)")
+    pygit2.init_repository(str(path), bare=True)
+    return True
+
+
+@dataclass
+class Auth:
+    ssh_key: str | None = None            # private key file; its public key is <key>.pub
+    secrets: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_env(cls, ssh_key: str | None) -> "Auth":
+        token = os.environ.get("CHRONOS_GIT_REMOTE_TOKEN") or ""
+        return cls(ssh_key=ssh_key, secrets=[s for s in (token,) if s])
+
+
+class _Callbacks(pygit2.RemoteCallbacks):
+    def __init__(self, auth: Auth, url: str):
+        super().__init__()
+        self.auth, self.url = auth, url
+        self.rejected: dict[str, str] = {}
+        self.tries = 0
+        self.host_key_refused = False
+
+    def credentials(self, url, username_from_url, allowed_types):
+        self.tries += 1
+        if self.tries > 3:                       # libgit2 asks again after each refusal
+            raise RemoteError("authentication failed")
+        user = username_from_url or os.environ.get("CHRONOS_GIT_REMOTE_USER") or getpass.getuser()
+        if allowed_types & pygit2.enums.CredentialType.SSH_KEY:
+            key = self.auth.ssh_key
+            if key:
+                key = os.path.expanduser(key)
+                if not os.path.isfile(key) or not os.path.isfile(key + ".pub"):
+                    raise RemoteError(f"the SSH key {key} (and {key}.pub) is not readable")
+                return pygit2.Keypair(user, key + ".pub", key, "")
+            return pygit2.KeypairFromAgent(user)
+        if allowed_types & pygit2.enums.CredentialType.USERPASS_PLAINTEXT:
+            token = os.environ.get("CHRONOS_GIT_REMOTE_TOKEN")
+            if not token:
+                raise RemoteError("the remote asks for a user name and password: set "
+                                  "CHRONOS_GIT_REMOTE_USER and CHRONOS_GIT_REMOTE_TOKEN")
+            return pygit2.UserPass(os.environ.get("CHRONOS_GIT_REMOTE_USER") or user, token)
+        raise RemoteError("the remote asks for a kind of authentication chronos-git does not offer")
+
+    def certificate_check(self, certificate, valid, host):
+        if not valid:
+            self.host_key_refused = True
+        return bool(valid)
+
+    def push_update_reference(self, refname, message):
+        if message:
+            self.rejected[refname] = message
+
+
+def _timeouts() -> None:
+    try:
+        pygit2.settings.server_connect_timeout = CONNECT_TIMEOUT_MS
+        pygit2.settings.server_timeout = IO_TIMEOUT_MS
+    except (AttributeError, pygit2.GitError, ValueError):
+        pass
+
+
+def _error(exc: BaseException, url: str, auth: Auth, cb: _Callbacks | None) -> RemoteError:
+    text = str(exc) or type(exc).__name__
+    for s in auth.secrets:
+        text = text.replace(s, "***")
+    if cb is not None and cb.host_key_refused:
+        text = ("the server's host key is not in known_hosts (or does not match it): add it with "
+                f"`ssh-keyscan` after checking its fingerprint ({text})")
+    return RemoteError(f"{display_url(url)}: {text}")
+
+
+def _remote(repo: pygit2.Repository, url: str) -> pygit2.Remote:
+    _timeouts()
+    return repo.remotes.create_anonymous(url)
+
+
+def list_refs(repo: pygit2.Repository, url: str, auth: Auth, prefix: str = "") -> dict[str, str]:
+    """{ref name: id} of the remote's refs under `prefix`."""
+    cb = _Callbacks(auth, url)
+    try:
+        heads = _remote(repo, url).list_heads(callbacks=cb)
+    except (pygit2.GitError, OSError, RemoteError, ValueError) as exc:
+        raise _error(exc, url, auth, cb) from None
+    return {h.name: str(h.oid) for h in heads if h.name.startswith(prefix) and not h.name.endswith("^{}")}
+
+
+def fetch(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) -> int:
+    """Fetch `refspecs`; returns the number of objects received."""
+    cb = _Callbacks(auth, url)
+    try:
+        stats = _remote(repo, url).fetch(refspecs, callbacks=cb, message="chronos-git fetch")
+    except (pygit2.GitError, OSError, RemoteError, ValueError) as exc:
+        raise _error(exc, url, auth, cb) from None
+    return int(getattr(stats, "received_objects", 0) or 0)
+
+
+def push(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) -> None:
+    """Push `refspecs` (never forced unless a spec says `+`); a rejected ref is an error."""
+    if not refspecs:
+        return
+    cb = _Callbacks(auth, url)
+    try:
+        _remote(repo, url).push(refspecs, callbacks=cb)
+    except (pygit2.GitError, OSError, RemoteError, ValueError) as exc:
+        raise _error(exc, url, auth, cb) from None
+    if cb.rejected:
+        what = "; ".join(f"{ref}: {msg}" for ref, msg in sorted(cb.rejected.items()))
+        raise RemoteError(f"{display_url(url)} refused {what}")

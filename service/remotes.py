@@ -1,0 +1,484 @@
+"""Off the machine: the journal's anchor chain (and, opt-in, checkpoints) on git remotes.
+
+Remote layout, one namespace per host so that many machines share one remote:
+
+    refs/chronos/hosts/<host>/journal                the anchor chain (journal_refs.anchor):
+                                                     event metadata and hashes, no file contents
+    refs/chronos/hosts/<host>/manifest               host.json: workspace ids -> original paths
+    refs/chronos/hosts/<host>/snapshots/<ws id>      a workspace's checkpoints (`--snapshots` only)
+
+The remotes are the store's own git remotes (`git remote -v` in the store lists
+them; `remote.<name>.chronosSnapshots` marks ours), pushed with explicit refspecs;
+what each attempt did is kept in `<store>/chronos/remotes.json`.  The journal is
+never force-pushed: a remote journal the local one does not descend from is a
+divergence, recorded there, and the gate stays closed until a later check matches
+(or the operator removes the remote).  The gate reads that file and, with
+`require_anchor`, how long every remote has been failing.
+
+In Hermes pushes run on a background thread after a turn, at most every
+`push_interval_s`; nothing here runs on a tool call's path.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import threading
+import time
+
+import pygit2
+
+from ..engine import locking
+from ..engine import remote as transport
+from ..engine.codec import display
+from ..engine.fsutil import atomic_write
+from ..journal_refs import IntegrityError, JournalError, anchor, events
+from ..settings import default_host_id
+from .core import Core
+from .results import (AnchorCheck, FetchedHost, FetchedWorkspace, FetchResult, PushResult, RemoteAdded,
+                      RemoteInfo, RemoteRemoved, RemotesResult)
+
+HOSTS = "refs/chronos/hosts"
+TRACKING = "refs/chronos/remotes"
+MARK = "chronosSnapshots"          # remote.<name>.chronosSnapshots: a remote chronos-git manages
+
+
+def _state_path(core: Core):
+    return core.store.meta_dir / "remotes.json"
+
+
+def _read_state(path) -> dict:
+    try:
+        doc = json.loads(path.read_bytes())
+        return doc if isinstance(doc, dict) else {}
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def gate_reason(core: Core) -> str | None:
+    """Why the off-machine anchor keeps protected calls waiting, or None (one small read)."""
+    if not core.store_exists():
+        return None
+    state = _read_state(_state_path(core))
+    for name, st in sorted(state.items()):
+        if isinstance(st, dict) and st.get("diverged"):
+            return (f"off-machine anchor: {st['diverged']}. Investigate, then `chronos-git journal verify "
+                    f"--remote {name}` (the gate opens when it matches) or `chronos-git remote remove {name}`")
+    s = core.settings
+    if not s.require_anchor:
+        return None
+    entries = [st for st in state.values() if isinstance(st, dict)]
+    if not entries:
+        return ("require_anchor is on but no remote is configured: add one with "
+                "`chronos-git remote add NAME URL`")
+    now = time.time()
+    if any(not st.get("failing_since") or now - st["failing_since"] <= s.anchor_timeout_s for st in entries):
+        return None
+    since = min(st["failing_since"] for st in entries)
+    errors = "; ".join(f"{n}: {st.get('last_error')}" for n, st in sorted(state.items()) if isinstance(st, dict))
+    return (f"require_anchor: no remote has taken the journal for {int(now - since)} s (more than "
+            f"anchor_timeout_s = {int(s.anchor_timeout_s)}): {errors}. Fix the remote, then "
+            "`chronos-git push`")
+
+
+class Remotes:
+    def __init__(self, core: Core, start):
+        self.core = core
+        self._start = start
+        self._kick = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+        self._busy = threading.Event()
+        self.last_attempt = 0.0
+
+    # ------------------------------------------------------------ identity
+    @property
+    def host(self) -> str:
+        return self.core.settings.host_id or default_host_id(self.core.store_dir)
+
+    def _auth(self) -> transport.Auth:
+        return transport.Auth.from_env(self.core.settings.remote_ssh_key)
+
+    def _configured(self) -> dict[str, tuple[str, bool]]:
+        """{name: (url, snapshots)} of the remotes chronos-git manages."""
+        if not self.core.store_exists():
+            return {}
+        cfg = self.core.store.repo().config
+        out = {}
+        for r in self.core.store.repo().remotes:
+            key = f"remote.{r.name}.{MARK}"
+            if key in cfg:
+                out[r.name] = (r.url, cfg.get_bool(key))
+        return out
+
+    def _pick(self, name: str | None) -> tuple[str, str, bool]:
+        remotes = self._configured()
+        if name is None:
+            if len(remotes) != 1:
+                raise ValueError("no remote is configured: add one with `chronos-git remote add NAME URL`"
+                                 if not remotes else f"{len(remotes)} remotes are configured "
+                                 f"({', '.join(sorted(remotes))}): name one")
+            name = next(iter(remotes))
+        if name not in remotes:
+            raise ValueError(f"no remote {name!r}" + (f" (remotes: {', '.join(sorted(remotes))})"
+                                                     if remotes else ": add it with `chronos-git remote add`"))
+        url, snapshots = remotes[name]
+        return name, url, snapshots
+
+    # --------------------------------------------------------------- state
+    def _update(self, name: str, *, drop: bool = False, **fields) -> None:
+        path = _state_path(self.core)
+        with locking.exclusive(self.core.store.meta_dir / "remotes.lock"):
+            state = _read_state(path)
+            if drop:
+                state.pop(name, None)
+            else:
+                state.setdefault(name, {}).update(fields)
+            atomic_write(path, json.dumps(state, sort_keys=True).encode(), durable=True)
+
+    def _failed(self, name: str, exc: Exception) -> None:
+        st = _read_state(_state_path(self.core)).get(name) or {}
+        self._update(name, last_error=str(exc), last_attempt=time.time(),
+                     failing_since=st.get("failing_since") or time.time())
+
+    def _journal_note(self, action: str, **fields) -> None:
+        """Adding or removing a remote is journaled (best effort: a journal in doubt refuses)."""
+        try:
+            self._start()
+            self.core.journal.append(events.Maintenance, {"operation_id": None, "action": action, **fields})
+        except (JournalError, OSError):
+            pass
+
+    # ------------------------------------------------------------- commands
+    def add(self, name: str, url: str, *, snapshots: bool = False) -> RemoteAdded:
+        transport.check_name(name)
+        url = transport.normalize_url(url)
+        local = transport.local_path(url)
+        store = self.core.store
+        if local is not None:
+            here = os.path.realpath(store.root)
+            there = os.path.realpath(local)
+            if there == here or there.startswith(here + os.sep) or here.startswith(there + os.sep):
+                raise ValueError(f"{local} is the store or inside it: a remote must be somewhere else")
+        repo = store.repo()
+        if name in [r.name for r in repo.remotes]:
+            raise ValueError(f"remote {name!r} exists already ({transport.display_url(repo.remotes[name].url)});"
+                             " remove it first")
+        created = transport.ensure_local(url)
+        repo.remotes.create(name, url, f"+{HOSTS}/*:{TRACKING}/{name}/hosts/*")
+        repo.config[f"remote.{name}.{MARK}"] = bool(snapshots)
+        self._update(name, added=time.time(), last_error=None, failing_since=None, diverged=None)
+        shown = transport.display_url(url)
+        self._journal_note("remote_added", remote=name, url=shown, snapshots=bool(snapshots))
+        warning = None
+        if snapshots:
+            warning = (f"file contents leave this machine: every checkpoint of every workspace is pushed to "
+                       f"{shown}, except that a push refuses checkpoints holding files that match "
+                       f"remote_exclude ({', '.join(self.core.settings.remote_exclude) or 'none'})")
+        return RemoteAdded(remote=name, url=shown, snapshots=bool(snapshots), host=self.host, created=created,
+                           warning=warning)
+
+    def remove(self, name: str) -> RemoteRemoved:
+        name, url, _ = self._pick(name)
+        self.core.store.repo().remotes.delete(name)       # also its tracking refs
+        self._update(name, drop=True)
+        self._journal_note("remote_removed", remote=name, url=transport.display_url(url))
+        return RemoteRemoved(remote=name)
+
+    def list(self) -> RemotesResult:
+        state = _read_state(_state_path(self.core)) if self.core.store_exists() else {}
+        seq = self._local_seq()
+        out = []
+        for name, (url, snapshots) in sorted(self._configured().items()):
+            st = state.get(name) or {}
+            info = RemoteInfo(name=name, url=transport.display_url(url), snapshots=snapshots,
+                              last_push=st.get("last_push"), last_error=st.get("last_error"),
+                              journal_head=st.get("journal_head"), failing_since=st.get("failing_since"),
+                              diverged=st.get("diverged"))
+            if seq is not None:
+                info.behind = max(seq - st["seq"], 0) if isinstance(st.get("seq"), int) else seq + 1
+            out.append(info)
+        return RemotesResult(host=self.host, remotes=out)
+
+    def _local_seq(self) -> int | None:
+        if not self.core.store_exists():
+            return None
+        self._start()
+        j = self.core.journal
+        j.refresh()
+        return j.state.seq if j.head is not None else None
+
+    # ----------------------------------------------------------------- push
+    def push(self, name: str | None = None, *, allow_excluded: bool = False) -> PushResult:
+        name, url, snapshots = self._pick(name)
+        t0 = time.monotonic()
+        self._start()
+        store, journal, host = self.core.store, self.core.journal, self.host
+        with locking.exclusive(store.meta_dir / f"push-{name}.lock"):
+            journal.refresh()
+            if journal.integrity != "ok":
+                raise IntegrityError(f"not pushed: the local journal's integrity is in doubt ({journal.integrity})")
+            head, seq = journal.head, journal.state.seq
+            tip, _ = anchor.extend(store, head)
+            man = anchor.manifest(store, host, journal.state.journal_id)
+            base = f"{HOSTS}/{host}"
+            repo = pygit2.Repository(str(store.root))       # our own handle: this may run on a thread
+            auth = self._auth()
+            self.last_attempt = time.time()
+            try:
+                theirs = transport.list_refs(repo, url, auth, prefix=base + "/")
+                self._descends(repo, name, url, auth, theirs.get(base + "/journal"), tip)
+                specs, refs, excluded, sent = [], [base + "/journal", base + "/manifest"], [], {}
+                secret = False
+                if tip and theirs.get(base + "/journal") != tip:
+                    specs.append(f"{anchor.ANCHOR_REF}:{base}/journal")
+                if theirs.get(base + "/manifest") != man:
+                    specs.append(f"+{anchor.MANIFEST_REF}:{base}/manifest")    # informational: replaced
+                if snapshots:
+                    for ws in store.workspaces():
+                        ref = repo.references.get(ws.ref)
+                        if ref is None:
+                            continue
+                        dst, mine = f"{base}/snapshots/{ws.id}", str(ref.target)
+                        refs.append(dst)
+                        if theirs.get(dst) == mine:
+                            sent[ws.id] = mine
+                            continue
+                        why = self._unsendable(repo, mine, theirs.get(dst), allow_excluded=allow_excluded)
+                        if why:
+                            secret = secret or why[0] == "secret"
+                            excluded.append(f"{display(os.fsdecode(ws.root_bytes))}: {why[1]}")
+                            refs.remove(dst)
+                            continue
+                        specs.append(f"{ws.ref}:{dst}")
+                        sent[ws.id] = mine
+                transport.push(repo, url, specs, auth)
+            except transport.RemoteError as exc:
+                self._failed(name, exc)
+                raise
+        held = (_read_state(_state_path(self.core)).get(name) or {}).get("snapshots") or {}
+        self._update(name, last_push=time.time(), last_attempt=time.time(), last_error=None,
+                     failing_since=None, diverged=None, journal_head=head, seq=seq,
+                     snapshots={**held, **sent})
+        res = PushResult(remote=name, host=host, journal_head=head, refs=refs,
+                         updated=[s.split(":", 1)[1] for s in specs], excluded=excluded,
+                         seconds=round(time.monotonic() - t0, 3))
+        if excluded:
+            res.status = "error"
+            res.error = "the journal was pushed, but not the checkpoints of " + "; ".join(excluded) + "."
+            if secret:
+                res.error += (" Keep such files out of checkpoints (.gitignore or ignored_patterns), change "
+                              "remote_exclude, or push once with --allow-excluded")
+        return res
+
+    def _descends(self, repo, name: str, url: str, auth, theirs: str | None, mine: str | None) -> None:
+        """This host's journal on the remote must be ours or an ancestor of ours."""
+        if theirs is None or theirs == mine:
+            return
+        host = self.host
+        if pygit2.Oid(hex=theirs) not in repo.odb:
+            transport.fetch(repo, url, [f"+{HOSTS}/{host}/journal:{TRACKING}/{name}/hosts/{host}/journal"], auth)
+        remote_event = self._event(repo, theirs)
+        if mine is not None and repo.descendant_of(mine, theirs):
+            return
+        if mine is not None and repo.descendant_of(theirs, mine):
+            why = (f"this host's journal on remote {name!r} is ahead of the local journal (diverged): the "
+                   f"remote ends at {remote_event}, the local journal at an earlier event, so the local "
+                   "journal was rolled back or replaced by an older copy")
+        else:
+            why = (f"this host's journal on remote {name!r} has diverged from the local journal: the remote "
+                   f"ends at {remote_event}, which the local journal does not contain, so the local "
+                   f"history was rewritten or replaced (or another machine pushes as host {host!r})")
+        self._update(name, diverged=why, last_attempt=time.time())
+        raise IntegrityError(why)
+
+    @staticmethod
+    def _event(repo, mirror_id: str) -> str:
+        try:
+            commit = repo[mirror_id]
+            seq = anchor.payload_of(commit).get("seq")
+            return f"event #{seq} {(anchor.event_of(commit) or '?')[:12]}"
+        except (KeyError, ValueError, pygit2.GitError):
+            return f"anchor {mirror_id[:12]} (unreadable)"
+
+    def _unsendable(self, repo, tip: str, theirs: str | None, *, allow_excluded: bool) -> tuple[str, str] | None:
+        """Why the checkpoints a push would send (those after `theirs`) cannot go, or None: one
+        holds a file matching remote_exclude, or retention cut the chain below them (git refuses
+        a commit whose parent it lacks)."""
+        patterns = [] if allow_excluded else list(self.core.settings.remote_exclude)
+        shallow = _shallow(self.core.store)
+        if theirs and (pygit2.Oid(hex=theirs) not in repo.odb or not repo.descendant_of(tip, theirs)):
+            return "gap", (f"the remote's newest checkpoint {theirs[:12]} is no longer in this store's chain "
+                    "(retention cut it before the next push), so the chain cannot continue there")
+        walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)
+        if theirs:
+            walker.hide(theirs)
+        for commit in walker:
+            if str(commit.id) in shallow:
+                return "gap", (f"retention cut this workspace's history below checkpoint {str(commit.id)[:12]} "
+                        "before the remote had it, and a git remote refuses a commit whose parent it lacks; "
+                        "checkpoints of workspaces created after the remote was added push normally")
+            if not patterns:
+                continue
+            if commit.parents:
+                diff = repo.diff(commit.parents[0].tree, commit.tree)
+                paths = [d.new_file.path for d in diff.deltas if d.status != pygit2.enums.DeltaStatus.DELETED]
+            else:
+                paths = [p for p, _ in _files(repo, commit.tree, "")]
+            for path in paths:
+                base = path.rsplit("/", 1)[-1]
+                hit = next((p for p in patterns if fnmatch.fnmatchcase(base, p) or fnmatch.fnmatchcase(path, p)),
+                           None)
+                if hit:
+                    return "secret", (f"checkpoint {str(commit.id)[:12]} holds {display(path)} (remote_exclude "
+                            f"pattern {hit!r}): those bytes would leave the machine")
+        return None
+
+    # ---------------------------------------------------------------- fetch
+    def fetch(self, name: str) -> FetchResult:
+        name, url, _ = self._pick(name)
+        store, host = self.core.store, self.host
+        repo = pygit2.Repository(str(store.root))
+        auth = self._auth()
+        prefix = f"{TRACKING}/{name}/hosts/"
+        with store.writing():
+            theirs = transport.list_refs(repo, url, auth, prefix=HOSTS + "/")
+            if theirs:
+                transport.fetch(repo, url, [f"+{HOSTS}/*:{prefix}*"], auth)
+            for ref in [r for r in repo.references if r.startswith(prefix)]:
+                remote_name = HOSTS + "/" + ref[len(prefix):]
+                # gone from the remote, or our own checkpoints (they would pin what retention cut)
+                if remote_name not in theirs or ref.startswith(f"{prefix}{host}/snapshots/"):
+                    repo.references.delete(ref)
+        hosts: dict[str, dict] = {}
+        for ref in repo.references:
+            if not ref.startswith(prefix):
+                continue
+            h, _, rest = ref[len(prefix):].partition("/")
+            hosts.setdefault(h, {})[rest] = str(repo.references[ref].target)
+        out = []
+        for h, refs in sorted(hosts.items()):
+            out.append(self._host(repo, h, refs))
+        return FetchResult(remote=name, hosts=out)
+
+    def _host(self, repo, host: str, refs: dict[str, str]) -> FetchedHost:
+        head, events_n, journal_id = None, 0, None
+        if "journal" in refs:
+            try:
+                commit = repo[refs["journal"]]
+                head = anchor.event_of(commit)
+                payload = anchor.payload_of(commit)
+                events_n = int(payload.get("seq", -1)) + 1
+            except (KeyError, ValueError, TypeError, pygit2.GitError):
+                pass
+        man = anchor.read_manifest(repo, refs["manifest"]) if "manifest" in refs else {}
+        journal_id = man.get("journal_id") if isinstance(man.get("journal_id"), str) else None
+        paths = man.get("workspaces") if isinstance(man.get("workspaces"), dict) else {}
+        wss = []
+        for rest, tip in sorted(refs.items()):
+            if not rest.startswith("snapshots/"):
+                continue
+            wid = rest[len("snapshots/"):]
+            entry = paths.get(wid) if isinstance(paths.get(wid), dict) else {}
+            path = entry.get("path") if isinstance(entry.get("path"), str) else None
+            walker = repo.walk(tip, pygit2.enums.SortMode.NONE)
+            walker.simplify_first_parent()
+            wss.append(FetchedWorkspace(id=wid, path=path, path_b64=entry.get("path_b64") if isinstance(
+                entry.get("path_b64"), str) else None, checkpoints=sum(1 for _ in walker), latest=tip))
+        return FetchedHost(host=host, journal_head=head, events=events_n, journal_id=journal_id, workspaces=wss)
+
+    # ---------------------------------------------------------------- verify
+    def verify(self, name: str) -> AnchorCheck:
+        """This host's journal on the remote is the local head or an ancestor of it; divergence
+        closes the gate (IntegrityError), a match lifts an earlier divergence."""
+        name, url, _ = self._pick(name)
+        self._start()
+        store, journal, host = self.core.store, self.core.journal, self.host
+        journal.refresh()
+        tip, head = anchor.extend(store, journal.head)
+        repo = pygit2.Repository(str(store.root))
+        auth = self._auth()
+        base = f"{HOSTS}/{host}"
+        theirs = transport.list_refs(repo, url, auth, prefix=base + "/journal").get(base + "/journal")
+        if theirs is None:
+            raise transport.RemoteError(f"remote {name!r} holds no journal of host {host!r} yet: "
+                                        f"run `chronos-git push {name}` first")
+        self._descends(repo, name, url, auth, theirs, tip)
+        remote_commit = repo[theirs]
+        remote_seq = int(anchor.payload_of(remote_commit).get("seq", -1))
+        self._update(name, diverged=None)
+        return AnchorCheck(remote=name, host=host, remote_head=anchor.event_of(remote_commit) or theirs,
+                           local_head=head, behind=max(journal.state.seq - remote_seq, 0))
+
+    # ------------------------------------------------------------ background
+    def kick(self) -> None:
+        """Push soon (after a turn): never on the caller's path, at most every push_interval_s."""
+        if not self.core.store_exists() or not self._configured():
+            return
+        self._kick.set()
+        with self._guard:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="chronos-git-push", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self._kick.wait()
+            wait = self.last_attempt + self.core.settings.push_interval_s - time.time()
+            if wait > 0:
+                time.sleep(wait)
+            self._kick.clear()
+            self._busy.set()
+            try:
+                self.push_all()
+            finally:
+                self._busy.clear()
+
+    def drain(self, timeout: float) -> None:
+        """At exit: let a push that is under way finish (bounded); one not started waits for the
+        next session."""
+        deadline = time.monotonic() + timeout
+
+        def due() -> bool:
+            return self._kick.is_set() and self.last_attempt + self.core.settings.push_interval_s <= time.time()
+        while (self._busy.is_set() or due()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def push_all(self) -> list:
+        """One attempt per remote; failures are recorded (health shows them), never raised."""
+        out = []
+        for name in sorted(self._configured()):
+            try:
+                out.append(self.push(name))
+            except Exception as exc:         # recorded in remotes.json by push itself when it can
+                out.append(exc)
+        self.last_attempt = time.time()
+        return out
+
+
+def pinned_tips(core: Core) -> set[str]:
+    """The newest checkpoint each --snapshots remote holds, per workspace: retention keeps it (and
+    so everything newer), so the next push continues the remote's chain."""
+    if not core.store_exists():
+        return set()
+    out = set()
+    for st in _read_state(_state_path(core)).values():
+        if isinstance(st, dict) and isinstance(st.get("snapshots"), dict):
+            out.update(v for v in st["snapshots"].values() if isinstance(v, str))
+    return out
+
+
+def _shallow(store) -> set[str]:
+    try:
+        return {line.strip() for line in (store.root / "shallow").read_text().splitlines() if line.strip()}
+    except FileNotFoundError:
+        return set()
+
+
+def _files(repo, tree, prefix: str):
+    for entry in tree:
+        path = prefix + entry.name
+        if entry.type_str == "tree":
+            yield from _files(repo, repo[entry.id], path + "/")
+        elif entry.type_str == "blob":
+            yield path, entry.id
