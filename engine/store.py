@@ -68,19 +68,35 @@ def _config_value(cfg, key: str):
         return None
 
 
-_INIT_NAMES = {"chronos", "objects", "refs", "config", "description", "hooks", "info", "branches", "HEAD"}
+_INIT_DIRS = {"chronos", "objects", "refs", "hooks", "info", "branches"}
 
 
 def _torn_init(root: Path) -> bool:
-    """Only what `git init` writes (HEAD comes last) and our own folder, with no object or ref
-    in it: an empty folder, or one a process was killed while creating; safe to init again."""
+    """Nothing but what `git init` writes (HEAD comes last) and our own folder, with no object,
+    ref or file of anyone else's in it: an empty folder, or one a process was killed while
+    creating the store in; safe to init again (never someone's folder: a clear error)."""
     for entry in root.iterdir():
-        if entry.name not in _INIT_NAMES:
+        name = entry.name
+        if entry.is_symlink():
             return False
-        if entry.name in ("objects", "refs"):
-            for _, _, files in os.walk(entry):
-                if files:
-                    return False
+        if name == "config" or name == "description":
+            try:
+                text = entry.read_bytes()[:4096].decode()
+            except (OSError, UnicodeError):
+                return False
+            if name == "config" and not (text.startswith("[core]") and "repositoryformatversion" in text):
+                return False
+            if name == "description" and not text.startswith("Unnamed repository"):
+                return False
+            continue
+        if name not in _INIT_DIRS or not entry.is_dir():
+            return False
+        allowed = {"chronos": None, "hooks": ".sample", "info": "exclude"}.get(name, "")
+        for _, _, files in os.walk(entry):
+            for f in files:
+                if allowed is None or (allowed and (f.endswith(allowed) or f == allowed)):
+                    continue
+                return False
     return True
 
 

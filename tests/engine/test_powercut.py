@@ -198,3 +198,12 @@ def test_a_store_whose_creation_was_killed_before_head_opens(tmp_path):
     (objects / "HEAD").unlink()
     with pytest.raises(StoreError, match="not a chronos-git store"):
         Store.open(objects)
+
+
+def test_a_folder_with_a_config_of_its_own_is_never_turned_into_a_store(tmp_path):
+    root = tmp_path / "dotfiles"
+    root.mkdir()
+    (root / "config").write_text("[user]\n\tname = me\n")
+    with pytest.raises(StoreError, match="not a chronos-git store"):
+        Store.open(root)
+    assert (root / "config").read_text() == "[user]\n\tname = me\n"
