@@ -16,6 +16,9 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import secrets
+import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pygit2
 
 from .errors import ChronosError
+from .fsutil import fsync_dir
 
 CONNECT_TIMEOUT_MS = 10_000
 IO_TIMEOUT_MS = 60_000
@@ -53,17 +57,20 @@ def normalize_url(raw: str) -> str:
         return os.path.normpath(os.path.expanduser(raw))
     parts = urlsplit(raw)
     if parts.scheme in SCHEMES:
-        if parts.password is not None:
-            raise ValueError("the remote URL holds a password: credentials are never stored with a "
-                             "remote (it is shown by `remote list`). Use an SSH key or the ssh-agent, or "
-                             "CHRONOS_GIT_REMOTE_USER / CHRONOS_GIT_REMOTE_TOKEN for HTTPS")
+        if parts.password is not None or (parts.scheme in ("https", "http") and parts.username is not None):
+            raise ValueError("the remote URL holds a password or token: credentials are never stored with "
+                             "a remote (it is shown by `remote list` and journaled). Use an SSH key or the "
+                             "ssh-agent, or CHRONOS_GIT_REMOTE_USER / CHRONOS_GIT_REMOTE_TOKEN for HTTPS")
+        if (parts.hostname or "").startswith("-") or (parts.username or "").startswith("-"):
+            raise ValueError(f"{raw!r}: a host or user name may not start with '-'")
         if parts.scheme == "file":
             if not parts.path.startswith("/"):
                 raise ValueError(f"{raw!r}: a file:// URL needs an absolute path (file:///srv/audit.git)")
         elif not parts.hostname:
             raise ValueError(f"{raw!r} names no host")
         return raw
-    if "://" not in raw and _SCP.match(raw):
+    m = _SCP.match(raw) if "://" not in raw and "::" not in raw else None
+    if m and not m.group("host").startswith("-") and not (m.group("user") or "").startswith("-"):
         return raw                                   # scp-like user@host:path (SSH)
     raise ValueError(f"{raw!r} is not a remote: use an absolute path, file://, ssh://, git://, "
                      "https:// or user@host:path")
@@ -135,6 +142,9 @@ class _Callbacks(pygit2.RemoteCallbacks):
                 return pygit2.Keypair(user, key + ".pub", key, "")
             return pygit2.KeypairFromAgent(user)
         if allowed_types & pygit2.enums.CredentialType.USERPASS_PLAINTEXT:
+            if not (url or "").startswith("https://"):
+                raise RemoteError("the remote asks for a password over a connection that is not HTTPS: "
+                                  "CHRONOS_GIT_REMOTE_TOKEN is only sent over https://")
             token = os.environ.get("CHRONOS_GIT_REMOTE_TOKEN")
             if not token:
                 raise RemoteError("the remote asks for a user name and password: set "
@@ -193,6 +203,81 @@ def fetch(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) ->
     except (pygit2.GitError, OSError, RemoteError, ValueError) as exc:
         raise _error(exc, url, auth, cb) from None
     return int(getattr(stats, "received_objects", 0) or 0)
+
+
+def fetch_refs(store_root: Path, scratch_parent: Path, url: str, auth: Auth, src: str,
+               haves: dict[str, str]) -> dict[str, str]:
+    """{remote ref: commit id} of the remote refs `src` (one ref, or a prefix ending in '*'), with
+    their objects moved into the store at `store_root`.
+
+    The fetch runs in a scratch repository that borrows the store's objects (alternates), and
+    `haves` (name -> id of commits the store has) tell the remote what not to send.  Fetching
+    into the store itself would let libgit2 rewrite its `shallow` file (the retention cut) and
+    update refs while a slow remote trickles in; here nothing in the store changes until every
+    object has arrived.  Refs that do not name a commit are left out (a hostile remote)."""
+    scratch_parent.mkdir(parents=True, exist_ok=True)
+    for old in scratch_parent.glob("fetch-*"):          # left by a killed fetch
+        try:
+            if time.time() - old.stat().st_mtime > 3600:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    scratch = scratch_parent / f"fetch-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        tmp = pygit2.init_repository(str(scratch), bare=True)
+        (scratch / "objects" / "info" / "alternates").write_text(str(store_root / "objects") + "\n")
+        tmp = pygit2.Repository(str(scratch))
+        for i, oid in enumerate(sorted(set(haves.values()))):
+            try:
+                tmp.references.create(f"refs/have/{i}", pygit2.Oid(hex=oid), force=True)
+            except (pygit2.GitError, ValueError, KeyError):
+                pass
+        glob = src.endswith("*")
+        fetch(tmp, url, [f"+{src}:refs/incoming/{'*' if glob else 'one'}"], auth)
+        got = {}
+        for name in tmp.references:
+            if not name.startswith("refs/incoming/"):
+                continue
+            rest = name[len("refs/incoming/"):]
+            remote_name = src[:-1] + rest if glob else src
+            try:
+                target = tmp.references[name].target
+                if isinstance(tmp[target], pygit2.Commit):
+                    got[remote_name] = str(target)
+            except (KeyError, ValueError, pygit2.GitError):
+                continue
+        _adopt(scratch / "objects", store_root / "objects")
+        return got
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _adopt(src: Path, dst: Path) -> None:
+    """Move fetched packs (index last, so a reader never sees half a pack) and loose objects
+    into `dst`, durably."""
+    pack_dir = dst / "pack"
+    moved = False
+    for pack in sorted((src / "pack").glob("*.pack")):
+        for suffix in (".pack", ".rev", ".idx"):
+            part = pack.with_suffix(suffix)
+            if part.exists() and not (pack_dir / part.name).exists():
+                fd = os.open(part, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(part, pack_dir / part.name)
+                moved = True
+    if moved:
+        fsync_dir(pack_dir)
+    for d in src.iterdir():
+        if len(d.name) != 2 or not d.is_dir():
+            continue
+        for f in d.iterdir():
+            target = dst / d.name / f.name
+            if not target.exists():
+                target.parent.mkdir(exist_ok=True)
+                os.replace(f, target)
 
 
 def push(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) -> None:

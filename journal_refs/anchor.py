@@ -89,10 +89,19 @@ def extend(store, journal_head: str | None = None) -> tuple[str | None, str | No
             journal_head = str(ref.target) if ref else None
         if journal_head is None:
             return None, None
+        store.clear_stale_git_lock(store.root / (ANCHOR_REF + ".lock"))   # left by a killed writer
         tip = _tip(repo, ANCHOR_REF)
         done = event_of(repo[tip]) if tip else None
         if done == journal_head:
             return tip, done
+        if done is not None and _contains(repo, done, journal_head):
+            ref = repo.references.get(JOURNAL_REF)
+            now = str(ref.target) if ref else None
+            if now == done or (now is not None and _contains(repo, now, done)):
+                return tip, done         # another process appended and mirrored past our view
+            raise IntegrityError(
+                f"the journal was rolled back: it ends at {str(now)[:12]}, but the later event {done[:12]} "
+                "was mirrored already (anchored)")
         todo, cur = [], journal_head
         while cur != done:
             if cur is None:
@@ -110,6 +119,13 @@ def extend(store, journal_head: str | None = None) -> tuple[str | None, str | No
         return tip, journal_head
 
 
+def _contains(repo, newer: str, older: str) -> bool:
+    try:
+        return repo.descendant_of(newer, older)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+
+
 def manifest(store, host: str, journal_id: str | None) -> str:
     """The tip of the host manifest chain, a new commit only when what it says changed."""
     repo = store.repo()
@@ -119,6 +135,7 @@ def manifest(store, host: str, journal_id: str | None) -> str:
     doc = canonical({"schema": MANIFEST_SCHEMA, "host": host, "journal_id": journal_id,
                      "workspaces": workspaces})
     with store.writing(), locking.exclusive(store.meta_dir / "anchor.lock"):
+        store.clear_stale_git_lock(store.root / (MANIFEST_REF + ".lock"))
         tip = _tip(repo, MANIFEST_REF)
         if tip is not None:
             try:

@@ -29,12 +29,12 @@ class Gate:
         integrity = j.integrity if j.integrity != "ok" else anchor or "ok"
         if j.integrity != "ok":
             reasons.append(f"journal integrity: {j.integrity}")
-        elif anchor:
-            reasons.append(anchor)
         elif j.poisoned:
             reasons.append(f"an outcome could not be recorded in this process: {j.poisoned}")
         else:
             ops = j.unresolved()
+        if anchor and j.integrity == "ok":
+            reasons.insert(0, anchor)
         if not reasons and not ops:
             return None
         lines = []

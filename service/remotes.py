@@ -25,6 +25,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import pygit2
 
@@ -33,13 +34,14 @@ from ..engine import remote as transport
 from ..engine.codec import display
 from ..engine.fsutil import atomic_write
 from ..journal_refs import IntegrityError, JournalError, anchor, events
-from ..settings import default_host_id
+from ..settings import HOST_ID, default_host_id
 from .core import Core
 from .results import (AnchorCheck, FetchedHost, FetchedWorkspace, FetchResult, PushResult, RemoteAdded,
                       RemoteInfo, RemoteRemoved, RemotesResult)
 
 HOSTS = "refs/chronos/hosts"
 TRACKING = "refs/chronos/remotes"
+OUTBOX = "refs/chronos/outbox"     # the exact commits a push checked (a ref may move meanwhile)
 MARK = "chronosSnapshots"          # remote.<name>.chronosSnapshots: a remote chronos-git manages
 
 
@@ -94,7 +96,23 @@ class Remotes:
     # ------------------------------------------------------------ identity
     @property
     def host(self) -> str:
-        return self.core.settings.host_id or default_host_id(self.core.store_dir)
+        """The setting, else the id this store chose at its first use (so a symlinked or
+        differently spelt store path never makes a second namespace on the remotes)."""
+        if self.core.settings.host_id:
+            return self.core.settings.host_id
+        path = self.core.store.meta_dir / "host-id"
+        try:
+            saved = path.read_text().strip()
+            if HOST_ID.match(saved):
+                return saved
+        except OSError:
+            pass
+        chosen = default_host_id(Path(os.path.realpath(self.core.store_dir)))
+        try:
+            atomic_write(path, chosen.encode() + b"\n", durable=True)
+        except OSError:
+            pass                          # a read-only store: the same derivation next time
+        return chosen
 
     def _auth(self) -> transport.Auth:
         return transport.Auth.from_env(self.core.settings.remote_ssh_key)
@@ -126,20 +144,23 @@ class Remotes:
         return name, url, snapshots
 
     # --------------------------------------------------------------- state
-    def _update(self, name: str, *, drop: bool = False, **fields) -> None:
+    def _update(self, name: str, *, drop: bool = False, create: bool = False, merge=None, **fields) -> None:
+        """Read-modify-write of one remote's entry under the lock; an entry that `remote remove`
+        dropped is never brought back by a push that was still under way."""
         path = _state_path(self.core)
         with locking.exclusive(self.core.store.meta_dir / "remotes.lock"):
             state = _read_state(path)
             if drop:
                 state.pop(name, None)
-            else:
-                state.setdefault(name, {}).update(fields)
+            elif name in state or create:
+                entry = state.setdefault(name, {})
+                entry.update(merge(entry) if merge else {})
+                entry.update(fields)
             atomic_write(path, json.dumps(state, sort_keys=True).encode(), durable=True)
 
-    def _failed(self, name: str, exc: Exception) -> None:
-        st = _read_state(_state_path(self.core)).get(name) or {}
-        self._update(name, last_error=str(exc), last_attempt=time.time(),
-                     failing_since=st.get("failing_since") or time.time())
+    def _failed(self, name: str, exc: BaseException) -> None:
+        self._update(name, last_error=str(exc) or type(exc).__name__, last_attempt=time.time(),
+                     merge=lambda e: {"failing_since": e.get("failing_since") or time.time()})
 
     def _journal_note(self, action: str, **fields) -> None:
         """Adding or removing a remote is journaled (best effort: a journal in doubt refuses)."""
@@ -167,7 +188,7 @@ class Remotes:
         created = transport.ensure_local(url)
         repo.remotes.create(name, url, f"+{HOSTS}/*:{TRACKING}/{name}/hosts/*")
         repo.config[f"remote.{name}.{MARK}"] = bool(snapshots)
-        self._update(name, added=time.time(), last_error=None, failing_since=None, diverged=None)
+        self._update(name, create=True, added=time.time(), last_error=None, failing_since=None, diverged=None)
         shown = transport.display_url(url)
         self._journal_note("remote_added", remote=name, url=shown, snapshots=bool(snapshots))
         warning = None
@@ -179,9 +200,15 @@ class Remotes:
                            warning=warning)
 
     def remove(self, name: str) -> RemoteRemoved:
+        if name not in self._configured() and name in _read_state(_state_path(self.core)):
+            self._update(name, drop=True)       # its git config went (git remote remove): forget its state
+            return RemoteRemoved(remote=name)
         name, url, _ = self._pick(name)
-        self.core.store.repo().remotes.delete(name)       # also its tracking refs
-        self._update(name, drop=True)
+        with locking.exclusive(self.core.store.meta_dir / f"push-{name}.lock"):   # after a push under way
+            self.core.store.repo().remotes.delete(name)       # also its tracking refs
+            self._update(name, drop=True)
+            for ref in [r for r in self.core.store.repo().references if r.startswith(f"{OUTBOX}/{name}/")]:
+                self.core.store.repo().references.delete(ref)
         self._journal_note("remote_removed", remote=name, url=transport.display_url(url))
         return RemoteRemoved(remote=name)
 
@@ -219,13 +246,13 @@ class Remotes:
             if journal.integrity != "ok":
                 raise IntegrityError(f"not pushed: the local journal's integrity is in doubt ({journal.integrity})")
             head, seq = journal.head, journal.state.seq
-            tip, _ = anchor.extend(store, head)
-            man = anchor.manifest(store, host, journal.state.journal_id)
-            base = f"{HOSTS}/{host}"
-            repo = pygit2.Repository(str(store.root))       # our own handle: this may run on a thread
-            auth = self._auth()
             self.last_attempt = time.time()
             try:
+                tip = self._anchor(name, head)
+                man = anchor.manifest(store, host, journal.state.journal_id)
+                repo = pygit2.Repository(str(store.root))       # our own handle: this may run on a thread
+                auth = self._auth()
+                base = f"{HOSTS}/{host}"
                 theirs = transport.list_refs(repo, url, auth, prefix=base + "/")
                 self._descends(repo, name, url, auth, theirs.get(base + "/journal"), tip)
                 specs, refs, excluded, sent = [], [base + "/journal", base + "/manifest"], [], {}
@@ -250,26 +277,40 @@ class Remotes:
                             excluded.append(f"{display(os.fsdecode(ws.root_bytes))}: {why[1]}")
                             refs.remove(dst)
                             continue
-                        specs.append(f"{ws.ref}:{dst}")
+                        # push the commit that was checked, not the ref (a call may move it meanwhile)
+                        out = f"{OUTBOX}/{name}/{ws.id}"
+                        repo.references.create(out, pygit2.Oid(hex=mine), force=True)
+                        specs.append(f"{out}:{dst}")
                         sent[ws.id] = mine
                 transport.push(repo, url, specs, auth)
-            except transport.RemoteError as exc:
+            except IntegrityError:
+                raise                              # recorded as a divergence by _anchor / _descends
+            except Exception as exc:               # every failure shows in health and counts for require_anchor
                 self._failed(name, exc)
                 raise
-        held = (_read_state(_state_path(self.core)).get(name) or {}).get("snapshots") or {}
-        self._update(name, last_push=time.time(), last_attempt=time.time(), last_error=None,
-                     failing_since=None, diverged=None, journal_head=head, seq=seq,
-                     snapshots={**held, **sent})
-        res = PushResult(remote=name, host=host, journal_head=head, refs=refs,
-                         updated=[s.split(":", 1)[1] for s in specs], excluded=excluded,
-                         seconds=round(time.monotonic() - t0, 3))
-        if excluded:
-            res.status = "error"
-            res.error = "the journal was pushed, but not the checkpoints of " + "; ".join(excluded) + "."
-            if secret:
-                res.error += (" Keep such files out of checkpoints (.gitignore or ignored_patterns), change "
-                              "remote_exclude, or push once with --allow-excluded")
+            res = PushResult(remote=name, host=host, journal_head=head, refs=refs,
+                             updated=[sp.split(":", 1)[1] for sp in specs], excluded=excluded,
+                             seconds=round(time.monotonic() - t0, 3))
+            if excluded:
+                res.status = "error"
+                res.error = "the journal was pushed, but not the checkpoints of " + "; ".join(excluded) + "."
+                if secret:
+                    res.error += (" Keep such files out of checkpoints (.gitignore or ignored_patterns), change "
+                                  "remote_exclude, or push once with --allow-excluded")
+            self._update(name, last_push=time.time(), last_attempt=time.time(), last_error=res.error,
+                         failing_since=None, diverged=None, journal_head=head, seq=seq,
+                         merge=lambda e: {"snapshots": {**(e.get("snapshots") or {}), **sent}})
         return res
+
+    def _anchor(self, name: str, head: str | None) -> str | None:
+        """The anchor chain brought up to `head`; a journal that no longer contains what was
+        mirrored (rewritten or rolled back with its witness) is a divergence: the gate closes."""
+        try:
+            return anchor.extend(self.core.store, head)[0]
+        except IntegrityError as exc:
+            why = (f"the local journal has diverged from what was anchored for remote {name!r}: {exc}")
+            self._update(name, diverged=why, last_attempt=time.time())
+            raise IntegrityError(why) from None
 
     def _descends(self, repo, name: str, url: str, auth, theirs: str | None, mine: str | None) -> None:
         """This host's journal on the remote must be ours or an ancestor of ours."""
@@ -277,7 +318,11 @@ class Remotes:
             return
         host = self.host
         if pygit2.Oid(hex=theirs) not in repo.odb:
-            transport.fetch(repo, url, [f"+{HOSTS}/{host}/journal:{TRACKING}/{name}/hosts/{host}/journal"], auth)
+            self._fetch(url, auth, f"{HOSTS}/{host}/journal")
+            repo = pygit2.Repository(str(self.core.store.root))
+            if pygit2.Oid(hex=theirs) not in repo.odb:
+                raise transport.RemoteError(f"remote {name!r}: this host's journal head there ({theirs[:12]}) "
+                                            "could not be fetched (it is not a commit, or it moved meanwhile)")
         remote_event = self._event(repo, theirs)
         if mine is not None and repo.descendant_of(mine, theirs):
             return
@@ -338,28 +383,39 @@ class Remotes:
     def fetch(self, name: str) -> FetchResult:
         name, url, _ = self._pick(name)
         store, host = self.core.store, self.host
-        repo = pygit2.Repository(str(store.root))
         auth = self._auth()
         prefix = f"{TRACKING}/{name}/hosts/"
-        with store.writing():
-            theirs = transport.list_refs(repo, url, auth, prefix=HOSTS + "/")
-            if theirs:
-                transport.fetch(repo, url, [f"+{HOSTS}/*:{prefix}*"], auth)
+        repo = pygit2.Repository(str(store.root))
+        theirs = transport.list_refs(repo, url, auth, prefix=HOSTS + "/")
+        got = self._fetch(url, auth, HOSTS + "/*") if theirs else {}
+        with store.writing():                           # only the ref updates: the transfer is done
+            repo = pygit2.Repository(str(store.root))
+            for remote_name, oid in got.items():
+                # never our own checkpoints: a tracking ref would pin what retention cut
+                if not remote_name.startswith(f"{HOSTS}/{host}/snapshots/"):
+                    repo.references.create(prefix + remote_name[len(HOSTS) + 1:], pygit2.Oid(hex=oid), force=True)
             for ref in [r for r in repo.references if r.startswith(prefix)]:
-                remote_name = HOSTS + "/" + ref[len(prefix):]
-                # gone from the remote, or our own checkpoints (they would pin what retention cut)
-                if remote_name not in theirs or ref.startswith(f"{prefix}{host}/snapshots/"):
-                    repo.references.delete(ref)
+                if HOSTS + "/" + ref[len(prefix):] not in got:
+                    repo.references.delete(ref)          # gone from the remote (or not a commit)
         hosts: dict[str, dict] = {}
         for ref in repo.references:
             if not ref.startswith(prefix):
                 continue
             h, _, rest = ref[len(prefix):].partition("/")
             hosts.setdefault(h, {})[rest] = str(repo.references[ref].target)
-        out = []
-        for h, refs in sorted(hosts.items()):
-            out.append(self._host(repo, h, refs))
-        return FetchResult(remote=name, hosts=out)
+        return FetchResult(remote=name, hosts=[self._host(repo, h, refs) for h, refs in sorted(hosts.items())])
+
+    def _fetch(self, url: str, auth, src: str) -> dict[str, str]:
+        store = self.core.store
+        repo = pygit2.Repository(str(store.root))
+        haves = {}
+        for ref in repo.references:
+            if ref.startswith(TRACKING + "/") or ref.startswith("refs/chronos/anchor/"):
+                try:
+                    haves[ref] = str(repo.references[ref].target)
+                except (pygit2.GitError, KeyError):
+                    pass
+        return transport.fetch_refs(store.root, store.meta_dir / "tmp", url, auth, src, haves)
 
     def _host(self, repo, host: str, refs: dict[str, str]) -> FetchedHost:
         head, events_n, journal_id = None, 0, None
@@ -395,7 +451,8 @@ class Remotes:
         self._start()
         store, journal, host = self.core.store, self.core.journal, self.host
         journal.refresh()
-        tip, head = anchor.extend(store, journal.head)
+        head = journal.head
+        tip = self._anchor(name, head)
         repo = pygit2.Repository(str(store.root))
         auth = self._auth()
         base = f"{HOSTS}/{host}"

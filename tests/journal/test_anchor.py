@@ -60,3 +60,17 @@ def test_a_rewritten_journal_is_refused(svc, ws):
     forged = repo.create_commit(None, sig, sig, head.message, head.tree_id, [])   # a new, rootless history
     with pytest.raises(IntegrityError, match="rewritten"):
         anchor.extend(s.store, str(forged))
+
+
+def test_a_stale_view_of_the_journal_is_not_a_rewrite(svc, ws):
+    """Another process appended and mirrored further than this one has seen (found in review)."""
+    s = svc()
+    s.write_file(str(ws), "a.txt", b"1\n")
+    repo = s.store.repo()
+    old = str(repo.references[REF].target)
+    s.write_file(str(ws), "a.txt", b"2\n")
+    tip, done = anchor.extend(s.store)
+    assert anchor.extend(s.store, old) == (tip, done)
+    repo.references[REF].set_target(pygit2.Oid(hex=old))      # now the journal itself went back
+    with pytest.raises(IntegrityError, match="rolled back"):
+        anchor.extend(s.store, old)

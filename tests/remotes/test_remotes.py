@@ -380,3 +380,48 @@ def test_text_output_for_people(machines, tmp_path):
     assert "remote r" in run_cli(a.store, "health", env=env).stdout
     removed = run_cli(a.store, "remote", "remove", "r", env=env)
     assert removed.rc == 0 and "remote r removed" in removed.stdout
+
+
+def test_fetch_into_a_store_with_a_retention_cut_keeps_the_cut(machines, tmp_path):
+    """libgit2's fetch rewrites `shallow`; fetching in place lost the retention cut and the next
+    compaction failed on a missing commit (found in review)."""
+    remote = tmp_path / "r.git"
+    b = machines("beta")
+    b.write("f.txt", "from beta\n")
+    assert b.cli("remote", "add", "r", str(remote), "--snapshots").rc == 0
+    assert b.cli("push").rc == 0
+    a = machines("alpha", max_checkpoints=3, compact_grace_s=0)
+    for i in range(8):
+        a.write("f.txt", f"{i}\n")
+    assert a.cli("compact").rc == 0
+    cut = (a.store / "shallow").read_text()
+    assert cut.strip()
+    assert a.cli("remote", "add", "r", str(remote)).rc == 0
+    f = a.cli("fetch", "r")
+    assert f.rc == 0 and [h["host"] for h in f.json["hosts"]] == ["beta"], f.stdout
+    assert (a.store / "shallow").read_text() == cut
+    c = a.cli("compact")
+    assert c.rc == 0, c.stdout
+    assert git("--git-dir", a.store, "fsck", "--strict", "--no-dangling").returncode == 0
+    assert not list((a.store / "chronos" / "tmp").glob("fetch-*"))
+
+
+def test_a_rewrite_that_keeps_the_anchor_ref_is_caught(machines, tmp_path):
+    """Rolling the journal ref and witness back but leaving the anchor chain (found in review):
+    the anchor no longer matches the journal, and that closes the gate too."""
+    remote = tmp_path / "r.git"
+    a = machines("alpha")
+    a.write("a.txt", "1\n")
+    assert a.cli("remote", "add", "r", str(remote)).rc == 0
+    assert a.cli("push").rc == 0
+    witness = Path(str(a.store) + ".journal-checkpoint.json")
+    saved_ref = git("--git-dir", a.store, "rev-parse", "refs/chronos/journal").stdout.strip()
+    saved_witness = witness.read_bytes()
+    a.write("a.txt", "2\n")
+    assert a.cli("push").rc == 0
+    assert git("--git-dir", a.store, "update-ref", "refs/chronos/journal", saved_ref).returncode == 0
+    witness.write_bytes(saved_witness)
+    v = a.cli("journal", "verify", "--remote", "r")
+    assert v.rc == 1 and "remote" in v.json["error"] and "diverged" in v.json["error"], v.stdout
+    blocked = a.cli("write", "b.txt", "--content", "x", "--workspace", a.ws)
+    assert blocked.rc == 3, blocked.stdout
