@@ -568,8 +568,10 @@ def _health(res: r.HealthResult):
 def _remote_state(x: r.RemoteInfo) -> Text:
     if x.diverged:
         return Text("DIVERGED: " + _name(x.diverged), style="bold red")
-    if x.last_error:
-        return Text(f"failing since {_when(x.failing_since or 0)}: {_name(x.last_error)}", style="yellow")
+    if x.last_error and x.failing_since:
+        return Text(f"failing since {_when(x.failing_since)}: {_name(x.last_error)}", style="yellow")
+    if x.last_error:                   # pushed, but some checkpoints were held back
+        return Text(f"last push {_when(x.last_push or 0)}, incomplete: {_name(x.last_error)}", style="yellow")
     if not x.last_push:
         return Text("not pushed yet")
     return Text(f"last push {_when(x.last_push)}" + (f", {x.behind} event(s) behind" if x.behind else ", current"))

@@ -440,7 +440,7 @@
             return h("div", { key: r.name, style: S.row, "data-testid": "remote-state", "data-remote": r.name },
               h("span", null, "Remote " + r.name),
               h(Badge, { tone: r.diverged ? "destructive" : r.last_error ? "warning" : r.last_push ? "success" : "secondary" },
-                r.diverged ? "diverged" : r.last_error ? "failing" : r.last_push ? "pushed" : "not pushed yet"),
+                r.diverged ? "diverged" : r.last_error && r.failing_since ? "failing" : r.last_error ? "incomplete" : r.last_push ? "pushed" : "not pushed yet"),
               h("span", { style: S.muted }, r.diverged || r.last_error ||
                 (r.last_push ? (r.behind || 0) + " event(s) behind, last push " + new Date(r.last_push * 1000).toLocaleString() : "")));
           }),

@@ -285,6 +285,8 @@ def test_files_matching_remote_exclude_are_refused_by_name(machines, tmp_path):
     # the journal went, the checkpoints did not
     refs = git("--git-dir", remote, "for-each-ref", "--format=%(refname)").stdout.split()
     assert "refs/chronos/hosts/alpha/journal" in refs and not any("snapshots" in r for r in refs)
+    listed = run_cli(a.store, "remote", "list", env={"CHRONOS_GIT_HOST_ID": "alpha"}).stdout
+    assert "incomplete" in listed and "prod.pem" in listed
     p = a.cli("push", "--allow-excluded")
     assert p.rc == 0 and any("snapshots" in r for r in p.json["updated"])
 
