@@ -103,9 +103,16 @@ class ProtectedCalls:
         if call.actor:
             fields["actor"] = call.actor
         journal.append(events.Started, fields, blobs=blobs)
-        faults.hit("after_intent")
-        return Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
-                      gate_warning=warning)
+        ticket = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
+                        gate_warning=warning)
+        try:
+            faults.hit("after_intent")
+        except Exception as exc:
+            # nothing was dispatched: record that now, or the operation stays "running" under this
+            # live process while later calls change its paths, and a later start finds it torn
+            self.finish(ticket, Outcome(status="error", fields={"not_dispatched": str(exc)}))
+            raise
+        return ticket
 
     def _images(self, call: Call) -> tuple[list[dict], dict[str, str]]:
         """Per declared path its pre-image (read and stored now) and post-image (stored if known)."""
@@ -128,7 +135,10 @@ class ProtectedCalls:
     # ------------------------------------------------------------ outcome
     def finish(self, ticket: Ticket, outcome: Outcome) -> CallRecord:
         """Post-checkpoint and the outcome.  Never raises: a failure poisons the gate instead."""
-        faults.hit("after_dispatch")
+        try:
+            faults.hit("after_dispatch")
+        except Exception:
+            pass        # the call ran: its outcome is recorded below, or that append's own failure poisons
         call = ticket.call
         journal = self.core.journal
         post: dict = {"checkpoint": outcome.post_checkpoint}

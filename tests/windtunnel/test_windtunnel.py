@@ -56,3 +56,17 @@ def test_the_command_prints_a_line_per_suite_and_one_json_document(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "chronos_git.cli", "windtunnel", "--seeds", "0"],
                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert bad.returncode == 2 and "--seeds must be at least 1" in bad.stderr
+
+
+def test_an_io_error_at_the_intent_or_dispatch_boundary_leaves_no_operation_running():
+    """Full run, io suite, seeds 4 and 6: an error raised right after the durable intent (or
+    right after dispatch) left the operation "running" under the live victim; its next calls
+    changed the same files, so the next start found it at neither image (torn)."""
+    from chronos_git.windtunnel.scenario import Scenario
+    for point in ("after_intent", "after_dispatch"):
+        s = Scenario(4)
+        try:
+            out = suites.run_io(Case("io", f"{point}:enospc", 4, {"point": point, "action": "enospc"}), s)
+        finally:
+            s.cleanup()
+        assert out.reached and not out.breaches, (point, out.breaches)
