@@ -35,7 +35,8 @@ def _shallow_path(store) -> Path:
     return store.root / "shallow"
 
 
-def _read_shallow(store) -> set[str]:
+def read_shallow(store) -> set[str]:
+    """The ids of the commits retention made roots (the `shallow` file)."""
     try:
         return {l.strip() for l in _shallow_path(store).read_text().splitlines() if l.strip()}
     except FileNotFoundError:
@@ -217,7 +218,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
         with store.maintenance.exclusive():
             store.clear_stale_temp_objects()
             store.clear_stale_git_lock(store.root / "packed-refs.lock")
-            shallow = _read_shallow(store)
+            shallow = read_shallow(store)
             kept_ids: set[str] = set()
             new_boundaries: set[str] = set()
             for ws in store.workspaces():

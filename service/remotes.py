@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..engine import locking
+from ..engine import locking, retention
 from ..engine import remote as transport
 from ..engine.codec import display
 from ..engine.fsutil import atomic_write
@@ -351,7 +351,7 @@ class Remotes:
         holds a file matching remote_exclude, or retention cut the chain below them (git refuses
         a commit whose parent it lacks)."""
         patterns = [] if allow_excluded else list(self.core.settings.remote_exclude)
-        shallow = _shallow(self.core.store)
+        shallow = retention.read_shallow(self.core.store)
         if theirs and (pygit2.Oid(hex=theirs) not in repo.odb or not repo.descendant_of(tip, theirs)):
             return "gap", (f"the remote's newest checkpoint {theirs[:12]} is no longer in this store's chain "
                     "(retention cut it before the next push), so the chain cannot continue there")
@@ -523,13 +523,6 @@ def pinned_tips(core: Core) -> set[str]:
         if isinstance(st, dict) and isinstance(st.get("snapshots"), dict):
             out.update(v for v in st["snapshots"].values() if isinstance(v, str))
     return out
-
-
-def _shallow(store) -> set[str]:
-    try:
-        return {line.strip() for line in (store.root / "shallow").read_text().splitlines() if line.strip()}
-    except FileNotFoundError:
-        return set()
 
 
 def _files(repo, tree, prefix: str):
