@@ -73,6 +73,8 @@ class Settings(BaseModel):
     auto_snapshot: bool = Field(True, description="Snapshot before every modifying tool call.")
     max_checkpoints: int = Field(200, ge=0, description="Checkpoints kept per workspace (0 = unlimited).")
     size_budget_mb: float = Field(2048, ge=0, le=1e9, description="New bytes kept per workspace across checkpoints (0 = unlimited).")
+    store_budget_mb: float = Field(10240, ge=0, le=1e9, description="New bytes kept across all workspaces of the profile; the oldest checkpoints go first (0 = unlimited).")
+    orphan_days: float = Field(30, ge=0, le=36500, description="A workspace whose folder has been gone this many days is pruned at compaction (0 = never).")
     max_file_size_mb: float = Field(50, ge=0, description="Files above this are skipped and listed (0 = no limit).")
     ignored_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_IGNORED),
                                         description="gitignore-style patterns never snapshotted, on top of .gitignore files.")
@@ -86,6 +88,7 @@ class Settings(BaseModel):
     duplicate_guard: bool = Field(False, description="Answer an identical completed call of this session from the journal instead of running it again.")
     compact_grace_s: float = Field(3600, ge=0, description="Unreferenced objects younger than this survive compaction.")
     durable_snapshots: bool = Field(False, description="fsync snapshot objects too (the journal is always fsynced).")
+    seed_from_git: bool = Field(True, description="A first snapshot of a git work tree takes the blob ids its index vouches for and links its packs (read-only).")
     store_dir: str | None = Field(None, description="Store location (default <HERMES_HOME>/plugin-data/chronos-git); ~ and $VAR are expanded.")
     host_id: str | None = Field(None, description="This machine's name on remotes (default: derived from the machine id and the profile).")
     push_interval_s: float = Field(60, ge=1, le=86400, description="Background pushes to remotes run after a turn, at most this often.")
@@ -138,8 +141,11 @@ class Settings(BaseModel):
                             ignored_patterns=tuple(self.ignored_patterns),
                             max_checkpoints=self.max_checkpoints,
                             size_budget_mb=self.size_budget_mb,
+                            store_budget_mb=self.store_budget_mb,
+                            orphan_days=self.orphan_days,
                             compact_grace_s=self.compact_grace_s,
-                            durable_snapshots=self.durable_snapshots)
+                            durable_snapshots=self.durable_snapshots,
+                            seed_from_git=self.seed_from_git)
 
     def is_read_only(self, tool: str) -> bool:
         return tool in self.read_only_tools or tool in INSPECTION_TOOLS

@@ -10,4 +10,4 @@ Importing this package has no side effects; everything happens in
 
 __all__ = ["CORPORA"]
 
-CORPORA = ("synthetic-1k", "synthetic-20k", "synthetic-100k", "linux-6.1")
+CORPORA = ("synthetic-1k", "synthetic-1k-git", "synthetic-20k", "synthetic-100k", "linux-6.1", "linux-6.1-git")

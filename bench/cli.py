@@ -16,7 +16,7 @@ from .figures import CorpusRun, plan_for
 from .machine import fsync_latency_ms, info as machine_info
 
 REPO = Path(__file__).resolve().parent.parent
-QUICK = ("synthetic-1k", "synthetic-20k")
+QUICK = ("synthetic-1k", "synthetic-1k-git", "synthetic-20k")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -39,7 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="run the chronos service as inside Hermes (default: background=True, i.e. the inotify "
                          "watcher, plus a turn checkpoint at the start of each figure) or as the CLI does")
     ap.add_argument("--figures", metavar="LIST",
-                    help="comma-separated subset of P1,P2,P4,P5,P6 (P3 always runs: it sets up the stores)")
+                    help="comma-separated subset of P0,P1,P2,P4,P5,P6 (P3 always runs: it sets up the stores)")
     ap.add_argument("--keep", action="store_true", help="keep each corpus' run directory")
     return ap.parse_args(argv)
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = None
     if args.figures:
         figures = {f.strip().upper() for f in args.figures.split(",") if f.strip()}
-        bad = figures - {"P1", "P2", "P3", "P4", "P5", "P6"}
+        bad = figures - {"P0", "P1", "P2", "P3", "P4", "P5", "P6"}
         if bad:
             raise SystemExit(f"unknown figure(s): {', '.join(sorted(bad))}")
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bench", *(sys.argv[1:] if argv is None else argv)])
@@ -100,10 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         if any(modes.values()):
             print("  chronos snapshot modes in measured calls: "
                   + "; ".join(f"{fig} {m}" for fig, m in modes.items() if m))
-    focus = next((r for r in runs if r["corpus"] == "linux-6.1"), runs[-1] if runs else None)
-    if focus is not None:
+    focus = [r for r in runs if r["corpus"] in ("linux-6.1", "linux-6.1-git")] or runs[-1:]
+    for run in focus:
         print()
-        print(report.targets_text(focus))
+        print(report.targets_text(run))
     if args.profile:
         for run in runs:
             for fig, key, what in (("P1", "chronos_profile", "begin()"), ("P2", "chronos_profile", "begin()"),

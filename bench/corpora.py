@@ -5,6 +5,10 @@
 * linux-6.1: the Debian linux-source-6.1 tarball, unpacked, with the
   Debian-added top-level `/*` ignore rule dropped (it would make every tool
   ignore the whole tree).
+* <name>-git (linux-6.1-git, synthetic-1k-git, ...): that tree committed once
+  into a git repository and packed with `git gc`, as a fresh clone is.  Each
+  run's copy gets `git update-index --refresh` (untimed): a copy changes every
+  file's inode and ctime, and a user's index is fresh.
 
 The pristine trees are never handed to a comparator: every corpus run works on
 a copy in a temporary directory under the cache.
@@ -62,6 +66,8 @@ def say(msg: str) -> None:
 def _count(root: Path) -> tuple[int, int, int]:
     files = links = size = 0
     for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath == str(root) and ".git" in dirnames:
+            dirnames.remove(".git")            # a git corpus: its repository is not content
         for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             st = os.lstat(os.path.join(dirpath, name))
             if stat.S_ISLNK(st.st_mode):
@@ -112,6 +118,8 @@ def ensure(name: str, cache: Path) -> Corpus:
             note = None
         elif name == "linux-6.1":
             note = _unpack_kernel(cache)
+        elif name.endswith(GIT_SUFFIX) and name[:-len(GIT_SUFFIX)] in (*SYNTHETIC, "linux-6.1"):
+            note = _commit_into_git(ensure(name[:-len(GIT_SUFFIX)], cache), final)
         else:
             raise SystemExit(f"unknown corpus {name!r}")
         m = _write_manifest(cache, name, final, note)
@@ -170,6 +178,61 @@ def _install(tmp: Path, final: Path) -> None:
         if not final.is_dir():
             raise
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ git work trees
+GIT_SUFFIX = "-git"
+_GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_SYSTEM": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
+            "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost",
+            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+
+
+def _git(args: list[str], cwd: Path) -> None:
+    subprocess.run(["git", "-c", "gc.auto=0", "-c", "maintenance.auto=false", *args], cwd=cwd, check=True,
+                   env={**os.environ, **_GIT_ENV},
+                   stdout=subprocess.DEVNULL)
+
+
+def is_git_corpus(name: str) -> bool:
+    return name.endswith(GIT_SUFFIX)
+
+
+def _commit_into_git(base: "Corpus", final: Path) -> str:
+    t = time.monotonic()
+    tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    say(f"{final.name}: committing {base.name} into a git repository (once; cached)")
+    subprocess.run(["cp", "-a", str(base.path), str(tmp)], check=True)
+    _git(["init", "-q"], tmp)
+    _git(["add", "-A"], tmp)
+    _git(["commit", "-q", "-m", f"{base.name}"], tmp)
+    _git(["gc", "-q"], tmp)
+    _install(tmp, final)
+    say(f"{final.name}: committed and packed in {time.monotonic() - t:.1f}s")
+    return f"{base.name} committed once into git and packed (git gc)"
+
+
+def fingerprint(path: Path) -> str:
+    """Every name, mode, mtime and byte below `path`: the user's .git must not change at all."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for name in sorted(filenames) + dirnames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            h.update(b"%s\0%o %d\0" % (os.fsencode(os.path.relpath(p, path)), st.st_mode, st.st_mtime_ns))
+            if stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        h.update(chunk)
+    return h.hexdigest()
+
+
+def refresh_git_index(ws: Path) -> None:
+    """What `git status` does for a user: the index's stat data matches the copied files."""
+    _git(["update-index", "-q", "--refresh"], ws)
 
 
 # --------------------------------------------------------------------- kernel
@@ -254,6 +317,8 @@ def make_workspace(corpus: Corpus, dest: Path) -> Path:
     """A fresh copy of the pristine tree at `dest`; returns its canonical path."""
     t = time.monotonic()
     subprocess.run(["cp", "-a", str(corpus.path), str(dest)], check=True)
+    if is_git_corpus(corpus.name):
+        refresh_git_index(dest)
     os.sync()                      # writeback of the copy must not land in a timed call
     say(f"{corpus.name}: workspace copied to {dest} in {time.monotonic() - t:.1f}s")
     return Path(os.path.realpath(dest))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import journals
-from .corpora import Corpus, make_workspace, say
+from .corpora import Corpus, fingerprint, make_workspace, say
 from .gitcli import blob_id, dir_bytes
 from .machine import fsync_latency_ms
 from .rpc import Worker, WorkerError
@@ -41,12 +41,14 @@ class Plan:
     p4_reps: int
     p5_reps: int        # per kind (one file, ten files)
     large_events: int   # P4 "large" journal
+    p0_sessions: int = 4   # per arm, after the first (P0f) session
+    p0_calls: int = 50     # tool calls per session, write_file and terminal in turn
 
 
 def plan_for(name: str, quick: bool, calls: int | None, journal_events: int | None) -> Plan:
     if quick:
         p = Plan(calls=5, warmup=1, p3_reps={"synthetic-1k": 2}.get(name, 1), p4_reps=8, p5_reps=3,
-                 large_events=10_000)
+                 large_events=10_000, p0_sessions=1, p0_calls=4)
     else:
         p = Plan(calls=20, warmup=2, p3_reps={"synthetic-1k": 5, "synthetic-20k": 3}.get(name, 1),
                  p4_reps=20, p5_reps=20, large_events=100_000)
@@ -182,7 +184,7 @@ class CorpusRun:
         try:
             self.ws = make_workspace(c, self.rundir / "ws")
             out["workspace"] = str(self.ws)
-            for fig, fn in (("P3", self.p3), ("P1", self.p1), ("P2", self.p2), ("P4", self.p4),
+            for fig, fn in (("P3", self.p3), ("P0", self.p0), ("P1", self.p1), ("P2", self.p2), ("P4", self.p4),
                             ("P5", self.p5), ("P6", self.p6)):
                 if self.figures is not None and fig != "P3" and fig not in self.figures:
                     continue
@@ -212,6 +214,11 @@ class CorpusRun:
         out["wall_s"] = round(time.monotonic() - t0, 1)
         return out
 
+    # ------------------------------------------------------------------ P0
+    def p0(self) -> dict:
+        from .hermes_chat import run
+        return run(self.corpus, self.rundir, sessions=self.plan.p0_sessions, calls=self.plan.p0_calls)
+
     # ------------------------------------------------------------------ P3
     def p3(self) -> dict:
         workers = {"chronos": self.spawn("chronos", "P3"), "gitcli": self.spawn("gitcli", "P3")}
@@ -235,9 +242,21 @@ class CorpusRun:
                         continue
                     os.sync()
                     if name == "chronos":
+                        user_git = self.ws / ".git"
+                        before = fingerprint(user_git) if user_git.is_dir() else None
                         res = workers[name].call("first", store_dir=str(cstore), ws=str(self.ws),
                                                  settings=CHRONOS_SETTINGS)
+                        if before is not None:
+                            if fingerprint(user_git) != before:
+                                raise RuntimeError("chronos changed the workspace's own .git")
+                            extra["user_git_identical"] = True
                         init_ms.append(res["init_ms"])
+                        for k in ("seed", "store_bytes_fast", "consolidate_ms"):
+                            if k in res:
+                                extra[f"chronos_{k}"] = res[k]
+                        if res.get("consolidate"):
+                            extra["chronos_consolidate"] = {k: res["consolidate"].get(k) for k in
+                                                            ("packs", "objects", "bytes_before", "bytes_after")}
                         extra["chronos_files"] = res["files"]
                         extra["chronos_kind"] = res.get("kind")
                         extra["chronos_skipped"] = res.get("skipped")
@@ -270,6 +289,9 @@ class CorpusRun:
             if self.hermes is None:
                 extra["hermes_store_bytes"] = dir_bytes(self.hermes_base)
             extra["store_ratio"] = ratio(extra["chronos_store_bytes"], extra["gitcli_store_bytes"])
+            if extra.get("chronos_store_bytes_fast"):       # before the first import was consolidated
+                extra["store_ratio_before_consolidation"] = ratio(extra["chronos_store_bytes_fast"],
+                                                                  extra["gitcli_store_bytes"])
             # the pool of files every comparator tracks: P1/P2/P5 modify only these
             tracked = set(workers["chronos"].call("tracked", checkpoint=extra["chronos_checkpoint"]))
             tracked &= set(workers["gitcli"].call("ls_files"))

@@ -209,8 +209,17 @@ class ChronosHandler:
         if not cp or r.get("partial"):
             raise BenchCheck(f"chronos: first snapshot incomplete: { {k: r.get(k) for k in ('checkpoint', 'partial', 'kind')} }")
         files = self._files_in(cp)
-        return {"ms": ms, "init_ms": init_ms, "checkpoint": cp, "files": len(files),
-                "kind": r.get("kind"), "skipped": len(r.get("skipped") or ())}
+        out = {"ms": ms, "init_ms": init_ms, "checkpoint": cp, "files": len(files),
+               "kind": r.get("kind"), "skipped": len(r.get("skipped") or ())}
+        wsobj = self.c.store.workspace(ws)
+        out["seed"] = getattr(wsobj, "last_seed", None)
+        if hasattr(self.c, "consolidate"):
+            # the background work the first import starts (the CLI runs it in the foreground)
+            out["store_bytes_fast"] = dir_bytes(store_dir)
+            t0 = _now()
+            out["consolidate"] = self.c.consolidate().wire()
+            out["consolidate_ms"] = _ms(t0)
+        return out
 
     def op_tracked(self, checkpoint: str) -> list[str]:
         return self._files_in(checkpoint)

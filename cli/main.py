@@ -209,7 +209,13 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
     cmd = args.chronos_cmd
     if cmd == "snapshot":
         with render.import_progress(None if as_json else err) as progress:
-            return 0, svc.snapshot(workspace, args.message, paths=args.path, progress=progress)
+            res = svc.snapshot(workspace, args.message, paths=args.path, progress=progress)
+        if svc.maintenance.consolidation():
+            # a first import was written for speed: compress it now (a Hermes host does it in the background)
+            with render.import_progress(None if as_json else err, "compressing the first import",
+                                        "objects") as progress:
+                svc.consolidate(progress=progress)
+        return 0, res
     if cmd == "log":
         return 0, svc.log(workspace, args.limit)
     if cmd == "show":

@@ -91,7 +91,7 @@ _PHASES = {"listing": "listing files", "packing": "storing files", "trees": "wri
 
 
 @contextmanager
-def import_progress(stream):
+def import_progress(stream, label: str = "first snapshot", unit: str = "files"):
     """A progress bar for a first snapshot's bulk import, as `progress(phase, done, total)`.
 
     Yields None unless `stream` is a terminal (never into a pipe or beside --json); the
@@ -101,8 +101,8 @@ def import_progress(stream):
         return
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                TimeElapsedColumn)
-    bar = Progress(SpinnerColumn(), TextColumn("first snapshot: {task.description}"), BarColumn(),
-                   MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn(),
+    bar = Progress(SpinnerColumn(), TextColumn(label + ": {task.description}"), BarColumn(),
+                   MofNCompleteColumn(), TextColumn(unit), TimeElapsedColumn(),
                    console=_live_console(stream), transient=True)
     task = None
 
@@ -534,6 +534,10 @@ def _compact(res: r.CompactResult):
         yield _indent(_indent(t))
         if len(d.checkpoints) > 50:
             yield Text(f"    ... and {len(d.checkpoints) - 50} more (--json lists them all)", style="dim")
+    for p in res.pruned:
+        verb = "would prune" if res.dry_run else "pruned"
+        yield Text(f"  {_name(p.workspace)}: {verb} the whole workspace ({p.checkpoints} checkpoint(s)); "
+                   f"its folder is gone since {_when(p.missing_since)}")
 
 
 def _health(res: r.HealthResult):
@@ -561,8 +565,45 @@ def _health(res: r.HealthResult):
                       + (f", newest {_checkpoint(w.latest)}" if w.latest else "") if w else None),
         ("", f"first snapshot running: {w.background.progress or ''}" if w and w.background and
          w.background.running else None),
+        ("", _seed_text(w.first_snapshot_seed) if w and w.first_snapshot_seed else None),
+        ("budget", _budget(res.store_budget) if res.store_budget else None),
+        ("consolidation", _consolidation(res.consolidation) if res.consolidation else None),
         ("deferred", _name(res.deferred) if res.deferred else None),
     ] + [(f"remote {_name(x.name)}", _remote_state(x)) for x in res.remotes or []])
+
+
+def _budget(b: r.StoreBudget) -> str:
+    used = f"{_size(b.used_bytes)} new bytes kept across workspaces"
+    if b.budget_bytes:
+        used += f", {100 * b.used_bytes / b.budget_bytes:.0f}% of store_budget_mb ({_size(b.budget_bytes)})"
+    else:
+        used += " (no store budget)"
+    if b.orphans:
+        used += f"; {b.orphans} workspace folder(s) gone (pruned after orphan_days)"
+    return used
+
+
+def _seed_text(seed: dict) -> str:
+    if seed.get("seeded_files"):
+        return (f"first snapshot took {seed['seeded_files']} file(s) from the workspace's git index "
+                f"({seed.get('linked_packs', 0)} pack(s) linked)")
+    return f"first snapshot hashed every file (git index not used: {_name(str(seed.get('note')))})"
+
+
+def _consolidation(c: r.Consolidation) -> Text:
+    if c.error:
+        return Text(f"{c.pending_packs} pack(s) of a first import not compressed yet; the last try failed: "
+                    f"{_name(c.error)} (retried by the next start or `chronos-git compact`)", style="yellow")
+    if c.running:
+        p = c.progress or {}
+        done = f", {p.get('phase')} {p.get('objects_done')}/{p.get('objects_total')} objects" if p else ""
+        return Text(f"compressing a first import in the background ({c.pending_packs} pack(s){done})")
+    if c.pending_packs:
+        return Text(f"{c.pending_packs} pack(s) of a first import not compressed yet (the next start or "
+                    "`chronos-git compact` does it)")
+    last = c.last
+    return Text(f"first import compressed: {_size(last.bytes_before)} -> {_size(last.bytes_after)} "
+                f"in {last.seconds:.1f} s" if last else "done")
 
 
 def _remote_state(x: r.RemoteInfo) -> Text:

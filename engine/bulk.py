@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pygit2
 
-from . import faults
+from . import faults, usergit
 from .fsutil import atomic_write, read_all
 from .scan import ScanReport, note_perms, special_kind
 
@@ -56,15 +56,14 @@ class BulkResult:
     bytes: int
     report: ScanReport
     seconds: dict = field(default_factory=dict)
+    packs: list[str] = field(default_factory=list)     # what this import wrote (stems)
+    linked: list[str] = field(default_factory=list)    # the user's packs it linked in (stems)
+    seeded: int = 0                                    # files whose blob id git's index vouched for
+    seed_note: str | None = None                       # why the user's repository was not used
 
 
-def _object(kind: int, data: bytes) -> tuple[bytes, tuple[bytes, bytes]]:
-    """(sha1, packed pieces) of one object: no copy of the data is made."""
-    name = b"blob" if kind == BLOB else b"tree"
-    h = hashlib.sha1(b"%s %d\0" % (name, len(data)))
-    h.update(data)
-    sha = h.digest()
-    n = len(data)
+def object_header(kind: int, n: int) -> bytes:
+    """A pack entry's type-and-size header (undeltified object)."""
     first = (kind << 4) | (n & 0x0F)
     n >>= 4
     hdr = bytearray()
@@ -73,7 +72,15 @@ def _object(kind: int, data: bytes) -> tuple[bytes, tuple[bytes, bytes]]:
         first = n & 0x7F
         n >>= 7
     hdr.append(first)
-    return sha, (bytes(hdr), zlib.compress(data, LEVEL))
+    return bytes(hdr)
+
+
+def _object(kind: int, data: bytes) -> tuple[bytes, tuple[bytes, bytes]]:
+    """(sha1, packed pieces) of one object: no copy of the data is made."""
+    name = b"blob" if kind == BLOB else b"tree"
+    h = hashlib.sha1(b"%s %d\0" % (name, len(data)))
+    h.update(data)
+    return h.digest(), (object_header(kind, len(data)), zlib.compress(data, LEVEL))
 
 
 class _PackWriter:
@@ -214,31 +221,34 @@ def _list_files(repo: pygit2.Repository, root: bytes, cap: int, report: ScanRepo
     flags = (pygit2.enums.DiffOption.INCLUDE_UNTRACKED | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS)
     diff = repo.index.diff_to_workdir(flags=flags)
     out = []
+    prefix = root.rstrip(b"/") + b"/"
+    lstat = os.lstat
     for delta in diff.deltas:
-        rel = delta.new_file.path
-        if rel.endswith("/"):
-            d = rel[:-1]
-            if os.path.lexists(os.path.join(root, os.fsencode(d), b".git")):
-                report.nested(d)
+        nf = delta.new_file
+        p = nf.raw_path
+        if p.endswith(b"/"):
+            if os.path.lexists(prefix + p + b".git"):
+                report.nested(os.fsdecode(p[:-1]))
             continue
-        p = os.fsencode(rel)
+        rel = os.fsdecode(p)
         try:
-            st = os.lstat(os.path.join(root, p))
+            st = lstat(prefix + p)
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as exc:
             report.omit(rel, exc)
             continue
-        if stat.S_ISLNK(st.st_mode):
-            mode = MODE_LINK
-        elif stat.S_ISREG(st.st_mode):
+        m = st.st_mode
+        if stat.S_ISREG(m):
             if cap and st.st_size > cap:
                 report.skip(rel, "too_large", st.st_size)
                 continue
-            mode = MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE
+            mode = MODE_EXEC if m & stat.S_IXUSR else MODE_FILE
             note_perms(report, root, rel, st)
+        elif stat.S_ISLNK(m):
+            mode = MODE_LINK
         else:
-            report.skip(rel, f"special_file: {special_kind(st.st_mode)}")
+            report.skip(rel, f"special_file: {special_kind(m)}")
             continue
         out.append(_Entry(p, mode, st))
     return out
@@ -275,22 +285,81 @@ def _read(root: bytes, e: _Entry, report: ScanReport) -> bytes | None:
         return None
 
 
+def _read_known(root: bytes):
+    """The user's index, or the reason it cannot be used (run beside libgit2's listing)."""
+    try:
+        return usergit.read_known(root)
+    except usergit.Unusable as exc:
+        return str(exc)
+
+
+def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool, res: BulkResult) -> list[_Entry]:
+    """Take the blob ids the user's git index vouches for (their packs linked into the
+    store); returns the entries that still have to be read and hashed."""
+    if isinstance(known, str):
+        res.seed_note = known
+        return entries
+    vouched = {}
+    for e in entries:
+        sha = known.blob_for(e.path, e.mode, e.st)
+        if sha is not None:
+            vouched[id(e)] = sha
+    if not vouched:
+        res.seed_note = "no file matches the repository's index"
+        return entries
+    packs = usergit.link_packs(known, set(vouched.values()), pack_dir, durable)
+    held = set().union(*packs.values()) if packs else set()
+    res.linked = sorted(packs)
+    rest = []
+    for e in entries:
+        sha = vouched.get(id(e))
+        if sha is not None and sha in held:
+            e.sha = sha
+            res.seeded += 1
+            res.bytes += e.st.st_size
+        else:
+            rest.append(e)
+    if not res.seeded:
+        res.seed_note = "the repository's packs hold none of the indexed blobs"
+    return rest
+
+
 def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir: str, *, cap: int,
-                workers: int | None = None, durable: bool = False, progress=None) -> BulkResult:
+                workers: int | None = None, durable: bool = False, progress=None,
+                use_git: bool = True) -> BulkResult:
     """Pack every file and tree, write the index; returns the root tree id.
 
+    With `use_git`, a workspace that is a git work tree first takes what its index and
+    packs already know (usergit): only the files git cannot vouch for are read.
     `progress(phase, done, total)` is told about the listing and then after every chunk."""
     say = progress or (lambda *a: None)
     t0 = time.monotonic()
     report = ScanReport()
     say("listing", 0, 0)
-    entries = _list_files(repo, root, cap, report)
+    known = None
+    if use_git:
+        # parsed while libgit2 walks the tree (the walk releases the GIL)
+        with ThreadPoolExecutor(max_workers=1) as one:
+            pending_known = one.submit(_read_known, root)
+            entries = _list_files(repo, root, cap, report)
+            known = pending_known.result()
+    else:
+        entries = _list_files(repo, root, cap, report)
     t_list = time.monotonic()
-    say("packing", 0, len(entries))
     os.makedirs(pack_dir, exist_ok=True)
-    writer = _PackWriter(pack_dir, durable)
+    res = BulkResult(tree="", entries=0, bytes=0, report=report)
     kept: list[_Entry] = []
-    total = 0
+    todo = entries
+    if not use_git:
+        res.seed_note = "off"
+    else:
+        say("reading the git index", 0, len(entries))
+        todo = _seed(known, entries, pack_dir, durable, res)
+        kept = [e for e in entries if e.sha]
+    t_seed = time.monotonic()
+    say("packing", len(kept), len(entries))
+    writer = _PackWriter(pack_dir, durable)
+    total = res.bytes
     try:
         def work(chunk: list[_Entry]) -> list[tuple]:
             out = []
@@ -303,7 +372,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
         # chunks of ~1 MiB keep per-task overhead low; a window of chunks in flight keeps
         # the workers (read, hash, frame: GIL released) busy while this thread writes
         chunks, cur, size = [], [], 0
-        for e in entries:
+        for e in todo:
             cur.append(e)
             size += e.st.st_size
             if size >= CHUNK_BYTES or len(cur) >= 256:
@@ -327,7 +396,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
         t_blobs = time.monotonic()
         say("trees", len(kept), len(entries))
         root_sha, tree_ext = _trees(kept, writer)
-        writer.finish()
+        res.packs = writer.finish()
     except BaseException:
         writer.abort()
         raise
@@ -335,9 +404,11 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
     faults.hit("bulk_before_index")
     _write_index(index_path, kept, tree_ext)
     t_index = time.monotonic()
-    return BulkResult(tree=root_sha.hex(), entries=len(kept), bytes=total, report=report,
-                      seconds={"list": round(t_list - t0, 3), "blobs": round(t_blobs - t_list, 3),
-                               "trees_pack": round(t_pack - t_blobs, 3), "index": round(t_index - t_pack, 3)})
+    res.tree, res.entries, res.bytes = root_sha.hex(), len(kept), total
+    res.seconds = {"list": round(t_list - t0, 3), "git_index": round(t_seed - t_list, 3),
+                   "blobs": round(t_blobs - t_seed, 3), "trees_pack": round(t_pack - t_blobs, 3),
+                   "index": round(t_index - t_pack, 3)}
+    return res
 
 
 def _trees(entries: list[_Entry], writer: _PackWriter) -> tuple[bytes, bytes]:

@@ -15,8 +15,11 @@ class EngineConfig:
     ignored_patterns: tuple[str, ...] = DEFAULT_IGNORED
     max_checkpoints: int = 200              # per workspace, 0 = unlimited
     size_budget_mb: float = 2048.0          # per workspace, bytes new in kept checkpoints
+    store_budget_mb: float = 10240.0        # all workspaces together, bytes new in kept checkpoints
+    orphan_days: float = 30.0               # a workspace folder gone this long is pruned (0 = never)
     compact_grace_s: float = 3600.0         # loose objects younger than this survive compaction
     durable_snapshots: bool = False         # fsync every snapshot object (slow on big trees)
+    seed_from_git: bool = True              # first import trusts the user's git index (usergit)
 
     @property
     def max_file_bytes(self) -> int:

@@ -48,6 +48,10 @@ POINTS = {
     "retention_after_shallow": "the retention cut (shallow) written, nothing packed",
     "mid_compact": "the new pack written, old packs and loose objects not deleted",
     "compact_mid_delete": "some redundant loose objects deleted, old packs not",
+    # consolidating a first import (engine/consolidate.py)
+    "consolidate_mid_copy": "what the refs reach copied out (its pack maybe half written), nothing deleted",
+    "consolidate_before_delete": "the compressed copy durable and named, the pending packs not deleted",
+    "consolidate_mid_delete": "one pending pack deleted, the others not",
 }
 
 _ACTIONS = {"kill", "enospc", "eio"}

@@ -6,6 +6,12 @@ journal operation refers to it).  Older checkpoints are cut off git-natively:
 the oldest kept commit goes into `<store>/shallow`, so git and libgit2 treat
 it as a root and `git fsck` stays clean.  Checkpoint ids never change.
 
+Across workspaces, a store budget drops the oldest checkpoints of any
+workspace first (each keeps its newest), and a workspace whose folder has been
+gone for the orphan period is pruned whole (never one an unresolved operation
+still refers to).  When a folder was first seen missing is kept in
+`<store>/chronos/missing.json`.
+
 Compaction then packs every reachable object with libgit2's PackBuilder and
 deletes what the new pack makes redundant, in three phases so tool calls are
 only held up for the short bookkeeping steps:
@@ -19,8 +25,10 @@ A crash at any point leaves extra objects, never missing ones.
 """
 from __future__ import annotations
 
+import heapq
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -63,6 +71,53 @@ def plan_retention(ws, *, max_checkpoints: int, size_budget_bytes: int,
         if str(c.id) in pinned:
             keep_n = max(keep_n, i + 1)
     return chain[:keep_n], chain[keep_n:]
+
+
+def added_bytes(c: pygit2.Commit) -> int:
+    return CheckpointMeta.from_message(c.message).added_bytes or 0
+
+
+def note_missing(store, now: float | None = None) -> dict[str, float]:
+    """Workspace id -> when its folder was first seen missing (updated and returned)."""
+    path = store.meta_dir / "missing.json"
+    try:
+        seen = json.loads(path.read_text())
+        seen = {k: float(v) for k, v in seen.items()} if isinstance(seen, dict) else {}
+    except (OSError, ValueError, TypeError):
+        seen = {}
+    now = time.time() if now is None else now
+    out = {}
+    for ws in store.workspaces():
+        if not ws.root.is_dir():
+            out[ws.id] = seen.get(ws.id, now)
+    if out != seen:
+        atomic_write(path, json.dumps(out).encode(), durable=False)   # lost: the clock restarts (later, safer)
+    return out
+
+
+def fit_store_budget(plans: dict, pinned: set[str], budget: int) -> int:
+    """Move checkpoints from kept to dropped, oldest first across workspaces, until the
+    bytes new in every kept checkpoint fit `budget`.  Each workspace keeps its newest
+    checkpoint and everything from its oldest pinned one on.  Returns the bytes kept."""
+    total = sum(added_bytes(c) for _ws, kept, _d in plans.values() for c in kept)
+    heap, floor = [], {}
+    for wid, (_ws, kept, _d) in plans.items():
+        f = 1
+        for i, c in enumerate(kept):
+            if str(c.id) in pinned:
+                f = max(f, i + 1)
+        floor[wid] = f
+        if len(kept) > f:
+            heapq.heappush(heap, (kept[-1].commit_time, wid))
+    while total > budget and heap:
+        _, wid = heapq.heappop(heap)
+        _ws, kept, dropped = plans[wid]
+        c = kept.pop()
+        dropped.insert(0, c)
+        total -= added_bytes(c)
+        if len(kept) > floor[wid]:
+            heapq.heappush(heap, (kept[-1].commit_time, wid))
+    return total
 
 
 def _roots(store) -> tuple[list[pygit2.Oid], list[pygit2.Oid]]:
@@ -176,25 +231,44 @@ def store_size(store) -> int:
 
 def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | None = None,
             size_budget_bytes: int | None = None, grace_s: float | None = None,
+            store_budget_bytes: int | None = None, orphan_s: float | None = None,
             dry_run: bool = False, progress=None, on_decided=None) -> dict:
-    """`on_decided(dropped)` runs after the decision and before anything is cut
+    """`on_decided(dropped, pruned)` runs after the decision and before anything is cut
     (the service journals it there)."""
     cfg = store.config
     max_checkpoints = cfg.max_checkpoints if max_checkpoints is None else max_checkpoints
     size_budget_bytes = (int(cfg.size_budget_mb * 1024 * 1024) if size_budget_bytes is None
                          else size_budget_bytes)
+    store_budget_bytes = (int(cfg.store_budget_mb * 1024 * 1024) if store_budget_bytes is None
+                          else store_budget_bytes)
+    orphan_s = cfg.orphan_days * 86400 if orphan_s is None else orphan_s
     grace_s = cfg.compact_grace_s if grace_s is None else grace_s
     pinned = set(pinned or ())
     say = progress or (lambda msg: None)
     t0 = time.monotonic()
-    report: dict = {"dropped": [], "dry_run": dry_run, "size_before": store_size(store)}
+    report: dict = {"dropped": [], "pruned": [], "dry_run": dry_run, "size_before": store_size(store)}
 
     with locking.exclusive(store.meta_dir / "compact.lock"):
         # ---- phase 0: decide (read-only) and have the decision recorded -----
-        boundaries: dict[str, str] = {}            # workspace id -> oldest kept checkpoint
+        now = time.time()
+        missing = note_missing(store, now)
+        plans: dict = {}
+        prune: list = []
         for ws in store.workspaces():
             kept, dropped = plan_retention(ws, max_checkpoints=max_checkpoints,
                                            size_budget_bytes=size_budget_bytes, pinned=pinned)
+            since = missing.get(ws.id)
+            if (since is not None and orphan_s and orphan_s > 0 and now - since >= orphan_s
+                    and not any(str(c.id) in pinned for c in kept)):
+                prune.append(ws)
+                report["pruned"].append({"workspace": os.fsdecode(ws.root_bytes), "workspace_id": ws.id,
+                                         "missing_since": since, "checkpoints": len(kept) + len(dropped)})
+                continue
+            plans[ws.id] = (ws, kept, dropped)
+        if store_budget_bytes and store_budget_bytes > 0:
+            report["store_budget_kept_bytes"] = fit_store_budget(plans, pinned, store_budget_bytes)
+        boundaries: dict[str, str] = {}            # workspace id -> oldest kept checkpoint
+        for ws, kept, dropped in plans.values():
             if dropped:
                 boundaries[ws.id] = str(kept[-1].id)
                 report["dropped"].append({
@@ -207,17 +281,20 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
         if dry_run:
             report["elapsed_s"] = round(time.monotonic() - t0, 3)
             return report
-        if report["dropped"]:
+        if report["dropped"] or report["pruned"]:
             # before anything is cut: a crash from here on cannot make a drop silent
-            _log(store, {"time": time.time(), "phase": "decided", "dropped": report["dropped"]})
+            _log(store, {"time": time.time(), "phase": "decided", "dropped": report["dropped"],
+                         "pruned": report["pruned"]})
             if on_decided is not None:
-                on_decided(report["dropped"])
+                on_decided(report["dropped"], report["pruned"])
             faults.hit("compact_decided")
 
         # ---- phase A: cut at the decided boundaries, list roots and files ----
         with store.maintenance.exclusive():
             store.clear_stale_temp_objects()
             store.clear_stale_git_lock(store.root / "packed-refs.lock")
+            for ws in prune:
+                _prune(store, ws)
             shallow = read_shallow(store)
             kept_ids: set[str] = set()
             new_boundaries: set[str] = set()
@@ -297,6 +374,16 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
     _log(store, {"time": time.time(), "phase": "done", "dropped": len(report["dropped"]),
                  "size_before": report["size_before"], "size_after": report["size_after"]})
     return report
+
+
+def _prune(store, ws) -> None:
+    """A workspace whose folder is gone for good: its chain ref, then its gitdir.  A crash
+    between the two leaves a gitdir without checkpoints, pruned again next time."""
+    repo = store.repo()
+    if repo.references.get(ws.ref) is not None:
+        repo.references.delete(ws.ref)
+    shutil.rmtree(ws.gitdir, ignore_errors=True)
+    store.forget_workspace(ws)
 
 
 def _log(store, record: dict) -> None:

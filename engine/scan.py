@@ -79,17 +79,21 @@ def special_kind(mode: int) -> str:
 
 def note_perms(report: ScanReport, root: bytes, rel: str, st: os.stat_result) -> None:
     """Remember a file's permission bits, and those of its directories not seen yet."""
-    report.perms[rel] = stat.S_IMODE(st.st_mode)
+    perms = report.perms
+    perms[rel] = stat.S_IMODE(st.st_mode)
+    cut = rel.rfind("/")
+    if cut < 0 or rel[:cut + 1] in perms:
+        return                          # its directory is known already (the common case)
     parts = rel.split("/")[:-1]
     for i in range(len(parts), 0, -1):
         d = "/".join(parts[:i]) + "/"
-        if d in report.perms:
+        if d in perms:
             break
         try:
             dst = os.lstat(os.path.join(root, os.fsencode(d)))
         except OSError:
             break
-        report.perms[d] = stat.S_IMODE(dst.st_mode)
+        perms[d] = stat.S_IMODE(dst.st_mode)
 
 
 class Scanner:

@@ -257,6 +257,10 @@ class Store:
                 self._workspaces[key] = ws
             return ws
 
+    def forget_workspace(self, ws) -> None:
+        with self._ws_guard:
+            self._workspaces.pop(os.fsdecode(ws.root), None)
+
     def open_workspaces(self) -> list:
         """The workspaces this process has opened (their in-memory stat caches)."""
         with self._ws_guard:

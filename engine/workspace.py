@@ -105,6 +105,7 @@ class Workspace:
         self._index_unsaved = False
         self._repo_generation = -1
         self.last_bulk: dict | None = None
+        self.last_seed: dict | None = None      # what the user's git index vouched for
         self.progress: dict | None = None      # the first snapshot's progress, for `health`
         if verify:
             self._refuse_bad_roots()
@@ -338,6 +339,7 @@ class Workspace:
 
     def _bulk_import(self, repo, scanner: Scanner, progress=None) -> bool:
         """First snapshot: one pack and a complete index, verified against libgit2."""
+        from . import consolidate
         from .bulk import import_tree
 
         def tell(phase: str, done: int, total: int) -> None:
@@ -349,7 +351,8 @@ class Workspace:
         try:
             res = import_tree(repo, self.root_bytes, tmp_index, str(self.store.root / "objects" / "pack"),
                               cap=self.store.config.max_file_bytes,
-                              durable=self.store.config.durable_snapshots, progress=tell)
+                              durable=self.store.config.durable_snapshots, progress=tell,
+                              use_git=self.store.config.seed_from_git)
         except (OSError, pygit2.GitError, ValueError):
             try:
                 os.unlink(tmp_index)
@@ -369,6 +372,8 @@ class Workspace:
             scanner.report.nested(d)
         scanner.report.added_bytes += res.bytes
         self.last_bulk = res.seconds
+        self.last_seed = {"seeded_files": res.seeded, "linked_packs": len(res.linked), "note": res.seed_note}
+        consolidate.mark(self.store, fast=res.packs, linked=res.linked)    # compressed and self-owned in the background
         faults.hit("bulk_before_ref")
         return True
 

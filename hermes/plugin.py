@@ -249,12 +249,18 @@ class Plugin:
             return None
 
     def on_session_end(self, **kwargs):
-        """After every user turn: push the journal to the remotes in the background."""
+        """After every user turn: push the journal to the remotes and, when a budget is
+        exceeded, compact, both in the background."""
         try:
             if self._svc is not None:
                 self._svc.remotes.kick()
         except Exception as exc:
             log.info("chronos-git: no background push: %s", exc)
+        try:
+            if self._svc is not None:
+                self._svc.maintenance.compact_in_background_if_due()
+        except Exception as exc:
+            log.info("chronos-git: no background compaction: %s", exc)
 
     def drain_pushes(self) -> None:
         if self._svc is not None:

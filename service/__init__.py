@@ -60,6 +60,7 @@ class Chronos:
         self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.maintenance.protection,
                                     self.start)
         self.remotes = Remotes(self.core, self.start)
+        self.snapshots.after_import = self._after_import
         self._started = False
         self._start_lock = threading.Lock()
         self.startup: dict = {}
@@ -150,8 +151,16 @@ class Chronos:
                 self._verifier = threading.Thread(target=self._full_verify, name="chronos-git-verify",
                                                   daemon=True)
                 self._verifier.start()
+            if self.core.background and journal.integrity == "ok":
+                self.maintenance.consolidate_in_background()     # what a previous process left
             self._started = True
             return self.startup
+
+    def _after_import(self) -> None:
+        """A long-lived host consolidates a first import in the background (the CLI's
+        `snapshot` does it in the foreground, with progress)."""
+        if self.core.background:
+            self.maintenance.consolidate_in_background()
 
     def _after_reboot(self) -> dict | None:
         """Once per boot, before anything reads the store: what a power cut broke (engine.powercut)."""
@@ -284,6 +293,9 @@ class Chronos:
     # ------------------------------------------------------------ maintenance
     def compact(self, **kw) -> results.CompactResult:
         return self.maintenance.compact(**kw)
+
+    def consolidate(self, **kw) -> results.ConsolidateResult:
+        return self.maintenance.consolidate(**kw)
 
     def protection(self) -> results.Protection:
         return self.maintenance.protection()

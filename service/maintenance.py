@@ -3,13 +3,16 @@ whether protection can run, and `health`."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
-from ..engine import retention
+from ..engine import consolidate, retention
 from ..journal_refs import IntegrityError, events
 from .core import Core
 from .remotes import pinned_tips
-from .results import CheckpointInfo, CompactResult, HealthResult, JournalSummary, Protection
+from .results import (CheckpointInfo, CompactResult, ConsolidateResult, Consolidation, HealthResult,
+                      JournalSummary, Protection, StoreBudget)
 
 MIN_FREE_BYTES = 16 << 20        # below this a snapshot or an intent is likely to fail
 BLOCK_HINT = "plugins.entries.chronos-git.settings of the profile's config.yaml"
@@ -25,6 +28,8 @@ class Maintenance:
     def __init__(self, core: Core, start):
         self.core = core
         self._start = start
+        self._consolidating: dict = {}        # the background consolidation of this process
+        self._consolidate_guard = threading.Lock()
 
     # ------------------------------------------------------------ retention
     def compact(self, *, dry_run: bool = False, max_checkpoints: int | None = None,
@@ -36,11 +41,18 @@ class Maintenance:
             raise IntegrityError("refusing to compact while the journal integrity is in doubt "
                                  f"({journal.integrity}): it could drop checkpoints still needed")
 
-        def journal_decision(dropped):
-            journal.append(events.Maintenance, {
-                "operation_id": None, "action": "retention",
-                "dropped": [{"workspace": d["workspace"], "boundary": d["boundary"],
-                             "checkpoints": [c["id"] for c in d["checkpoints"]]} for d in dropped]})
+        def journal_decision(dropped, pruned):
+            if dropped:
+                journal.append(events.Maintenance, {
+                    "operation_id": None, "action": "retention",
+                    "dropped": [{"workspace": d["workspace"], "boundary": d["boundary"],
+                                 "checkpoints": [c["id"] for c in d["checkpoints"]]} for d in dropped]})
+            if pruned:
+                journal.append(events.Maintenance, {
+                    "operation_id": None, "action": "prune_orphans",
+                    "pruned": [{"workspace": p["workspace"], "workspace_id": p["workspace_id"],
+                                "missing_since": p["missing_since"], "checkpoints": p["checkpoints"]}
+                               for p in pruned]})
 
         rep = retention.compact(self.core.store, pinned=journal.pinned_checkpoints() | pinned_tips(self.core),
                                 max_checkpoints=max_checkpoints, grace_s=grace_s, dry_run=dry_run,
@@ -67,6 +79,99 @@ class Maintenance:
 
     def maybe_compact(self, ws) -> CompactResult | None:
         return self.compact() if self.needs_compaction(ws) else None
+
+    def budget_use(self) -> tuple[int, int]:
+        """(bytes new in every kept checkpoint of every workspace, the store budget; 0 = none)."""
+        used = sum(retention.added_bytes(c) for ws in self.core.store.workspaces() for c in ws.iter_commits())
+        return used, int(self.core.settings.store_budget_mb * 1024 * 1024)
+
+    def store_due(self) -> str | None:
+        """Why the whole store needs a compaction now (over its budget, an orphan past its
+        days, a workspace past its count), or None."""
+        store = self.core.store
+        used, budget = self.budget_use()
+        if budget and used > budget * 1.05:
+            return f"the store holds {used} new bytes, over its budget of {budget}"
+        days = self.core.settings.orphan_days
+        if days:
+            missing = retention.note_missing(store)
+            if any(time.time() - since >= days * 86400 for since in missing.values()):
+                return "a workspace folder has been gone longer than orphan_days"
+        if any(self.needs_compaction(ws) for ws in store.workspaces() if ws.root.is_dir()):
+            return "a workspace has more checkpoints than max_checkpoints allows"
+        return None
+
+    def compact_in_background_if_due(self) -> bool:
+        """After a turn in a long-lived host: budgets are enforced without an operator, off
+        every call's path (compaction holds calls up only for its short bookkeeping phases)."""
+        if not self.core.store_exists() or self.core.journal.integrity != "ok":
+            return False
+        with self._consolidate_guard:
+            t = getattr(self, "_compactor", None)
+            if t is not None and t.is_alive():
+                return False
+            if self.store_due() is None:
+                return False
+
+            def run():
+                try:
+                    self.compact()
+                except Exception:          # the next turn retries; health shows the budget use
+                    pass
+            self._compactor = threading.Thread(target=run, name="chronos-git-compact", daemon=True)
+            self._compactor.start()
+        return True
+
+    # --------------------------------------------------------- consolidation
+    def consolidate(self, progress=None) -> ConsolidateResult:
+        """Compress what a first import wrote for speed and drop packs linked from the user's
+        git; waits for a background consolidation of this process first."""
+        self._start()
+        job = self._consolidating.get("thread")
+        if job is not None and job is not threading.current_thread():
+            job.join()
+        return ConsolidateResult(**consolidate.consolidate(self.core.store, progress=progress))
+
+    def consolidate_in_background(self) -> bool:
+        """Start consolidating on a daemon thread when something is pending; True if started.
+        A process that exits first leaves the list: the next one resumes it."""
+        if not self.core.store_exists() or not consolidate.pending(self.core.store):
+            return False
+        with self._consolidate_guard:
+            t = self._consolidating.get("thread")
+            if t is not None and t.is_alive():
+                return False
+            job = self._consolidating = {"started": time.time(), "progress": None}
+
+            def tell(phase, done, total):
+                job["progress"] = {"phase": phase, "objects_done": done, "objects_total": total}
+
+            def run():
+                try:
+                    job["last"] = consolidate.consolidate(self.core.store, progress=tell)
+                except Exception as exc:       # reported by health; the list stays for a retry
+                    job["error"] = f"{type(exc).__name__}: {exc}"
+
+            job["thread"] = threading.Thread(target=run, name="chronos-git-consolidate", daemon=True)
+            job["thread"].start()
+        return True
+
+    def wait_consolidated(self, timeout: float | None = None) -> bool:
+        t = self._consolidating.get("thread")
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
+    def consolidation(self) -> Consolidation | None:
+        pending = len(consolidate.pending(self.core.store))
+        job = self._consolidating
+        running = bool(job.get("thread") and job["thread"].is_alive())
+        if not pending and not job:
+            return None
+        return Consolidation(pending_packs=pending, running=running, progress=job.get("progress"),
+                             last=ConsolidateResult(**job["last"]) if job.get("last") else None,
+                             error=job.get("error"))
 
     # ------------------------------------------------------------ protection
     def protection(self) -> Protection:
@@ -129,4 +234,8 @@ class Maintenance:
             last_snapshot = {"time": latest.time, "workspace": workspace_info.root, "checkpoint": latest.id,
                              "kind": latest.kind, "source": "the workspace's newest checkpoint"}
         out.last_snapshot = last_snapshot
+        out.consolidation = self.consolidation()
+        used, budget = self.budget_use()
+        out.store_budget = StoreBudget(used_bytes=used, budget_bytes=budget or None,
+                                       orphans=len(retention.note_missing(core.store)))
         return out

@@ -192,6 +192,7 @@ class WorkspaceInfo(Model):
     watcher: WatcherState | None = None
     background: BackgroundJob | None = None
     first_snapshot_seconds: dict[str, float] | None = None
+    first_snapshot_seed: dict | None = Field(None, description="what the workspace's own git index vouched for")
 
 
 class WorkspacesResult(Result):
@@ -389,8 +390,25 @@ class Dropped(Model):
     checkpoints: list[DroppedCheckpoint]
 
 
+class Pruned(Model):
+    workspace: str
+    workspace_b64: str | None = None
+    workspace_id: str
+    missing_since: float
+    checkpoints: int
+
+
+class StoreBudget(Model):
+    """How much of the profile-wide budget the kept checkpoints use (bytes new in each, before compression)."""
+    used_bytes: int
+    budget_bytes: int | None = Field(None, description="store_budget_mb; None = unlimited")
+    orphans: int = Field(0, description="workspaces whose folder is gone (pruned after orphan_days)")
+
+
 class CompactResult(Result):
     dropped: list[Dropped]
+    pruned: list[Pruned] = []
+    store_budget_kept_bytes: int | None = None
     dry_run: bool
     size_before: int
     objects_packed: int | None = None
@@ -398,6 +416,25 @@ class CompactResult(Result):
     packs_replaced: int | None = None
     size_after: int | None = None
     elapsed_s: float
+
+
+class ConsolidateResult(Result):
+    """What consolidating a first import did (engine/consolidate.py)."""
+    packs: int = Field(description="pending packs consolidated (copied out of, then deleted)")
+    adopted: int = Field(0, description="linked packs kept as they are (our refs reach most of them)")
+    objects: int = Field(description="objects copied into the compressed pack")
+    bytes_before: int
+    bytes_after: int
+    seconds: float
+
+
+class Consolidation(Model):
+    """Packs a first import wrote for speed (or linked from the user's git) and their compression."""
+    pending_packs: int
+    running: bool = False
+    progress: dict | None = None
+    last: ConsolidateResult | None = None
+    error: str | None = None
 
 
 class JournalSummary(Model):
@@ -423,6 +460,8 @@ class HealthResult(Result):
     workspace: WorkspaceInfo | None = None
     deferred: str | None = None
     remotes: "list[RemoteInfo] | None" = None
+    consolidation: Consolidation | None = None
+    store_budget: StoreBudget | None = None
 
 
 class ToolStatus(Result):

@@ -23,6 +23,12 @@ class Snapshots:
         self.last: dict | None = None              # this process's newest snapshot record
         self._bg: dict[str, dict] = {}             # workspace id -> {"thread", "kind", "started", ...}
         self._bg_lock = threading.Lock()
+        self.after_import = None                   # called after a first (bulk) import (Chronos wires it)
+
+    def imported(self, res) -> None:
+        """A snapshot finished: if it was a first import, what it left to do can start."""
+        if res is not None and res.report.get("scan") == "bulk" and self.after_import is not None:
+            self.after_import()
 
     def for_call(self, call: Call, when: str, budget_s: float | None) -> dict:
         """The checkpoint before or after `call` (a record, never raises): the declared paths of
@@ -54,6 +60,7 @@ class Snapshots:
                 res = ws.snapshot(meta, deadline=time.monotonic() + budget if budget else None)
         except Exception as exc:
             return self._note(ws, {"kind": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        self.imported(res)
         return self._note(ws, {"checkpoint": res.checkpoint.id if res.checkpoint else None,
                                "kind": res.report["kind"], "partial": res.partial, "created": res.created,
                                "scan": res.report.get("scan"),
@@ -92,9 +99,9 @@ class Snapshots:
 
             def run():
                 try:
-                    ws.snapshot(meta or CheckpointMeta(description="first checkpoint of the workspace"
-                                                       if kind == "baseline" else "turn start"),
-                                force_scan=True)
+                    self.imported(ws.snapshot(meta or CheckpointMeta(
+                        description="first checkpoint of the workspace" if kind == "baseline" else "turn start"),
+                        force_scan=True))
                 except Exception as exc:
                     job["error"] = f"{type(exc).__name__}: {exc}"
                 finally:
@@ -137,6 +144,7 @@ class Snapshots:
             self._start(ws, "turn" if ws.has_checkpoint() else "baseline", meta)
             return {"kind": "background"}
         res = ws.snapshot(meta, force_scan=True)
+        self.imported(res)
         return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created}
 
     def flush(self) -> None:

@@ -79,6 +79,7 @@ class TimeMachine:
             info.watcher = WatcherState(**ws.watcher_state())
             info.background = BackgroundJob(**bg) if bg else None
             info.first_snapshot_seconds = ws.last_bulk
+            info.first_snapshot_seed = ws.last_seed
         return info
 
     def workspaces(self) -> WorkspacesResult:
@@ -96,6 +97,7 @@ class TimeMachine:
         meta = CheckpointMeta(description=message, kind="manual", tool=tool, session_id=session_id,
                               turn_id=turn_id, tool_call_id=tool_call_id)
         res = ws.snapshot(meta, paths=paths, progress=progress)
+        self.snapshots.imported(res)
         self._maybe_compact(ws)
         return SnapshotResult(workspace=os.fsdecode(ws.root_bytes), **res.to_dict(),
                               checkpoint_info=CheckpointInfo(**res.checkpoint.summary()) if res.checkpoint else None)

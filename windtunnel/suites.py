@@ -50,6 +50,9 @@ RECIPES: dict[str, dict] = {
     "retention_after_shallow": {"first": _WRITES8 + ["compact"]},
     "mid_compact": {"first": _WRITES8 + ["compact"]},
     "compact_mid_delete": {"first": _WRITES8 + ["compact"]},
+    "consolidate_mid_copy": {"first": ["write", "consolidate"]},
+    "consolidate_before_delete": {"first": ["write", "consolidate"]},
+    "consolidate_mid_delete": {"first": ["write", "consolidate"]},
 }
 assert set(RECIPES) == set(POINTS), set(POINTS) ^ set(RECIPES)
 

@@ -19,7 +19,7 @@ import sys
 import threading
 
 FILES = [f"src/m{i}.py" for i in range(12)] + [f"docs/d{i}.md" for i in range(4)] + ["README", "deep/a/b/c.txt"]
-KINDS = ("write", "write", "patch", "multi", "shell", "restore", "snapshot", "compact", "replay")
+KINDS = ("write", "write", "patch", "multi", "shell", "restore", "snapshot", "compact", "replay", "consolidate")
 
 
 def _ack(fh, record: dict) -> None:
@@ -130,6 +130,9 @@ def _step(svc, rng, ws, FILES, kind, n, Call, Declared, Outcome) -> str:
     if kind == "compact":
         res = svc.compact(grace_s=0)
         return f"dropped {sum(len(d.checkpoints) for d in res.dropped)}"
+    if kind == "consolidate":
+        res = svc.consolidate()
+        return f"consolidated {res.packs} packs"
     if kind == "replay":
         res = svc.recover(replay=True, actor="windtunnel")
         return f"replayed {len(res.replayed or [])}"

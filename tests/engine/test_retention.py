@@ -247,3 +247,96 @@ def test_content_equal_to_pruned_objects_is_written_again_after_a_compaction(tmp
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
     repo = pygit2.Repository(str(tmp_path / "store"))
     assert repo[repo[cid].tree["docs"].id]["old.txt"].data == b"the old state\n"
+
+
+def _kept_bytes(store):
+    return sum(retention.added_bytes(c) for w in store.workspaces() for c in w.iter_commits())
+
+
+def test_store_budget_drops_oldest_across_workspaces_and_keeps_each_newest(store, ws, tmp_path, store_dir):
+    other = tmp_path / "other"
+    other.mkdir()
+    a_ids, _ = make_history(store, ws, 4, size=4000)
+    b_ids, _ = make_history(store, other, 4, size=4000)
+    before = _kept_bytes(store)
+    assert before > 32000
+    dry = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, store_budget_bytes=14000,
+                            dry_run=True)
+    assert _kept_bytes(store) == before and sum(len(d["checkpoints"]) for d in dry["dropped"]) >= 4
+    rep = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, store_budget_bytes=14000, grace_s=0)
+    assert rep["store_budget_kept_bytes"] <= 14000 and _kept_bytes(store) <= 14000
+    assert [d["checkpoints"] for d in rep["dropped"]] == [d["checkpoints"] for d in dry["dropped"]]
+    for w, ids in ((store.workspace(ws), a_ids), (store.workspace(other), b_ids)):
+        kept = [str(c.id) for c in w.iter_commits()]
+        assert kept[0] == ids[-1] and kept == list(reversed(ids))[:len(kept)]   # newest first, oldest cut
+    fsck_ok(store_dir)
+
+
+def test_store_budget_never_drops_pinned(store, ws, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    a_ids, _ = make_history(store, ws, 4, size=4000)
+    make_history(store, other, 4, size=4000)
+    retention.compact(store, pinned={a_ids[0]}, max_checkpoints=0, size_budget_bytes=0,
+                      store_budget_bytes=14000, grace_s=0)
+    assert [str(c.id) for c in store.workspace(ws).iter_commits()] == list(reversed(a_ids))
+    assert len(list(store.workspace(other).iter_commits())) == 1     # the rest of the budget went here
+
+
+def test_orphaned_workspace_pruned_after_its_days_unless_pinned(store, ws, tmp_path, store_dir):
+    import shutil
+    import time
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    g_ids, g_blobs = make_history(store, gone, 3)
+    ids, _ = make_history(store, ws, 2)
+    shutil.rmtree(gone)
+    missing = retention.note_missing(store, now=time.time() - 3 * 86400)   # first seen gone 3 days ago
+    assert list(missing) == [store.workspace(gone).id]
+    assert retention.compact(store, orphan_s=5 * 86400, dry_run=True)["pruned"] == []
+    pinned = retention.compact(store, orphan_s=2 * 86400, pinned={g_ids[1]}, grace_s=0)
+    assert pinned["pruned"] == [] and len(store.workspaces()) == 2
+    dry = retention.compact(store, orphan_s=2 * 86400, dry_run=True)
+    assert [(p["workspace"], p["checkpoints"]) for p in dry["pruned"]] == [(str(gone), 3)]
+    rep = retention.compact(store, orphan_s=2 * 86400, grace_s=0)
+    assert [p["workspace"] for p in rep["pruned"]] == [str(gone)]
+    assert [os.fsdecode(w.root_bytes) for w in store.workspaces()] == [str(ws)]
+    repo = pygit2.Repository(str(store_dir))
+    assert not any(r.endswith(store.workspace(gone).id) for r in repo.references)
+    assert g_blobs[0] not in repo and [str(c.id) for c in store.workspace(ws).iter_commits()] == ids[::-1]
+    assert retention.note_missing(store) == {}
+    fsck_ok(store_dir)
+
+
+def test_a_folder_that_comes_back_restarts_its_clock(store, ws, tmp_path):
+    import time
+    d = tmp_path / "back"
+    d.mkdir()
+    make_history(store, d, 1)
+    os.rename(d, tmp_path / "away")
+    retention.note_missing(store, now=time.time() - 10 * 86400)
+    os.rename(tmp_path / "away", d)
+    assert retention.note_missing(store) == {}
+    assert retention.compact(store, orphan_s=86400, grace_s=0)["pruned"] == []
+
+
+def test_service_journals_the_pruning_and_health_shows_the_budget(svc, ws, tmp_path):
+    import shutil
+    import time
+    s = svc(orphan_days=1, store_budget_mb=1)
+    gone = tmp_path / "gone2"
+    gone.mkdir()
+    (gone / "x.txt").write_text("x")
+    s.snapshot(str(gone), "one")
+    s.snapshot(str(ws), "mine")
+    shutil.rmtree(gone)
+    retention.note_missing(s.store, now=time.time() - 2 * 86400)
+    h = s.health(str(ws))
+    assert h.store_budget.orphans == 1 and h.store_budget.budget_bytes == 1024 * 1024
+    assert 0 < h.store_budget.used_bytes < 1024 * 1024
+    assert s.maintenance.store_due() is not None
+    res = s.compact()
+    assert [p.workspace for p in res.pruned] == [str(gone)]
+    ev = [e for e in s.journal.events(None) if e.get("action") == "prune_orphans"]
+    assert len(ev) == 1 and ev[0]["pruned"][0]["workspace"] == str(gone)
+    assert s.maintenance.store_due() is None

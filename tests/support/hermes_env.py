@@ -29,10 +29,11 @@ def hermes_bin() -> str:
 
 
 class HermesEnv:
-    def __init__(self, root: Path, settings: dict | None = None):
+    def __init__(self, root: Path, settings: dict | None = None, *, plugin: bool = True, ws: Path | None = None):
         self.root = Path(root)
         self.home = self.root / "home"
-        self.ws = self.root / "ws"
+        self.ws = Path(ws) if ws is not None else self.root / "ws"
+        self.plugin = plugin                  # False: the same Hermes without chronos-git (the bench's baseline)
         self.script = self.root / "script.json"
         self.log = self.root / "model-requests.jsonl"
         self.settings = settings or {}
@@ -66,7 +67,7 @@ class HermesEnv:
         cfg = {
             "model": {"provider": "custom", "base_url": f"http://127.0.0.1:{self.port}/v1",
                       "default": "scripted-model", "api_key": "sk-local-test"},
-            "plugins": {"enabled": ["chronos-git"],
+            "plugins": {"enabled": ["chronos-git"] if self.plugin else [],
                         "entries": {"chronos-git": {"settings": settings}}},
             "security": {"allow_lazy_installs": False, "tirith_enabled": False},
             "approvals": {"timeout": 5},

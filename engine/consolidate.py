@@ -1,0 +1,213 @@
+"""Consolidating a first import: from "fast to write" to "compact and self-owned", in the background.
+
+A first snapshot is written for speed: its pack stores blobs uncompressed
+(bulk.LEVEL 0), and packs linked in from the user's repository (usergit) may
+hold their whole history.  Both are listed as *pending* when the import
+finishes.  Consolidation copies every object our refs reach out of the pending
+packs into zlib-compressed packs of our own (compression on every core, at low
+CPU priority), then deletes the pending packs.  Objects they hold that
+nothing of ours reaches (the user's history) are simply not copied; a linked
+pack we reach most of (a fresh clone) is adopted instead of copied.
+
+Phases, as in compaction (and under its lock, so the two never interleave):
+
+  B (no lock)    walk what the refs reach; copy the pending packs' objects among it
+  C (exclusive)  copy what became reachable meanwhile, then delete the packs
+
+Crash points: before C nothing was deleted (the new pack only duplicates);
+inside C the new pack is durable before the first deletion, and each pack
+goes `.idx` first, so libgit2 never sees a pack without its data.  The list
+of pending packs is only shortened after their deletion: a crash at any
+point leaves extra objects, never missing ones, and the next start resumes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pygit2
+
+from . import faults, locking
+from .bulk import _PackWriter, object_header
+from .fsutil import atomic_write, fsync_dir
+from .retention import _roots, _walk
+from .usergit import Unusable, read_idx
+
+LEVEL = 1                     # git's own loose-object level: ~4x smaller than stored, fast
+BATCH_BYTES = 4 << 20
+WINDOW = 8
+
+
+ADOPT = 0.5                   # a linked pack our refs reach this much of is kept as it is
+
+
+def _list_path(store) -> Path:
+    return store.meta_dir / "unconsolidated.json"
+
+
+def _read_list(store) -> dict[str, list[str]]:
+    try:
+        data = json.loads(_list_path(store).read_text())
+    except (OSError, ValueError):
+        return {"fast": [], "linked": []}
+    pack_dir = store.root / "objects" / "pack"
+    out = {}
+    for kind in ("fast", "linked"):
+        names = data.get(kind, []) if isinstance(data, dict) else []
+        out[kind] = [n for n in names if isinstance(n, str) and n.startswith("pack-") and "/" not in n
+                     and (pack_dir / f"{n}.idx").exists()]
+    return out
+
+
+def pending(store) -> list[str]:
+    """Pack stems still to be consolidated (that still exist)."""
+    lists = _read_list(store)
+    return sorted(set(lists["fast"]) | set(lists["linked"]))
+
+
+def mark(store, *, fast: list[str] = (), linked: list[str] = ()) -> None:
+    """Add packs to the pending list (durably: they must not be forgotten).  `fast`: our
+    own uncompressed packs; `linked`: packs linked in from a user's repository."""
+    if not fast and not linked:
+        return
+    with locking.exclusive(store.meta_dir / "unconsolidated.lock"):
+        lists = _read_list(store)
+        data = {"fast": sorted(set(lists["fast"]) | set(fast)),
+                "linked": sorted(set(lists["linked"]) | set(linked))}
+        atomic_write(_list_path(store), json.dumps(data).encode(), mode=0o600)
+
+
+def _forget(store, done: set[str]) -> None:
+    with locking.exclusive(store.meta_dir / "unconsolidated.lock"):
+        lists = _read_list(store)
+        left = {k: [n for n in v if n not in done] for k, v in lists.items()}
+        if left["fast"] or left["linked"]:
+            atomic_write(_list_path(store), json.dumps(left).encode(), mode=0o600)
+        else:
+            _list_path(store).unlink(missing_ok=True)
+
+
+def _lower_priority() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (OSError, AttributeError):
+        pass
+
+
+def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int], total: int) -> None:
+    """Read each object (libgit2 resolves deltas) and compress on the pool into `writer`."""
+    def compress(batch):
+        out = []
+        for oid, kind, data in batch:
+            out.append((oid.raw, (object_header(kind, len(data)), zlib.compress(data, LEVEL))))
+        return out
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), initializer=_lower_priority) as pool:
+        inflight: deque = deque()
+        batch, size = [], 0
+
+        def drain(limit: int) -> None:
+            while len(inflight) > limit:
+                for sha, packed in inflight.popleft().result():
+                    writer.add(sha, packed)
+                    done[0] += 1
+                say("compressing", done[0], total)
+
+        for oid in oids:
+            kind, data = repo.odb.read(oid)
+            batch.append((oid, int(kind), data))
+            size += len(data)
+            if size >= BATCH_BYTES or len(batch) >= 512:
+                inflight.append(pool.submit(compress, batch))
+                batch, size = [], 0
+                drain(WINDOW)
+        if batch:
+            inflight.append(pool.submit(compress, batch))
+        drain(0)
+
+
+def consolidate(store, progress=None) -> dict:
+    """Consolidate every pending pack; returns what was done (safe to call at any time).
+
+    A linked pack that our refs reach at least half of is adopted as it is (a fresh
+    clone's pack is smaller than any copy we would make); the others are copied out of."""
+    say = progress or (lambda phase, done, total: None)
+    t0 = time.monotonic()
+    out = {"packs": 0, "adopted": 0, "objects": 0, "bytes_before": 0, "bytes_after": 0, "seconds": 0.0}
+    with locking.exclusive(store.meta_dir / "compact.lock"):
+        lists = _read_list(store)
+        stems = sorted(set(lists["fast"]) | set(lists["linked"]))
+        if not stems:
+            _list_path(store).unlink(missing_ok=True)
+            return out
+        pack_dir = store.root / "objects" / "pack"
+        ids: dict[str, set[bytes]] = {}
+        for s in stems:
+            try:
+                ids[s] = read_idx(os.fsencode(pack_dir / f"{s}.idx"))
+            except (OSError, Unusable):
+                ids[s] = set()
+        every = set().union(*ids.values())
+        say("walking", 0, 0)
+        with store.maintenance.exclusive():
+            store.forget_repos()
+            commits, trees = _roots(store)
+        repo = pygit2.Repository(str(store.root))
+        seen: set = set()
+        reached = [o for o in _walk(repo, commits, trees, seen) if o.raw in every]
+        reach = {o.raw for o in reached}
+        adopted = {s for s in lists["linked"] if ids[s] and len(ids[s] & reach) >= ADOPT * len(ids[s])}
+        kept = set().union(*(ids[s] for s in adopted)) if adopted else set()
+        drop = [s for s in stems if s not in adopted]
+        target = set().union(*(ids[s] for s in drop)) - kept if drop else set()
+        for s in drop:
+            try:
+                out["bytes_before"] += (pack_dir / f"{s}.pack").stat().st_size
+            except OSError:
+                pass
+        wanted = [o for o in reached if o.raw in target]
+        writer = _PackWriter(str(pack_dir), durable=True)
+        done = [0]
+        ours: set[str] = set()
+        try:
+            _copy(repo, wanted, writer, say, done, len(wanted))
+            faults.hit("consolidate_mid_copy")
+            with store.maintenance.exclusive():
+                store.forget_repos()
+                commits, trees = _roots(store)
+                repo = pygit2.Repository(str(store.root))
+                extra = [o for o in _walk(repo, commits, trees, seen) if o.raw in target]
+                _copy(repo, extra, writer, say, done, len(wanted) + len(extra))
+                ours = set(writer.finish())
+                fsync_dir(pack_dir)
+                faults.hit("consolidate_before_delete")
+                gone = 0
+                for s in drop:
+                    if s in ours:
+                        continue            # the same content under the same name: keep it
+                    for suffix in (".idx", ".pack", ".rev", ".bitmap"):
+                        (pack_dir / f"{s}{suffix}").unlink(missing_ok=True)
+                    gone += 1
+                    if gone == 1:
+                        faults.hit("consolidate_mid_delete")
+                fsync_dir(pack_dir)
+                if gone:
+                    store.note_compacted()      # handles opened before this are reopened
+                store.forget_repos()
+        except BaseException:
+            writer.abort()
+            raise
+        _forget(store, set(stems))
+        for name in ours:
+            try:
+                out["bytes_after"] += (pack_dir / f"{name}.pack").stat().st_size
+            except OSError:
+                pass
+    out.update(packs=len(drop), adopted=len(adopted), objects=done[0], seconds=round(time.monotonic() - t0, 3))
+    return out

@@ -1,0 +1,384 @@
+"""What the user's own git repository already knows, taken read-only for a first snapshot.
+
+Most workspaces are git clones.  Their index maps every tracked path to a blob
+id together with the stat data the file had when git last looked at it, and
+their packs already hold those blobs.  A first snapshot that trusts a path
+whose stat data still matches (git's own rule, with its racy-timestamp guard)
+neither reads nor hashes it, and a pack hard-linked (or reflinked) into the
+store makes its objects ours at once: the link survives `rm -rf .git` and
+`git gc --prune=now` in the user's repository, and the store stays
+self-contained.  Consolidation (engine/consolidate.py) later copies
+out what our checkpoints need and drops the link, so a long history in the
+user's pack does not stay in the store.
+
+Nothing is written into the user's `.git`; the only side effect of a hard
+link is the pack's link count.  Anything unusual (another hash algorithm, a
+split index, content filters or end-of-line conversion, a file that changed)
+means "not known here": that file is read and hashed as usual.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import stat
+import struct
+from dataclasses import dataclass, field
+
+MODE_FILE, MODE_EXEC, MODE_LINK = 0o100644, 0o100755, 0o120000
+SKIP_WORKTREE, INTENT_TO_ADD = 0x4000, 0x2000
+FICLONE = 0x40049409
+MAX_INDEX_BYTES = 1 << 30
+# attributes that make a blob differ from the bytes on disk
+_CONVERTING = {b"text", b"eol", b"crlf", b"filter", b"ident", b"working-tree-encoding"}
+M32 = 0xFFFFFFFF
+
+
+class Unusable(Exception):
+    """The user's repository cannot vouch for anything: hash as usual (the reason is kept)."""
+
+
+@dataclass
+class Known:
+    """Paths git vouches for, and the packs that hold their blobs."""
+    gitdir: bytes
+    entries: dict[bytes, tuple[bytes, int, tuple]] = field(default_factory=dict)  # path -> (sha, mode, stat key)
+    index_mtime_ns: int = 0
+    packs: dict[str, set[bytes]] = field(default_factory=dict)   # pack stem -> object ids it holds
+    pack_dir: bytes = b""
+
+    def blob_for(self, path: bytes, mode: int, st: os.stat_result) -> bytes | None:
+        """The blob id of `path` if git's index vouches for its current bytes, else None."""
+        item = self.entries.get(path)
+        if item is None:
+            return None
+        sha, imode, key = item
+        if (imode == MODE_LINK) != (mode == MODE_LINK):
+            return None
+        if key != stat_key(st):
+            return None
+        if st.st_mtime_ns >= self.index_mtime_ns:
+            return None            # racily clean: changed in the same tick the index was written
+        return sha
+
+
+def stat_key(st: os.stat_result) -> tuple:
+    """The index fields git compares (everything but dev), as they are stored: 32-bit."""
+    return (int(st.st_ctime) & M32, st.st_ctime_ns % 1_000_000_000, int(st.st_mtime) & M32,
+            st.st_mtime_ns % 1_000_000_000, st.st_ino & M32, st.st_uid & M32, st.st_gid & M32,
+            st.st_size & M32)
+
+
+def find_gitdir(root: bytes) -> bytes | None:
+    """The user's git directory for work tree `root`: `.git` itself, or where a `.git` file
+    (`gitdir: ...`, worktrees and submodules) points.  None when there is none."""
+    dotgit = os.path.join(root, b".git")
+    try:
+        st = os.lstat(dotgit)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return dotgit
+    if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
+        return None
+    try:
+        with open(dotgit, "rb") as fh:
+            line = fh.read(4096).split(b"\n", 1)[0].strip()
+    except OSError:
+        return None
+    if not line.startswith(b"gitdir:"):
+        return None
+    target = line[len(b"gitdir:"):].strip()
+    target = os.path.normpath(os.path.join(root, target))
+    return target if os.path.isdir(target) else None
+
+
+def _common_dir(gitdir: bytes) -> bytes:
+    """Where objects and config live (a linked worktree's gitdir names it in `commondir`)."""
+    try:
+        with open(os.path.join(gitdir, b"commondir"), "rb") as fh:
+            rel = fh.read(4096).split(b"\n", 1)[0].strip()
+    except OSError:
+        return gitdir
+    return os.path.normpath(os.path.join(gitdir, rel)) if rel else gitdir
+
+
+def _git_config_values(paths: list[bytes]) -> dict[str, str]:
+    """A tolerant reader of the few keys that matter (last one wins, as in git)."""
+    out: dict[str, str] = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(1 << 20).decode("utf-8", "replace")
+        except OSError:
+            continue
+        section = ""
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line[0] in "#;":
+                continue
+            if line.startswith("["):
+                m = re.match(r'\[\s*([A-Za-z0-9.-]+)(?:\s+"(.*)")?\s*\]', line)
+                section = (m.group(1).lower() + (("." + m.group(2)) if m.group(2) else "")) if m else "?"
+                continue
+            key, sep, value = line.partition("=")
+            value = re.split(r"\s[#;]", value, maxsplit=1)[0]
+            out[f"{section}.{key.strip().lower()}"] = value.strip().strip('"').lower() if sep else "true"
+    return out
+
+
+def _config_paths(common: bytes) -> list[bytes]:
+    home = os.environ.get("HOME", "")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    paths = [b"/etc/gitconfig"]
+    if home:
+        paths += [os.fsencode(os.path.join(xdg, "git", "config")), os.fsencode(os.path.join(home, ".gitconfig"))]
+    return paths + [os.path.join(common, b"config")]
+
+
+def _refuse_converting(common: bytes, gitdir: bytes, cfg: dict[str, str], attr_blobs: list[bytes]) -> None:
+    fmt = cfg.get("extensions.objectformat", "sha1")
+    if fmt not in ("", "sha1"):
+        raise Unusable(f"the repository uses {fmt} object ids")
+    if cfg.get("core.autocrlf", "false") not in ("false", "0", "no", "off", ""):
+        raise Unusable("core.autocrlf converts line endings")
+    if cfg.get("core.bare", "false") == "true":
+        raise Unusable("a bare repository has no work tree index")
+    home = os.environ.get("HOME", "")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = [os.path.join(gitdir, b"info", b"attributes"), os.path.join(common, b"info", b"attributes")]
+    if home:
+        files.append(os.fsencode(os.path.join(xdg, "git", "attributes")))
+    if cfg.get("core.attributesfile"):
+        files.append(os.fsencode(os.path.expanduser(cfg["core.attributesfile"])))
+    texts = list(attr_blobs)
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                texts.append(fh.read(1 << 20))
+        except OSError:
+            pass
+    for text in texts:
+        for line in text.splitlines():
+            tokens = line.split()
+            if not tokens or tokens[0].startswith(b"#"):
+                continue
+            for tok in tokens[1:]:
+                if tok[:1] in (b"-", b"!"):
+                    continue             # unset or unspecified: no conversion
+                if tok.split(b"=", 1)[0] in _CONVERTING:
+                    raise Unusable(f"a .gitattributes rule converts content ({os.fsdecode(line.strip())[:80]})")
+
+
+def _varint(data: bytes, p: int) -> tuple[int, int]:
+    c = data[p]
+    p += 1
+    val = c & 0x7F
+    while c & 0x80:
+        val += 1
+        c = data[p]
+        p += 1
+        val = (val << 7) + (c & 0x7F)
+    return val, p
+
+
+def parse_index(data: bytes) -> dict[bytes, tuple[bytes, int, tuple]]:
+    """path -> (blob id, mode, stat key) for every plain stage-0 file or link entry.
+
+    Versions 2, 3 and 4; a checksum mismatch, an unknown required extension (a split
+    index) or anything malformed raises Unusable."""
+    if len(data) < 32 or data[:4] != b"DIRC":
+        raise Unusable("not a git index")
+    version, count = struct.unpack_from(">II", data, 4)
+    if version not in (2, 3, 4):
+        raise Unusable(f"index version {version}")
+    body, trailer = data[:-20], data[-20:]
+    if trailer != b"\0" * 20 and hashlib.sha1(body).digest() != trailer:
+        raise Unusable("the index checksum does not match")
+    out: dict[bytes, tuple[bytes, int, tuple]] = {}
+    unpack = struct.Struct(">10I20sH").unpack_from
+    off, prev, end_entries = 12, b"", len(body)
+    try:
+        for _ in range(count):
+            (c_s, c_ns, m_s, m_ns, _dev, ino, mode, uid, gid, size, sha, flags) = unpack(data, off)
+            p = off + 62
+            xflags = 0
+            if flags & 0x4000:
+                if version < 3:
+                    raise Unusable("extended flags in a version 2 index")
+                xflags = struct.unpack_from(">H", data, p)[0]
+                p += 2
+            if version == 4:
+                strip, p = _varint(data, p)
+                nul = data.index(b"\0", p)
+                if strip > len(prev):
+                    raise Unusable("malformed path compression")
+                name = prev[:len(prev) - strip] + data[p:nul]
+                off = nul + 1
+            else:
+                nul = data.index(b"\0", p)
+                name = data[p:nul]
+                off = off + ((p - off + len(name) + 8) & ~7)
+            prev = name
+            if off > end_entries:
+                raise Unusable("truncated index")
+            if (flags >> 12) & 3 or xflags & (SKIP_WORKTREE | INTENT_TO_ADD):
+                continue
+            if mode not in (MODE_FILE, MODE_EXEC, MODE_LINK) or sha == b"\0" * 20:
+                continue
+            out[name] = (sha, mode, (c_s, c_ns, m_s, m_ns, ino, uid, gid, size))
+    except (struct.error, ValueError, IndexError):
+        raise Unusable("malformed index") from None
+    p = off
+    while p + 8 <= end_entries:
+        sig = data[p:p + 4]
+        size = struct.unpack_from(">I", data, p + 4)[0]
+        if not 0x41 <= sig[0] <= 0x5A:
+            raise Unusable(f"index extension {sig!r} is required and not understood")
+        p += 8 + size
+    return out
+
+
+def read_idx(path: bytes) -> set[bytes]:
+    """The object ids of a version-2 pack index (the `.idx` beside a pack)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if len(data) < 8 + 1024 + 40 or data[:8] != b"\xfftOc\x00\x00\x00\x02":
+        raise Unusable(f"{os.fsdecode(path)}: not a version 2 pack index")
+    n = struct.unpack_from(">I", data, 8 + 1020)[0]
+    start = 8 + 1024
+    if len(data) < start + n * 28 + 40:
+        raise Unusable(f"{os.fsdecode(path)}: truncated pack index")
+    table = data[start:start + 20 * n]
+    return {table[i:i + 20] for i in range(0, len(table), 20)}
+
+
+def _pack_checksum_matches(pack: bytes, idx: bytes) -> bool:
+    """The pack's trailing checksum is the one its index names (a cheap torn-copy check)."""
+    try:
+        with open(pack, "rb") as fh:
+            fh.seek(-20, os.SEEK_END)
+            tail = fh.read(20)
+            fh.seek(0)
+            head = fh.read(4)
+        with open(idx, "rb") as fh:
+            fh.seek(-40, os.SEEK_END)
+            named = fh.read(20)
+    except OSError:
+        return False
+    return head == b"PACK" and tail == named
+
+
+def _clone_file(src: bytes, dst: bytes) -> None:
+    """Hard link, else a reflink copy; never a byte-by-byte copy (that would not be instant)."""
+    try:
+        os.link(src, dst)
+        return
+    except FileExistsError:
+        raise
+    except OSError:
+        pass
+    fd_in = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fd_out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        try:
+            fcntl.ioctl(fd_out, FICLONE, fd_in)
+        except OSError:
+            os.close(fd_out)
+            os.unlink(dst)
+            raise
+        os.close(fd_out)
+    finally:
+        os.close(fd_in)
+
+
+def read_known(root: bytes) -> Known:
+    """Parse the user's index and check that nothing converts content; raises Unusable."""
+    gitdir = find_gitdir(root)
+    if gitdir is None:
+        raise Unusable("no git repository")
+    common = _common_dir(gitdir)
+    index_path = os.path.join(gitdir, b"index")
+    try:
+        fd = os.open(index_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise Unusable(f"no readable index: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_INDEX_BYTES:
+            raise Unusable("the index is not a regular file of sane size")
+        chunks = []
+        while chunk := os.read(fd, 1 << 24):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    cfg = _git_config_values(_config_paths(common))
+    entries = parse_index(data)
+    attrs = []
+    for path in entries:
+        if path == b".gitattributes" or path.endswith(b"/.gitattributes"):
+            try:
+                with open(os.path.join(root, path), "rb") as fh:
+                    attrs.append(fh.read(1 << 20))
+            except OSError:
+                raise Unusable("a .gitattributes file cannot be read") from None
+    _refuse_converting(common, gitdir, cfg, attrs)
+    return Known(gitdir=gitdir, entries=entries, index_mtime_ns=st.st_mtime_ns,
+                 pack_dir=os.path.join(common, b"objects", b"pack"))
+
+
+def link_packs(known: Known, wanted: set[bytes], store_pack_dir: str, durable: bool) -> dict[str, set[bytes]]:
+    """Make the user's packs that hold any of `wanted` part of the store (hard link or
+    reflink, index after pack).  Returns pack stem -> the object ids it holds."""
+    linked: dict[str, set[bytes]] = {}
+    try:
+        names = sorted(os.listdir(known.pack_dir))
+    except OSError:
+        return linked
+    have = set(names)
+    dst_dir = os.fsencode(store_pack_dir)
+    for name in names:
+        if not (name.startswith(b"pack-") and name.endswith(b".idx")):
+            continue
+        stem = name[:-4]
+        if stem + b".pack" not in have or stem + b".mtimes" in have:
+            continue                 # no pack, or a cruft pack (unreachable objects only)
+        src_idx = os.path.join(known.pack_dir, name)
+        src_pack = os.path.join(known.pack_dir, stem + b".pack")
+        try:
+            ids = read_idx(src_idx)
+        except (OSError, Unusable):
+            continue
+        if not ids & wanted or not _pack_checksum_matches(src_pack, src_idx):
+            continue
+        dst_pack = os.path.join(dst_dir, stem + b".pack")
+        dst_idx = os.path.join(dst_dir, name)
+        if os.path.exists(dst_idx):
+            linked[os.fsdecode(stem)] = ids      # already ours (the same pack, by name)
+            continue
+        try:
+            if not os.path.exists(dst_pack):
+                _clone_file(src_pack, dst_pack)
+            _clone_file(src_idx, dst_idx)        # last: only now does libgit2 see the pack
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise
+            for p in (dst_pack,):
+                try:
+                    if not os.path.exists(dst_idx):
+                        os.unlink(p)
+                except OSError:
+                    pass
+            continue
+        if durable:
+            for p in (dst_pack, dst_idx):
+                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        linked[os.fsdecode(stem)] = ids
+    return linked
