@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from contextlib import contextmanager
 
 POLL_S = 0.5
@@ -54,25 +55,42 @@ def _release(path: bytes, root: bytes) -> bool:
     return True
 
 
-@contextmanager
-def watching(root: bytes):
-    """Guard the calling thread for the duration of the block."""
-    if not os.path.exists("/proc/self/task"):
-        yield
-        return
-    tid = threading.get_native_id()
-    done = threading.Event()
+_guarded: dict[int, bytes] = {}          # native thread id -> the workspace root it snapshots
+_lock = threading.Lock()
+_thread: threading.Thread | None = None
 
-    def watch():
-        while not done.wait(POLL_S):
+
+def _watch() -> None:
+    while True:
+        time.sleep(POLL_S)
+        with _lock:
+            items = list(_guarded.items())
+        for tid, root in items:
             path = _blocked_fifo_path(tid)
             if path is not None:
                 _release(path, root)
 
-    t = threading.Thread(target=watch, name="chronos-git-fifo-guard", daemon=True)
-    t.start()
+
+@contextmanager
+def watching(root: bytes):
+    """Guard the calling thread for the duration of the block.  One daemon thread per
+    process looks at every guarded thread (starting a thread per snapshot cost ~1 ms)."""
+    global _thread
+    if not os.path.exists("/proc/self/task"):
+        yield
+        return
+    tid = threading.get_native_id()
+    with _lock:
+        outer = _guarded.get(tid)
+        _guarded[tid] = root
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_watch, name="chronos-git-fifo-guard", daemon=True)
+            _thread.start()
     try:
         yield
     finally:
-        done.set()
-        t.join()
+        with _lock:
+            if outer is None:
+                _guarded.pop(tid, None)
+            else:
+                _guarded[tid] = outer

@@ -170,7 +170,8 @@ class Plugin:
                     tool_call_id=tool_call_id, declared=declared_paths(tool_name, args or {}, cwd))
         dispatched = False
         try:
-            with svc.protect(call) as t:
+            # write-behind: the outcome is recorded after Hermes has the result, before the next call
+            with svc.protect(call, write_behind=True) as t:
                 dispatched = True
                 token = _active.set(_active.get() + (key,))
                 try:
@@ -253,6 +254,7 @@ class Plugin:
         exceeded, compact, both in the background."""
         try:
             if self._svc is not None:
+                self._svc.calls.settle_behind()     # the turn's outcomes are durable before it ends
                 self._svc.remotes.kick()
         except Exception as exc:
             log.info("chronos-git: no background push: %s", exc)

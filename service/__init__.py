@@ -241,10 +241,13 @@ class Chronos:
         return self.snapshots.turn_checkpoint(workspace, **kw)
 
     def flush(self) -> None:
+        """At exit: write-behind outcomes, then stat caches kept in memory."""
+        self.calls.settle_behind()
         self.snapshots.flush()
 
     # ---------------------------------------------------------------- journal
     def journal_status(self) -> results.JournalStatus:
+        self.calls.settle_behind()            # this process's last call is in the answer
         res = self.reconcile.status()
         res.remotes = self.remotes.list().remotes or None
         return res

@@ -125,8 +125,8 @@ class Maintenance:
     # --------------------------------------------------------- consolidation
     def consolidate(self, progress=None) -> ConsolidateResult:
         """Compress what a first import wrote for speed and drop packs linked from the user's
-        git; waits for a background consolidation of this process first."""
-        self._start()
+        git; waits for a background consolidation of this process first.  Needs no journal
+        (it changes no checkpoint), so a snapshot-only store stays without one."""
         job = self._consolidating.get("thread")
         if job is not None and job is not threading.current_thread():
             job.join()

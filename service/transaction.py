@@ -13,11 +13,23 @@ applied, anything else waits for an operator) and `after_dispatch` (the call
 ran, no outcome: a file call settles as completed, anything else waits).
 `finish` never raises: if the outcome cannot be recorded the gate closes in
 this process (`journal.poisoned`) and the record says so.
+
+Write-behind (`protect(call, write_behind=True)`, the Hermes host): for an
+ok outcome, the post-checkpoint and the outcome append run on this process's
+outcome writer after the caller has its result, and the next `begin` (or
+`flush`) waits for them first, so the journal's order and the gate are as
+before.  What it changes for a crash: a kill in the few milliseconds between
+the result reaching Hermes and the outcome being durable leaves the call
+where `after_dispatch` leaves it (a file call settles as completed by
+evidence, anything else waits for an operator), now also when Hermes had
+shown the result to the model (which dies with the same process).
 """
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -53,9 +65,13 @@ class ProtectedCalls:
         self.snapshots = snapshots
         self._start = start
         self._completed: dict[tuple[str, str], dict] = {}   # (session, fingerprint) -> op info
+        self._behind: queue.Queue = queue.Queue()              # write-behind outcomes, in order
+        self._writer: threading.Thread | None = None
+        self._writer_guard = threading.Lock()
 
     @contextmanager
-    def protect(self, call: Call, *, gate: bool = True, budget_s: float | None = None):
+    def protect(self, call: Call, *, gate: bool = True, budget_s: float | None = None,
+                write_behind: bool = False):
         """The one transaction for protected work (see the module docstring)."""
         tx = Transaction(self.begin(call, gate=gate, budget_s=budget_s))
         try:
@@ -64,12 +80,42 @@ class ProtectedCalls:
             tx.record = self.finish(tx.ticket, tx.outcome or Outcome(
                 status="error", uncertain_reason=f"exception: {type(exc).__name__}"))
             raise
-        tx.record = self.finish(tx.ticket, tx.outcome or Outcome(status="ok"))
+        outcome = tx.outcome or Outcome(status="ok")
+        if write_behind and outcome.status == "ok" and not outcome.uncertain_reason:
+            tx.record = self._finish_behind(tx.ticket, outcome)
+        else:
+            tx.record = self.finish(tx.ticket, outcome)
+
+    # --------------------------------------------------------- write-behind
+    def _finish_behind(self, ticket: Ticket, outcome: Outcome) -> CallRecord:
+        with self._writer_guard:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(target=self._write_outcomes, name="chronos-git-outcomes",
+                                                daemon=True)
+                self._writer.start()
+        self._behind.put((ticket, outcome))
+        return CallRecord(operation_id=ticket.operation_id, pre_checkpoint=ticket.pre_checkpoint,
+                          post_checkpoint=None, snapshot=ticket.snapshot, recorded=True,
+                          gate_warning=ticket.gate_warning, outcome="returned", status="ok")
+
+    def _write_outcomes(self) -> None:
+        while True:
+            ticket, outcome = self._behind.get()
+            try:
+                self.finish(ticket, outcome)          # never raises; a failure poisons the gate
+            finally:
+                self._behind.task_done()
+
+    def settle_behind(self) -> None:
+        """Wait until every write-behind outcome of this process is recorded."""
+        if self._writer is not None:
+            self._behind.join()
 
     # ------------------------------------------------------------- intent
     def begin(self, call: Call, *, gate: bool = True, budget_s: float | None = None) -> Ticket:
         """Gate, pre-checkpoint, durable intent.  After this returns the call may run once."""
         self._start()
+        self.settle_behind()            # the previous call's outcome first: journal order, gate
         warning = self.gate.check() if gate else None
         store, journal = self.core.store, self.core.journal
         ws = store.workspace(call.workspace)
@@ -181,6 +227,7 @@ class ProtectedCalls:
         """An identical call that already completed in this session (the duplicate guard)."""
         if not session_id:
             return None
+        self.settle_behind()
         return self._completed.get((session_id, fingerprint(tool, args)))
 
     # ------------------------------------------------------ operator calls

@@ -101,7 +101,7 @@ def _step(svc, rng, ws, FILES, kind, n, Call, Declared, Outcome) -> str:
         path = os.path.join(ws, rel)
         new = _content(rng, n)
         with svc.protect(Call(tool="patch", args={"path": path}, workspace=ws,
-                              declared=[Declared(path, new)])) as t:
+                              declared=[Declared(path, new)]), write_behind=svc.background) as t:
             _atomic(path, new)
             t.outcome = Outcome(status="ok")
         return rel
@@ -109,7 +109,8 @@ def _step(svc, rng, ws, FILES, kind, n, Call, Declared, Outcome) -> str:
         rels = rng.sample(FILES, 3)
         data = {os.path.join(ws, r): _content(rng, n) for r in rels}
         with svc.protect(Call(tool="patch", args={"files": rels}, workspace=ws,
-                              declared=[Declared(p, d) for p, d in data.items()])) as t:
+                              declared=[Declared(p, d) for p, d in data.items()]),
+                         write_behind=svc.background) as t:
             for p, d in data.items():
                 _atomic(p, d)
             t.outcome = Outcome(status="ok")

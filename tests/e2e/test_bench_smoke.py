@@ -57,3 +57,13 @@ def test_bench_quick_synthetic_1k(tmp_path):
     _num(doc["P6"], "chronos_bytes")
     _num(doc["P6"], "gitcli_bytes")
     assert doc["P3"]["chronos_files"] == doc["P3"]["gitcli_files"]
+    _num(doc["P3"], "chronos_consolidate_ms")              # the first import's consolidation ran
+    assert doc["P3"]["chronos_store_bytes"] <= doc["P3"]["chronos_store_bytes_fast"]
+
+    p0 = doc["P0"]                                          # real hermes chat, plugin vs bare
+    assert "error" not in p0, p0.get("error")
+    for tool in ("write_file", "terminal"):
+        _num(p0[tool], "plugin_p50_ms")
+        _num(p0[tool], "bare_p50_ms")
+        _num(p0[tool], "added_p50_ms")
+    assert p0["journal_checked"] >= 2 * p0["calls_per_session"]

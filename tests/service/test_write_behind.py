@@ -1,0 +1,98 @@
+"""Write-behind outcomes (the Hermes host): the caller has its result before the outcome is
+recorded; the next call, `flush` and `journal status` wait for it, and a kill in between
+leaves the call where `after_dispatch` does (a file call settles as completed by evidence)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+from chronos_git.service import Chronos
+from chronos_git.service.calls import Call, Declared, Outcome
+from chronos_git.settings import Settings
+
+
+def _write_call(ws, name, data):
+    p = str(ws / name)
+    return Call(tool="write_file", args={"path": p, "content": data.decode()}, workspace=str(ws),
+                declared=[Declared(p, data)])
+
+
+def test_outcome_recorded_behind_and_waited_for_by_the_next_call(tmp_path, ws):
+    svc = Chronos.get(tmp_path / "store", Settings())
+    svc.snapshot(str(ws), "baseline")
+    hold = threading.Event()
+    real_finish = svc.calls.finish
+
+    def slow_finish(ticket, outcome):
+        hold.wait(10)
+        return real_finish(ticket, outcome)
+    svc.calls.finish = slow_finish
+    with svc.protect(_write_call(ws, "a.txt", b"one\n"), write_behind=True) as t:
+        (ws / "a.txt").write_bytes(b"one\n")
+        t.outcome = Outcome(status="ok")
+    assert t.record.recorded and t.record.post_checkpoint is None       # provisional: not yet written
+    assert svc.journal.events(1)[0]["kind"] == "started"                # the caller did not wait
+    op = t.ticket.operation_id
+    done = []
+    nxt = threading.Thread(target=lambda: done.append(svc.begin(_write_call(ws, "b.txt", b"two\n"))))
+    nxt.start()
+    nxt.join(0.3)
+    assert not done                                                     # the next call waits for it
+    hold.set()
+    nxt.join(10)
+    assert done
+    kinds = [(e["kind"], e.get("operation_id")) for e in svc.journal.events(3)]
+    assert kinds[1] == ("returned", op) and kinds[0][0] == "started"    # newest first: order kept
+    svc.finish(done[0], Outcome(status="ok"))
+
+
+def test_errors_are_recorded_before_the_caller_returns(tmp_path, ws):
+    svc = Chronos.get(tmp_path / "store", Settings())
+    svc.snapshot(str(ws), "baseline")
+    with svc.protect(Call(tool="terminal", args={"command": "false"}, workspace=str(ws)),
+                     write_behind=True) as t:
+        t.outcome = Outcome(status="error", exit_code=1)
+    assert t.record.post_checkpoint is not None
+    assert svc.journal.events(1)[0]["kind"] == "returned"
+
+
+def test_flush_and_status_wait(tmp_path, ws):
+    svc = Chronos.get(tmp_path / "store", Settings())
+    svc.snapshot(str(ws), "baseline")
+    for i in range(5):
+        with svc.protect(_write_call(ws, f"f{i}.txt", b"x\n"), write_behind=True) as t:
+            (ws / f"f{i}.txt").write_bytes(b"x\n")
+    assert svc.journal_status().wire()["running"] == []
+    svc.flush()
+    assert [e["kind"] for e in svc.journal.events(2)] == ["returned", "started"]
+
+
+def test_a_kill_before_the_outcome_is_written_settles_the_file_call_as_completed(tmp_path, ws):
+    store = tmp_path / "store"
+    code = textwrap.dedent(f"""
+        import os, signal
+        from chronos_git.service import Chronos
+        from chronos_git.service.calls import Call, Declared, Outcome
+        from chronos_git.settings import Settings
+        svc = Chronos.get({str(store)!r}, Settings())
+        svc.snapshot({str(ws)!r}, "baseline")
+        svc.calls.finish = lambda *a: os.kill(os.getpid(), signal.SIGKILL)   # the writer dies first
+        p = {str(ws / "a.txt")!r}
+        call = Call(tool="write_file", args={{"path": p, "content": "landed\\n"}}, workspace={str(ws)!r},
+                    declared=[Declared(p, b"landed\\n")])
+        with svc.protect(call, write_behind=True) as t:
+            open(p, "wb").write(b"landed\\n")
+        print("RESULT-SEEN", flush=True)      # what Hermes would show the model
+        svc.flush()
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "CHRONOS_GIT_FAULT"})
+    assert proc.returncode == -9 and "RESULT-SEEN" in proc.stdout, proc.stderr
+    Chronos.forget_instances()
+    svc = Chronos.get(store, Settings())
+    started = svc.start()
+    assert [s.result for s in started["settled"]] == ["completed"]
+    assert svc.gate.is_open() and (ws / "a.txt").read_bytes() == b"landed\n"
