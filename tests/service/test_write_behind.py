@@ -62,11 +62,23 @@ def test_errors_are_recorded_before_the_caller_returns(tmp_path, ws):
 def test_flush_and_status_wait(tmp_path, ws):
     svc = Chronos.get(tmp_path / "store", Settings())
     svc.snapshot(str(ws), "baseline")
-    for i in range(5):
-        with svc.protect(_write_call(ws, f"f{i}.txt", b"x\n"), write_behind=True) as t:
-            (ws / f"f{i}.txt").write_bytes(b"x\n")
-    assert svc.journal_status().wire()["running"] == []
-    svc.flush()
+    hold = threading.Event()
+    real_finish = svc.calls.finish
+    svc.calls.finish = lambda ticket, outcome: (hold.wait(10), real_finish(ticket, outcome))[1]
+    for n, ask in enumerate((svc.journal_status, svc.flush)):
+        hold.clear()
+        with svc.protect(_write_call(ws, f"f{n}.txt", b"x\n"), write_behind=True) as t:
+            (ws / f"f{n}.txt").write_bytes(b"x\n")
+        answers = []
+        asker = threading.Thread(target=lambda: answers.append(ask()))
+        asker.start()
+        asker.join(0.3)
+        assert not answers                                # held until the outcome is written
+        hold.set()
+        asker.join(10)
+        assert answers
+    ops = {o["operation_id"] for o in svc.journal_status().wire()["running"]}
+    assert t.ticket.operation_id not in ops
     assert [e["kind"] for e in svc.journal.events(2)] == ["returned", "started"]
 
 
