@@ -576,4 +576,30 @@ class CorpusRun:
                         "hermes_bytes": h["bytes_after"], "hermes_objects_bytes": h["objects_bytes_after"]})
         else:
             out.update({"hermes_p50_ms": None, "hermes_p95_ms": None, "hermes_refused": self.hermes})
+        out["incremental"] = self._p6_incremental()
         return out
+
+    def _p6_incremental(self, rounds: int = 10) -> dict:
+        """The routine case: ten more checkpoints, then compaction again (fresh workers: own RSS)."""
+        workers = {"chronos": self.spawn("chronos", "P6i"), "gitcli": self.spawn("gitcli", "P6i")}
+        try:
+            workers["chronos"].call("open", store_dir=str(self.chronos_store), ws=str(self.ws),
+                                    settings=CHRONOS_SETTINGS, host="cli")
+            workers["gitcli"].call("open", git_dir=str(self.git_dir), ws=str(self.ws))
+            for w in workers.values():
+                w.mark_baseline()
+            for i in range(rounds):
+                for rel in self.rng.sample(self.pool, min(3, len(self.pool))):
+                    self.write(rel, self.read(rel) + f"\nP6i round {i}\n".encode())
+                for name in rotate(list(workers), i):
+                    workers[name].call("checkpoint")
+            os.sync()
+            c = workers["chronos"].call("compact", store_dir=str(self.chronos_store))
+            os.sync()
+            g = workers["gitcli"].call("gc")
+        finally:
+            rss = self.close_workers(workers)
+        return {"checkpoints": rounds, "chronos_ms": round(c["ms"], 1), "gitcli_ms": round(g["ms"], 1),
+                "time_ratio": ratio(c["ms"], g["ms"]), "chronos_objects_packed": c.get("objects_packed"),
+                "chronos_bytes": c["bytes_after"], "gitcli_bytes": g["bytes_after"],
+                "ratio": ratio(c["bytes_after"], g["bytes_after"]), **rss}

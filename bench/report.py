@@ -24,6 +24,10 @@ TARGETS = [
     ("P5 restore one file p50", ("P5", "one_file", "chronos_p50_ms"), 50.0, "ms"),
     ("P5 restore ten files p50", ("P5", "ten_files", "chronos_p50_ms"), 1000.0, "ms"),
     ("P6 store after compaction / git gc", ("P6", "ratio"), 1.2, "x"),
+    ("P6t compaction time / git gc (first)", ("P6", "time_ratio"), 1.0, "x"),
+    ("P6t compaction time / git gc (incremental)", ("P6", "incremental", "time_ratio"), 1.0, "x"),
+    ("P6m compaction peak RSS (first)", ("P6", "chronos_peak_rss_mb"), 500.0, "MB"),
+    ("P6m compaction peak RSS (incremental)", ("P6", "incremental", "chronos_peak_rss_mb"), 500.0, "MB"),
 ]
 
 
@@ -155,6 +159,11 @@ def rows_for(run: dict) -> list[list[str]]:
     elif p6:
         add("P6", "store bytes after compact/gc", p6, pair=lambda row, who: _bytes_pair(row, who, "bytes"))
         add("P6", "compact / gc time", p6, ratio_key="time_ratio")
+        inc = p6.get("incremental")
+        if isinstance(inc, dict):
+            out.append([name, "P6", f"again after {inc['checkpoints']} checkpoints", fmt_ms(inc["chronos_ms"]),
+                        fmt_ms(inc["gitcli_ms"]), "-", "-" if inc["time_ratio"] is None else f"{inc['time_ratio']:.2f}x",
+                        _rss(inc), "1"])
     return out
 
 
@@ -180,8 +189,10 @@ def targets_text(run: dict) -> str:
         if label.startswith("_"):
             continue
         val = v["value"]
-        shown = "-" if val is None else (f"{val:.2f}x" if v["unit"] == "x" else fmt_ms(val))
-        lim = f"{v['limit']:.1f}x" if v["unit"] == "x" else fmt_ms(v["limit"])
+        unit = v["unit"]
+        show = {"x": lambda n: f"{n:.2f}x", "MB": lambda n: f"{n:.0f} MB"}.get(unit, fmt_ms)
+        shown = "-" if val is None else show(val)
+        lim = {"x": lambda n: f"{n:.1f}x", "MB": lambda n: f"{n:.0f} MB"}.get(unit, fmt_ms)(v["limit"])
         verdict = {True: "met", False: "MISSED", None: "n/a"}[v["met"]]
         lines.append(f"  {label:<58} {shown:>10}  (target <= {lim:>7})  {verdict}")
     if t.get("_note"):

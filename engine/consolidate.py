@@ -36,7 +36,7 @@ import pygit2
 from . import faults, locking
 from .bulk import _PackWriter, object_header
 from .fsutil import atomic_write, fsync_dir
-from .retention import _roots, _walk
+from .retention import _roots, _walk, note_compacted_packs
 from .usergit import Unusable, read_idx
 
 LEVEL = 1                     # git's own loose-object level: ~4x smaller than stored, fast
@@ -203,6 +203,8 @@ def consolidate(store, progress=None) -> dict:
         except BaseException:
             writer.abort()
             raise
+        if adopted:
+            note_compacted_packs(store, adopted)    # delta packs: later compactions keep them
         _forget(store, set(stems))
         for name in ours:
             try:

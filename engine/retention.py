@@ -12,14 +12,22 @@ gone for the orphan period is pruned whole (never one an unresolved operation
 still refers to).  When a folder was first seen missing is kept in
 `<store>/chronos/missing.json`.
 
-Compaction then packs every reachable object with libgit2's PackBuilder and
+Compaction then packs reachable objects with libgit2's PackBuilder and
 deletes what the new pack makes redundant, in three phases so tool calls are
 only held up for the short bookkeeping steps:
 
   A (exclusive)  decide retention, write `shallow`, list roots and old files
-  B (no lock)    walk and pack everything reachable from those roots
+  B (no lock)    walk everything reachable from those roots; pack what is not
+                 in a kept pack
   C (exclusive)  pack what became reachable meanwhile, delete old packs and
                  loose objects (unreachable ones only past a grace period)
+
+Packing is geometric: a pack an earlier compaction wrote (or a delta pack
+adopted from the user's git), at least KEEP_BYTES big and still mostly
+reachable, is kept as it is, so a routine compaction packs only what is new
+and a retention cut does not rewrite the whole store.  The first compaction
+of a store (and of any pack whose content has mostly been dropped) packs
+everything with deltas.  Kept packs are listed in `chronos/packs.json`.
 
 A crash at any point leaves extra objects, never missing ones.
 """
@@ -225,6 +233,57 @@ def _write_pack(repo, oids, pack_dir: Path) -> set[str]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+KEEP_BYTES = 16 << 20        # smaller packs are merged into the next one
+KEEP_REACHABLE = 0.8         # below this share of reachable objects a pack is rewritten
+
+
+def _packs_list(store) -> Path:
+    return store.meta_dir / "packs.json"
+
+
+def compacted_packs(store) -> set[str]:
+    """Packs written by a compaction (or adopted delta packs): candidates to keep."""
+    try:
+        names = json.loads(_packs_list(store).read_text()).get("compacted", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {n for n in names if isinstance(n, str) and n.startswith("pack-") and "/" not in n}
+
+
+def note_compacted_packs(store, stems: set[str], *, only: bool = False) -> None:
+    """Record packs as compacted (`only`: the list becomes exactly these)."""
+    names = set(stems) if only else compacted_packs(store) | set(stems)
+    pack_dir = store.root / "objects" / "pack"
+    names = {n for n in names if (pack_dir / f"{n}.idx").exists()}
+    atomic_write(_packs_list(store), json.dumps({"compacted": sorted(names)}).encode(), mode=0o600)
+
+
+def _packs_to_keep(store, old_packs: list[Path], reachable: list[pygit2.Oid]) -> tuple[set[str], set[bytes]]:
+    """(stems, their object ids) of the old packs this compaction leaves as they are."""
+    from .usergit import Unusable, read_idx
+    listed = compacted_packs(store)
+    candidates = []
+    for pack in old_packs:
+        try:
+            if pack.stem in listed and pack.stat().st_size >= KEEP_BYTES:
+                candidates.append(pack)
+        except FileNotFoundError:
+            pass
+    if not candidates:
+        return set(), set()
+    reach = {o.raw for o in reachable}
+    keep, ids = set(), set()
+    for pack in candidates:
+        try:
+            held = read_idx(os.fsencode(pack.with_suffix(".idx")))
+        except (OSError, Unusable):
+            continue
+        if held and len(held & reach) >= KEEP_REACHABLE * len(held):
+            keep.add(pack.stem)
+            ids |= held
+    return keep, ids
+
+
 def store_size(store) -> int:
     return tree_size(store.root / "objects")
 
@@ -324,10 +383,13 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
         repo = pygit2.Repository(str(store.root))
         seen: set = set()
         reachable = _walk(repo, commits_a, trees_a, seen)
+        kept, kept_ids = _packs_to_keep(store, old_packs, reachable)
+        if kept_ids:
+            reachable = [o for o in reachable if o.raw not in kept_ids]
         pack_dir = store.root / "objects" / "pack"
         pack_dir.mkdir(exist_ok=True)
         ours = _write_pack(repo, reachable, pack_dir)
-        say(f"packed {len(reachable)} objects")
+        say(f"packed {len(reachable)} objects" + (f", kept {len(kept)} pack(s) as they are" if kept else ""))
         faults.hit("mid_compact")
 
         # ---- phase C: catch up, delete the redundant ------------------------
@@ -335,8 +397,9 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             store.forget_repos()
             commits_c, trees_c = _roots(store)
             repo = pygit2.Repository(str(store.root))
-            extra = _walk(repo, commits_c, trees_c, seen)
+            extra = [o for o in _walk(repo, commits_c, trees_c, seen) if o.raw not in kept_ids]
             ours |= _write_pack(repo, extra, pack_dir)
+            note_compacted_packs(store, kept | ours, only=True)   # before anything is deleted
             now = time.time()
             removed_loose = 0
             for path, hexid in old_loose:
@@ -350,8 +413,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                 except FileNotFoundError:
                     pass
             for pack in old_packs:
-                if pack.stem in ours:
-                    continue                # our new pack has an old pack's name: same content
+                if pack.stem in ours or pack.stem in kept:
+                    continue                # kept as it is, or our new pack has its name: same content
                 for sibling in (pack, pack.with_suffix(".idx"), pack.with_suffix(".rev"),
                                 pack.with_suffix(".bitmap"), pack.with_suffix(".keep")):
                     if sibling.suffix != ".keep":
@@ -367,7 +430,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
     report.update({
         "objects_packed": len(reachable) + len(extra),
         "loose_removed": removed_loose,
-        "packs_replaced": len(old_packs),
+        "packs_replaced": len([p for p in old_packs if p.stem not in ours and p.stem not in kept]),
+        "packs_kept": len(kept),
         "size_after": store_size(store),
         "elapsed_s": round(time.monotonic() - t0, 3),
     })

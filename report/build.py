@@ -103,6 +103,8 @@ def gather(svc, *, limit: int = 500, checkpoints: int = 20) -> dict:
         "workspaces_left_out": max(0, len(typed) - MAX_WORKSPACES),
         "store_bytes": health.get("store_bytes") if health else tree_size(os.path.join(store, "objects")) if exists else None,
         "maintenance": next((e for e in events if e["kind"] == "maintenance"), None),
+        "store_budget": (health or {}).get("store_budget"),
+        "consolidation": (health or {}).get("consolidation"),
         "windtunnel": _windtunnel(Path(store)) if exists else None,
         "remotes": [{**r, "when": _iso(datetime.fromtimestamp(r["last_push"], timezone.utc))
                      if isinstance(r.get("last_push"), (int, float)) else "never"}

@@ -414,6 +414,7 @@ class CompactResult(Result):
     objects_packed: int | None = None
     loose_removed: int | None = None
     packs_replaced: int | None = None
+    packs_kept: int | None = Field(None, description="large, mostly reachable packs left as they are (geometric packing)")
     size_after: int | None = None
     elapsed_s: float
 

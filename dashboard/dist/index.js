@@ -482,6 +482,7 @@
   // ----------------------------------------------------------------- page
   function Page() {
     var s1 = useState([]), workspaces = s1[0], setWorkspaces = s1[1];
+    var sH = useState(null), health = sH[0], setHealth = sH[1];
     var s2 = useState(null), ws = s2[0], setWs = s2[1];
     var s3 = useState(null), checkpoints = s3[0], setCheckpoints = s3[1];
     var s4 = useState(null), selected = s4[0], setSelected = s4[1];
@@ -534,7 +535,8 @@
         setWorkspaces(list);
         var root = wsRef.current;
         if (!root && list.length) { root = list[0].root; wsRef.current = root; setWs(root); }
-        return Promise.all([loadCheckpoints(root), loadJournal()]);
+        return Promise.all([loadCheckpoints(root), loadJournal(),
+                            api("/health").then(setHealth, function () { setHealth(null); })]);
       }).then(function () {
         setUpdated(Date.now());
         setOffProtection(null);
@@ -686,6 +688,8 @@
             "protection " + (protection.state === "on" || protection.state === "ready" ? protection.state : protection.state.toUpperCase())) : null,
           jstatus ? h(Badge, { tone: jstatus.gate === "open" ? "success" : "destructive", "data-testid": "header-gate" },
             "gate " + jstatus.gate) : null,
+          health && health.store_exists ? h("span", { style: S.muted, "data-testid": "header-store",
+                                                      title: storeTitle(health) }, storeText(health)) : null,
           h("span", { style: S.muted, "data-testid": "last-updated" }, updated ? "updated " + new Date(updated).toLocaleTimeString() : "loading…"),
           h(Button, { size: "sm", outlined: true, onClick: function () { refresh(); }, "data-testid": "refresh-button" }, "Refresh"))),
       h(ProtectionBanner, { protection: protection }),
@@ -714,6 +718,22 @@
             onMode: setMode, plan: plan, armed: armed, busy: busy, onRestoreClick: onRestoreClick })))),
       h(JournalPanel, { status: jstatus, events: events, verify: verify, verifying: verifying,
                         onVerify: onVerify, onResolved: onResolved }));
+  }
+
+  function mib(n) { return (n / 1048576).toFixed(n < 10485760 ? 1 : 0) + " MiB"; }
+
+  // store size and the profile-wide budget (store_budget_mb), as `health` reports them
+  function storeText(hr) {
+    var b = hr.store_budget, out = "store " + mib(hr.store_bytes || 0);
+    if (b && b.budget_bytes) out += " · budget " + Math.round(100 * b.used_bytes / b.budget_bytes) + "%";
+    if (b && b.orphans) out += " · " + b.orphans + " folder(s) gone";
+    if (hr.consolidation && hr.consolidation.pending_packs) out += " · compressing first import";
+    return out;
+  }
+  function storeTitle(hr) {
+    var b = hr.store_budget;
+    return b ? mib(b.used_bytes) + " new bytes kept across workspaces" +
+      (b.budget_bytes ? " of store_budget_mb " + mib(b.budget_bytes) : " (no store budget)") : "";
   }
 
   PLUGINS.register(NAME, Page);

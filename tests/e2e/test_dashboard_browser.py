@@ -373,8 +373,11 @@ def test_timeline_diff_and_two_click_restore_with_undo(ctx, page, tmp_path):
     assert len(restores) == 2 and all(e["actor"] == "user (HTTP API)" for e in restores)
     assert page.get_by_test_id("header-protection").get_attribute("data-state") == "on"
     assert page.get_by_test_id("protection-banner").count() == 0
+    store_line = page.get_by_test_id("header-store").inner_text()     # size and the store budget's use
+    assert store_line.startswith("store ") and "MiB · budget " in store_line, store_line
     assert page.errors == []
-    assert_reads_declared(page, "GET /workspaces: workspaces[].root", "GET /checkpoints: checkpoints[].short_id",
+    assert_reads_declared(page, "GET /health: store_bytes", "GET /health: store_budget.budget_bytes",
+                          "GET /workspaces: workspaces[].root", "GET /checkpoints: checkpoints[].short_id",
                           f"GET /checkpoints/{by_call['call_write_b']['id']}: changes.patch", "GET /diff: files[].path",
                           "POST /restore: plan_token", "POST /restore: plan[].action", "POST /restore: target.description",
                           "GET /journal/status: protection.state", "GET /journal/log: events[].kind")

@@ -340,3 +340,57 @@ def test_service_journals_the_pruning_and_health_shows_the_budget(svc, ws, tmp_p
     ev = [e for e in s.journal.events(None) if e.get("action") == "prune_orphans"]
     assert len(ev) == 1 and ev[0]["pruned"][0]["workspace"] == str(gone)
     assert s.maintenance.store_due() is None
+
+
+def _packs(store_dir):
+    return sorted(p.stem for p in (store_dir / "objects" / "pack").glob("pack-*.pack"))
+
+
+def test_geometric_compaction_keeps_a_compacted_pack_and_packs_only_what_is_new(store, ws, store_dir, monkeypatch):
+    monkeypatch.setattr(retention, "KEEP_BYTES", 0)
+    ids, blobs = make_history(store, ws, 6, size=2000)
+    first = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    assert first["packs_kept"] == 0
+    big = _packs(store_dir)
+    assert len(big) == 1 and retention.compacted_packs(store) == set(big)
+    more, more_blobs = make_history(store, ws, 2, size=2000)
+    second = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    assert second["packs_kept"] == 1 and second["objects_packed"] < first["objects_packed"] / 2
+    now = _packs(store_dir)
+    assert big[0] in now and len(now) == 2 and retention.compacted_packs(store) == set(now)
+    repo = pygit2.Repository(str(store_dir))
+    assert all(b in repo for b in blobs + more_blobs)
+    fsck_ok(store_dir)
+    # a retention cut that leaves most of the kept pack unreachable rewrites it
+    third = retention.compact(store, max_checkpoints=1, size_budget_bytes=0, grace_s=0)
+    assert third["packs_kept"] == 0 and big[0] not in _packs(store_dir)
+    repo = pygit2.Repository(str(store_dir))
+    assert more_blobs[-1] in repo and blobs[0] not in repo
+    fsck_ok(store_dir)
+
+
+def test_an_adopted_clone_pack_is_kept_by_compaction(tmp_path, monkeypatch):
+    from chronos_git.service import Chronos
+    from chronos_git.settings import Settings
+    monkeypatch.setattr(retention, "KEEP_BYTES", 0)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(30):
+        (ws / f"f{i}.txt").write_text(f"{i}\n" * (i + 1))
+    git("init", "-q", cwd=ws)
+    git("add", "-A", cwd=ws)
+    git("-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "c", cwd=ws)
+    git("gc", "-q", cwd=ws)
+    import time
+    time.sleep(0.01)
+    svc = Chronos.get(tmp_path / "store", Settings(max_checkpoints=0, size_budget_mb=0))
+    svc.snapshot(str(ws), "first")
+    out = svc.consolidate()
+    assert out.adopted == 1
+    adopted = set(retention.compacted_packs(svc.store))
+    assert len(adopted) == 1
+    (ws / "f0.txt").write_text("changed\n")
+    svc.snapshot(str(ws), "second")
+    rep = svc.compact(grace_s=0)
+    assert rep.packs_kept == 1 and adopted <= set(_packs(tmp_path / "store"))
+    fsck_ok(tmp_path / "store")

@@ -151,6 +151,8 @@ def test_the_report_is_one_safe_document_with_every_section(history, store_dir):
     # checkpoints with diffstats, retention, the wind tunnel
     assert history["first"][:12] in html and "chronos.restore" in html
     assert "max_checkpoints" in html and "crash-points" in html and "mid_append" in html
+    budget = re.search(r"<dt>store_budget_mb</dt><dd>([^<]*)</dd>", html).group(1)
+    assert budget.startswith("10240") and " used (" in budget          # the profile-wide budget's use
 
 
 def test_a_tampered_witness_makes_the_verdict_say_what_was_found(small, store_dir):
