@@ -291,6 +291,8 @@ def _read_known(root: bytes):
         return usergit.read_known(root)
     except usergit.Unusable as exc:
         return str(exc)
+    except Exception as exc:          # whatever the user's repository holds, the snapshot goes on
+        return f"the repository could not be read ({type(exc).__name__}: {exc})"
 
 
 def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool, res: BulkResult) -> list[_Entry]:

@@ -105,8 +105,10 @@ def _common_dir(gitdir: bytes) -> bytes:
     return os.path.normpath(os.path.join(gitdir, rel)) if rel else gitdir
 
 
-def _git_config_values(paths: list[bytes]) -> dict[str, str]:
-    """A tolerant reader of the few keys that matter (last one wins, as in git)."""
+def _git_config_values(paths: list[bytes], depth: int = 0) -> dict[str, str]:
+    """A tolerant reader of the few keys that matter (last one wins, as in git).  Included
+    files (`include.path`, `includeIf.*.path`) are read too, whatever their condition: a
+    conversion set anywhere is enough to refuse."""
     out: dict[str, str] = {}
     for path in paths:
         try:
@@ -124,8 +126,13 @@ def _git_config_values(paths: list[bytes]) -> dict[str, str]:
                 section = (m.group(1).lower() + (("." + m.group(2)) if m.group(2) else "")) if m else "?"
                 continue
             key, sep, value = line.partition("=")
-            value = re.split(r"\s[#;]", value, maxsplit=1)[0]
-            out[f"{section}.{key.strip().lower()}"] = value.strip().strip('"').lower() if sep else "true"
+            value = re.split(r"\s[#;]", value, maxsplit=1)[0].strip().strip('"')
+            key = f"{section}.{key.strip().lower()}"
+            out[key] = value.lower() if sep else "true"
+            if (section == "include" or section.startswith("includeif.")) and key.endswith(".path") and depth < 5:
+                inc = os.path.expanduser(value)
+                inc = os.path.join(os.path.dirname(os.fsdecode(path)), inc)
+                out.update(_git_config_values([os.fsencode(inc)], depth + 1))
     return out
 
 

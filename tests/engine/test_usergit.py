@@ -249,3 +249,26 @@ def test_a_linked_pack_full_of_history_is_copied_out_of_and_dropped(tmp_path):
     assert blobs(repo, repo[res.tree]) == {b"small.txt": b"what is left\n"}
     subprocess.run(["git", "--git-dir", str(tmp_path / "store"), "fsck", "--strict"], check=True,
                    capture_output=True)
+
+
+def test_an_included_config_that_converts_is_found(tmp_path, monkeypatch):
+    ws = make_repo(tmp_path / "ws")
+    (tmp_path / "extra.cfg").write_text("[core]\n\tautocrlf = true\n")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".gitconfig").write_text(f'[includeIf "gitdir:~/work/"]\n\tpath = {tmp_path / "extra.cfg"}\n')
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    with pytest.raises(usergit.Unusable, match="line endings"):
+        usergit.read_known(os.fsencode(ws))
+
+
+def test_a_hostile_dot_git_file_is_harmless(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    for target in ("/proc/self", "/dev", "../../../../etc", "x" * 5000):
+        (ws / ".git").write_text(f"gitdir: {target}\n")
+        Chronos.forget_instances()
+        store = tmp_path / f"store-{abs(hash(target))}"
+        _, res, w = first(store, ws)
+        assert w.last_seed["seeded_files"] == 0 and res.files == 1
