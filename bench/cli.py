@@ -39,7 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="run the chronos service as inside Hermes (default: background=True, i.e. the inotify "
                          "watcher, plus a turn checkpoint at the start of each figure) or as the CLI does")
     ap.add_argument("--figures", metavar="LIST",
-                    help="comma-separated subset of P0,P1,P2,P4,P5,P6 (P3 always runs: it sets up the stores)")
+                    help="comma-separated subset of P0,P1,P2,P4,P5,P6,P7 (P3 always runs: it sets up the stores)")
     ap.add_argument("--keep", action="store_true", help="keep each corpus' run directory")
     return ap.parse_args(argv)
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = None
     if args.figures:
         figures = {f.strip().upper() for f in args.figures.split(",") if f.strip()}
-        bad = figures - {"P0", "P1", "P2", "P3", "P4", "P5", "P6"}
+        bad = figures - {"P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"}
         if bad:
             raise SystemExit(f"unknown figure(s): {', '.join(sorted(bad))}")
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bench", *(sys.argv[1:] if argv is None else argv)])

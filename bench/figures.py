@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import journals
 from .corpora import Corpus, fingerprint, make_workspace, say
-from .gitcli import blob_id, dir_bytes
+from .gitcli import blob_id, dir_bytes, git, git_env
 from .machine import fsync_latency_ms
 from .rpc import Worker, WorkerError
 from .stats import ratio, summary
@@ -43,12 +43,14 @@ class Plan:
     large_events: int   # P4 "large" journal
     p0_sessions: int = 4   # per arm, after the first (P0f) session
     p0_calls: int = 50     # tool calls per session, write_file and terminal in turn
+    p7_calls: int = 200    # P7: protected calls of one session
+    p7_every: int = 50     # ... sampled this often
 
 
 def plan_for(name: str, quick: bool, calls: int | None, journal_events: int | None) -> Plan:
     if quick:
         p = Plan(calls=5, warmup=1, p3_reps={"synthetic-1k": 2}.get(name, 1), p4_reps=8, p5_reps=3,
-                 large_events=10_000, p0_sessions=1, p0_calls=4)
+                 large_events=10_000, p0_sessions=1, p0_calls=4, p7_calls=20, p7_every=10)
     else:
         p = Plan(calls=20, warmup=2, p3_reps={"synthetic-1k": 5, "synthetic-20k": 3}.get(name, 1),
                  p4_reps=20, p5_reps=20, large_events=100_000)
@@ -185,7 +187,7 @@ class CorpusRun:
             self.ws = make_workspace(c, self.rundir / "ws")
             out["workspace"] = str(self.ws)
             for fig, fn in (("P3", self.p3), ("P0", self.p0), ("P1", self.p1), ("P2", self.p2), ("P4", self.p4),
-                            ("P5", self.p5), ("P6", self.p6)):
+                            ("P5", self.p5), ("P6", self.p6), ("P7", self.p7)):
                 if self.figures is not None and fig != "P3" and fig not in self.figures:
                     continue
                 if fig != "P3" and "error" in self.results.get("P3", {}):
@@ -213,6 +215,49 @@ class CorpusRun:
         out["failures"] = self.failures
         out["wall_s"] = round(time.monotonic() - t0, 1)
         return out
+
+    # ------------------------------------------------------------------ P7
+    def p7(self) -> dict:
+        """Store growth over a session: writes, patches (both declared) and shell calls through
+        the service; every `p7_every` calls the store's bytes against what `git gc` makes of the
+        git CLI's store of the same workspace states (a gc'ed copy, untimed)."""
+        workers = {"chronos": self.spawn("chronos", "P7"), "gitcli": self.spawn("gitcli", "P7")}
+        samples = []
+        try:
+            workers["chronos"].call("open", store_dir=str(self.chronos_store), ws=str(self.ws),
+                                    settings=CHRONOS_SETTINGS, host=self.host)
+            workers["gitcli"].call("open", git_dir=str(self.git_dir), ws=str(self.ws))
+            for i in range(1, self.plan.p7_calls + 1):
+                if i % 3:                                   # write_file / patch: declared
+                    rel, data, expect = self._pick_write(1000 + i)
+                    workers["chronos"].call("pre_write", path=os.path.join(self.ws, rel),
+                                            content_b64=base64.b64encode(data).decode(), expect=expect)
+                    workers["chronos"].call("post_write")
+                else:                                       # a shell call changing a few files
+                    workers["chronos"].call("pre_terminal", expect={})
+                    for r in self.rng.sample(self.pool, min(3, len(self.pool))):
+                        self.write(r, self.read(r) + f"\n# P7 shell {i}\n".encode())
+                    workers["chronos"].call("post_terminal")
+                workers["gitcli"].call("checkpoint")
+                if i % self.plan.p7_every == 0 or i == self.plan.p7_calls:
+                    samples.append(self._p7_sample(i))
+        finally:
+            rss = self.close_workers(workers)
+        worst = max(samples, key=lambda x: x["ratio"] or 0)
+        return {"calls": self.plan.p7_calls, "samples": samples, "ratio": worst["ratio"],
+                "chronos_bytes": samples[-1]["chronos_bytes"], "gitcli_gc_bytes": samples[-1]["gitcli_gc_bytes"],
+                **rss}
+
+    def _p7_sample(self, i: int) -> dict:
+        copy = self.rundir / "p7-gc.git"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(self.git_dir, copy, symlinks=True)
+        git(["gc", "--prune=now", "-q"], git_env(str(copy), str(self.ws)), cwd=str(self.ws))
+        gc_bytes = dir_bytes(copy)
+        shutil.rmtree(copy, ignore_errors=True)
+        mine = dir_bytes(self.chronos_store)
+        return {"calls": i, "chronos_bytes": mine, "gitcli_bytes": dir_bytes(self.git_dir),
+                "gitcli_gc_bytes": gc_bytes, "ratio": ratio(mine, gc_bytes)}
 
     # ------------------------------------------------------------------ P0
     def p0(self) -> dict:

@@ -24,6 +24,7 @@ TARGETS = [
     ("P5 restore one file p50", ("P5", "one_file", "chronos_p50_ms"), 50.0, "ms"),
     ("P5 restore ten files p50", ("P5", "ten_files", "chronos_p50_ms"), 1000.0, "ms"),
     ("P6 store after compaction / git gc", ("P6", "ratio"), 1.2, "x"),
+    ("P7 store over a session / git gc of the same history (worst sample)", ("P7", "ratio"), 1.2, "x"),
     ("P6t compaction time / git gc (first)", ("P6", "time_ratio"), 1.0, "x"),
     ("P6t compaction time / git gc (incremental)", ("P6", "incremental", "time_ratio"), 1.0, "x"),
     ("P6m compaction peak RSS (first)", ("P6", "chronos_peak_rss_mb"), 500.0, "MB"),
@@ -164,6 +165,13 @@ def rows_for(run: dict) -> list[list[str]]:
             out.append([name, "P6", f"again after {inc['checkpoints']} checkpoints", fmt_ms(inc["chronos_ms"]),
                         fmt_ms(inc["gitcli_ms"]), "-", "-" if inc["time_ratio"] is None else f"{inc['time_ratio']:.2f}x",
                         _rss(inc), "1"])
+    p7 = run.get("P7") or {}
+    if "error" in p7:
+        add("P7", "store growth", p7)
+    elif p7:
+        out.append([name, "P7", f"store after {p7['calls']} calls (worst sample)", fmt_bytes(p7["chronos_bytes"]),
+                    fmt_bytes(p7["gitcli_gc_bytes"]) + " gc'd", "-",
+                    "-" if p7["ratio"] is None else f"{p7['ratio']:.2f}x", _rss(p7), str(len(p7["samples"]))])
     return out
 
 

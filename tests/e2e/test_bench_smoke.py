@@ -60,6 +60,10 @@ def test_bench_quick_synthetic_1k(tmp_path):
     _num(doc["P3"], "chronos_consolidate_ms")              # the first import's consolidation ran
     assert doc["P3"]["chronos_store_bytes"] <= doc["P3"]["chronos_store_bytes_fast"]
 
+    p7 = doc["P7"]                                          # store growth against git gc, sampled
+    assert "error" not in p7 and len(p7["samples"]) >= 2 and _num(p7, "ratio") > 0
+    _num(doc["P6"]["incremental"], "chronos_ms")
+
     p0 = doc["P0"]                                          # real hermes chat, plugin vs bare
     assert "error" not in p0, p0.get("error")
     for tool in ("write_file", "terminal"):
