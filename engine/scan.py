@@ -40,6 +40,7 @@ class ScanReport:
     added_bytes: int = 0
     aborted: bool = False          # the deadline stopped the scan: the result is partial
     fallback: bool = False         # the work tree changed under the scan (the diff was retried)
+    whole_dirs: bool = False       # update_paths walked or dropped a directory (no tree patching)
     perms: dict = field(default_factory=dict)   # path (dirs end in "/") -> permission bits seen
     _seen_skip: set = field(default_factory=set)
 
@@ -330,6 +331,7 @@ def update_paths(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
             _forget_tree(index, rel)
             continue
         if stat.S_ISDIR(st.st_mode):
+            scanner.report.whole_dirs = True
             if os.path.lexists(os.path.join(full, b".git")):
                 scanner.report.nested(rel)
                 _forget_tree(index, rel)

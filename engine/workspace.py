@@ -22,6 +22,9 @@ from .errors import CheckpointNotFound, PathError, StoreError, StoreUnwritable, 
 from .fsutil import atomic_write
 from .ignore import is_ignored
 from .scan import Scanner, align, find_omissions, forget, nested_ancestor, update_all, update_paths
+from .treepatch import patched_tree
+
+PATCH_CHECK_EVERY = 64          # every 64th patched tree is checked against the index's own
 
 UNBORN_HEAD = b"ref: refs/heads/chronos-unborn\n"
 _UMASK_AT_IMPORT = os.umask(0o22)
@@ -103,6 +106,10 @@ class Workspace:
         self._repo: pygit2.Repository | None = None
         self._watcher = None
         self._index_unsaved = False
+        self._index_tree: str | None = None     # the tree the in-memory index holds, when known
+        self._index_stamp = None                # ... as of this stat of the index file
+        self._patches = 0                       # snapshots whose tree was patched (treepatch)
+        self._patching = True                   # off for good if a check ever disagreed
         self._repo_generation = -1
         self.last_bulk: dict | None = None
         self.last_seed: dict | None = None      # what the user's git index vouched for
@@ -209,6 +216,7 @@ class Workspace:
             self._repo = None               # a compaction deleted packs: reopen (Store.writing)
             self._index_unsaved = False     # the cache file is read again, re-aligned to the tip
         if self._repo is None:
+            self._index_tree = None             # a new handle: a new in-memory index
             self._repo_generation = self.store.handles_generation
             self._ensure_gitdir()
             self._repo = pygit2.Repository(str(self.gitdir))
@@ -261,24 +269,39 @@ class Workspace:
                 index = repo.index     # empty: this walk re-hashes every file once
             scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
             tip = self._tip_commit(repo)
+            known = self._known_tree()
             if paths is not None and tip is None:
                 paths = None           # undeclared entries come from the index: no baseline yet, scan all
-            elif paths is not None and index.write_tree() != tip.tree_id:
+            elif paths is not None and (known or str(index.write_tree())) != str(tip.tree_id):
                 align(index, tip.tree)  # undeclared entries come from the index: it must hold the tip
-            how = "declared"
+                known = str(tip.tree_id)
+            how, rels = "declared", None
             with fifo_guard.watching(self.root_bytes):
                 if paths is None:
-                    how = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None,
-                                            progress=progress)
+                    how, rels = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None,
+                                                  progress=progress)
                     repo = self._open_repo()          # a bulk import swapped the index file
                     index = repo.index
                 else:
-                    update_paths(repo, index, scanner, [self.rel(p) for p in paths])
+                    rels = [self.rel(p) for p in paths]
+                    update_paths(repo, index, scanner, rels)
             report = scanner.report
             if how in ("scan", "bulk") and not report.aborted:
                 find_omissions(repo, self.root_bytes, report)
-            tree = index.write_tree()   # before index.write(): the TREE cache lands in the file
+            tree = None
+            if (rels is not None and tip is not None and known == str(tip.tree_id) and self._patching
+                    and not report.whole_dirs and not report.aborted):
+                tree = patched_tree(repo, tip.tree, index, rels)
+                if tree is not None:
+                    self._patches += 1
+                    if (self._patches - 1) % PATCH_CHECK_EVERY == 0:
+                        full = index.write_tree()     # now and then: the index itself must agree
+                        if full != tree:
+                            self._patching, tree = False, full
+            if tree is None:
+                tree = index.write_tree()   # before index.write(): the TREE cache lands in the file
             faults.hit("mid_snapshot")
+            self._index_tree = str(tree)
             if how in ("scan", "bulk"):
                 index.write()
                 self._index_unsaved = False
@@ -288,6 +311,7 @@ class Workspace:
                 # 78k-entry cache file per call would cost more than the rest; the
                 # next walk (turn start) or exit writes it, a crash only costs re-hashing
                 self._index_unsaved = True
+            self._index_stamp = self._stamp()
             partial = report.aborted
             if paths is not None and meta.kind in ("full", "manual"):
                 meta.kind = "declared"      # not a full picture: other entries may be stale
@@ -323,19 +347,21 @@ class Workspace:
 
     def _refresh_all(self, repo, index, scanner: Scanner, *, force_scan: bool, first: bool,
                      progress=None) -> str:
-        """Bring the whole index up to date; returns how: bulk | watched | scan."""
+        """Bring the whole index up to date; returns (how: bulk | watched | scan, the paths a
+        watched refresh touched)."""
         watcher = self._watcher
         trusted, dirty, why = watcher.take() if watcher is not None else (False, set(), "no watcher")
         if watcher is not None:
             faults.hit("watcher_handoff")
         if first and len(index) == 0 and scanner.deadline is None:
             if self._bulk_import(repo, scanner, progress):
-                return "bulk"
+                return "bulk", None
         if trusted and not force_scan:
-            update_paths(repo, index, scanner, sorted(dirty), watched=True)
-            return "watched"
+            rels = sorted(dirty)
+            update_paths(repo, index, scanner, rels, watched=True)
+            return "watched", rels
         update_all(repo, index, scanner)
-        return "scan"
+        return "scan", None
 
     def _bulk_import(self, repo, scanner: Scanner, progress=None) -> bool:
         """First snapshot: one pack and a complete index, verified against libgit2."""
@@ -377,12 +403,27 @@ class Workspace:
         faults.hit("bulk_before_ref")
         return True
 
+    def _stamp(self):
+        try:
+            st = os.stat(self.gitdir / "index")
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _known_tree(self) -> str | None:
+        """The tree the in-memory index holds, if nothing reloaded or changed it since we
+        knew (another process writing the index file changes its stamp)."""
+        if self._index_tree is not None and self._index_stamp == self._stamp():
+            return self._index_tree
+        return None
+
     def _progress(self, phase: str, done: int, total: int) -> None:
         self.progress = {"phase": phase, "files_done": done, "files_total": total, "time": time.time()}
 
     def note_restored(self, removed: list[str], written: list[str]) -> None:
         """Bring the stat cache up to date with what a restore changed (no walk)."""
         index = self._open_repo().index
+        self._index_tree = None         # it no longer holds a checkpoint's tree we know
         for rel in removed:
             forget(index, rel)
         for rel in written:
@@ -430,7 +471,10 @@ class Workspace:
         with self.store.writing(), self.lock():
             if self._index_unsaved and self._repo is not None \
                     and self._repo_generation == self.store.handles_generation:
+                known = self._known_tree()
                 self._repo.index.write()    # (after a compaction its tree cache may name deleted trees)
+                if known:
+                    self._index_stamp = self._stamp()   # the same content, now on disk too
             self._index_unsaved = False
 
     # ---------------------------------------------------------------- watcher
