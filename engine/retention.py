@@ -85,8 +85,9 @@ def added_bytes(c: pygit2.Commit) -> int:
     return CheckpointMeta.from_message(c.message).added_bytes or 0
 
 
-def note_missing(store, now: float | None = None) -> dict[str, float]:
-    """Workspace id -> when its folder was first seen missing (updated and returned)."""
+def note_missing(store, now: float | None = None, *, write: bool = True) -> dict[str, float]:
+    """Workspace id -> when its folder was first seen missing (updated and returned; with
+    `write=False`, for read-only commands, only returned)."""
     path = store.meta_dir / "missing.json"
     try:
         seen = json.loads(path.read_text())
@@ -98,8 +99,11 @@ def note_missing(store, now: float | None = None) -> dict[str, float]:
     for ws in store.workspaces():
         if not ws.root.is_dir():
             out[ws.id] = seen.get(ws.id, now)
-    if out != seen:
-        atomic_write(path, json.dumps(out).encode(), durable=False)   # lost: the clock restarts (later, safer)
+    if out != seen and write:
+        try:
+            atomic_write(path, json.dumps(out).encode(), durable=False)   # lost: the clock restarts (later, safer)
+        except OSError:
+            pass                     # a read-only or full store: noted next time
     return out
 
 

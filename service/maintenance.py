@@ -237,5 +237,5 @@ class Maintenance:
         out.consolidation = self.consolidation()
         used, budget = self.budget_use()
         out.store_budget = StoreBudget(used_bytes=used, budget_bytes=budget or None,
-                                       orphans=len(retention.note_missing(core.store)))
+                                       orphans=len(retention.note_missing(core.store, write=False)))
         return out
