@@ -88,9 +88,10 @@ class _PackWriter:
     before it is written, so its checksum is computed while writing (no re-read), and a
     writer thread hashes and writes one pack while the caller produces the next."""
 
-    def __init__(self, pack_dir: str, durable: bool = False):
+    def __init__(self, pack_dir: str, durable: bool = False, pack_bytes: int = PACK_BYTES):
         self.dir = pack_dir
         self.durable = durable
+        self.pack_bytes = pack_bytes
         self.seen: set[bytes] = set()
         self.names: list[str] = []
         self._batch: list[tuple[bytes, bytes, bytes]] = []
@@ -107,7 +108,7 @@ class _PackWriter:
         hdr, body = packed
         self._batch.append((sha, hdr, body))
         self._batch_bytes += len(hdr) + len(body)
-        if self._batch_bytes >= PACK_BYTES:
+        if self._batch_bytes >= self.pack_bytes:
             self._ship()
 
     def _ship(self) -> None:

@@ -14,6 +14,10 @@ Phases, as in compaction (and under its lock, so the two never interleave):
   B (no lock)    walk what the refs reach; copy the pending packs' objects among it
   C (exclusive)  copy what became reachable meanwhile, then delete the packs
 
+Progress survives: the copy is written as 16 MiB packs, and a run that finds
+objects already in another pack (an earlier run's, cut off when its process
+exited, as a one-shot `hermes chat -q` does) does not copy them again.
+
 Crash points: before C nothing was deleted (the new pack only duplicates);
 inside C the new pack is durable before the first deletion, and each pack
 goes `.idx` first, so libgit2 never sees a pack without its data.  The list
@@ -40,6 +44,7 @@ from .retention import _roots, _walk, note_compacted_packs
 from .usergit import Unusable, read_idx
 
 LEVEL = 1                     # git's own loose-object level: ~4x smaller than stored, fast
+PACK_BYTES = 16 << 20         # a run cut off (the process exits) keeps every pack it finished
 BATCH_BYTES = 4 << 20
 WINDOW = 8
 
@@ -166,13 +171,20 @@ def consolidate(store, progress=None) -> dict:
         kept = set().union(*(ids[s] for s in adopted)) if adopted else set()
         drop = [s for s in stems if s not in adopted]
         target = set().union(*(ids[s] for s in drop)) - kept if drop else set()
+        # what an earlier run, cut off by its process's exit, already copied stays copied
+        for idx in pack_dir.glob("pack-*.idx"):
+            if idx.stem not in ids and target:
+                try:
+                    target -= read_idx(os.fsencode(idx))
+                except (OSError, Unusable):
+                    pass
         for s in drop:
             try:
                 out["bytes_before"] += (pack_dir / f"{s}.pack").stat().st_size
             except OSError:
                 pass
         wanted = [o for o in reached if o.raw in target]
-        writer = _PackWriter(str(pack_dir), durable=True)
+        writer = _PackWriter(str(pack_dir), durable=True, pack_bytes=PACK_BYTES)
         done = [0]
         ours: set[str] = set()
         try:

@@ -272,3 +272,30 @@ def test_a_hostile_dot_git_file_is_harmless(tmp_path):
         store = tmp_path / f"store-{abs(hash(target))}"
         _, res, w = first(store, ws)
         assert w.last_seed["seeded_files"] == 0 and res.files == 1
+
+
+def test_a_consolidation_cut_off_resumes_where_it_stopped(tmp_path, monkeypatch):
+    """A process that exits mid-copy (a one-shot hermes chat) keeps the packs it finished;
+    the next run copies only the rest."""
+    from chronos_git.engine import bulk
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(40):
+        (ws / f"f{i}.bin").write_bytes(os.urandom(30000))     # incompressible: 40 x 30 kB
+    store = tmp_path / "store"
+    first(store, ws)
+    code = ("import sys; from chronos_git.engine import consolidate; consolidate.PACK_BYTES = 200_000;"
+            "from chronos_git.service import Chronos; from chronos_git.settings import Settings;"
+            "Chronos.get(sys.argv[1], Settings()).consolidate()")
+    env = dict(os.environ, CHRONOS_GIT_FAULT="consolidate_mid_copy")
+    proc = subprocess.run([sys.executable, "-c", code, str(store)], env=env, capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    finished = [p for p in (store / "objects" / "pack").glob("pack-*.idx")
+                if p.stem not in consolidate.pending(Chronos.get(store, Settings()).store)]
+    assert len(finished) >= 2                                  # packs the cut-off run completed (>= 6 blobs each)
+    Chronos.forget_instances()
+    copied = []
+    real = bulk._PackWriter.add
+    monkeypatch.setattr(bulk._PackWriter, "add", lambda self, sha, packed: (copied.append(sha), real(self, sha, packed))[1])
+    out = Chronos.get(store, Settings()).consolidate()
+    assert out.packs == 1 and len(copied) <= 41 - 6 * len(finished)   # those blobs were not copied again
