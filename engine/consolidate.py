@@ -98,7 +98,8 @@ def _forget(store, done: set[str]) -> None:
             _list_path(store).unlink(missing_ok=True)
 
 
-def _lower_priority() -> None:
+def lower_priority() -> None:
+    """This thread at nice 10 (Linux: threads are tasks): background work yields the CPU."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     except (OSError, AttributeError):
@@ -113,7 +114,7 @@ def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int
             out.append((oid.raw, (object_header(kind, len(data)), zlib.compress(data, LEVEL))))
         return out
 
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), initializer=_lower_priority) as pool:
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), initializer=lower_priority) as pool:
         inflight: deque = deque()
         batch, size = [], 0
 

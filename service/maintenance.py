@@ -114,6 +114,7 @@ class Maintenance:
                 return False
 
             def run():
+                consolidate.lower_priority()
                 try:
                     self.compact()
                 except Exception:          # the next turn retries; health shows the budget use
@@ -147,6 +148,7 @@ class Maintenance:
                 job["progress"] = {"phase": phase, "objects_done": done, "objects_total": total}
 
             def run():
+                consolidate.lower_priority()     # the agent's own work goes first
                 try:
                     job["last"] = consolidate.consolidate(self.core.store, progress=tell)
                 except Exception as exc:       # reported by health; the list stays for a retry
