@@ -254,24 +254,30 @@ class Chronos:
 
     def journal_verify(self, checkpoint: dict | None = None, *, remote: str | None = None) -> results.VerifyResult:
         """The whole chain; with `remote`, also that this host's journal there is ours or an ancestor."""
+        self.calls.settle_behind()
         res = self.reconcile.verify(checkpoint)
         if remote is not None and res.status == "ok":
             res.remote = self.remotes.verify(remote)
         return res
 
     def journal_export(self) -> results.JournalHeadResult:
+        self.calls.settle_behind()            # every journal read sees this process's last outcome
         return self.reconcile.export_head()
 
     def journal_log(self, limit: int | None = 50) -> results.EventsResult:
+        self.calls.settle_behind()
         return self.reconcile.log(limit)
 
     def journal_show(self, operation_id: str) -> results.OperationEvents:
+        self.calls.settle_behind()
         return self.reconcile.show(operation_id)
 
     def resolve(self, operation_id: str, outcome: str, evidence: str, **kw) -> results.ResolveResult:
+        self.calls.settle_behind()
         return self.reconcile.resolve(operation_id, outcome, evidence, **kw)
 
     def recover(self, operation_id: str | None = None, **kw):
+        self.calls.settle_behind()
         return self.reconcile.recover(operation_id, **kw)
 
     def take_alerts(self) -> list[results.Settled]:
@@ -304,6 +310,7 @@ class Chronos:
         return self.maintenance.protection()
 
     def health(self, workspace: str | None = None) -> results.HealthResult:
+        self.calls.settle_behind()
         info = None
         if self.store_exists():
             self.start()
