@@ -20,33 +20,41 @@ def _write_call(ws, name, data):
                 declared=[Declared(p, data)])
 
 
+def _hold_outcomes(svc) -> threading.Event:
+    """The outcome writer waits until the returned event is set."""
+    hold = threading.Event()
+    real_finish = svc.calls.finish
+    svc.calls.finish = lambda ticket, outcome: (hold.wait(10), real_finish(ticket, outcome))[1]
+    return hold
+
+
+def _waits_for_outcome(hold: threading.Event, ask):
+    """`ask()` on another thread: it must block while the outcome is held, then answer."""
+    answers = []
+    asker = threading.Thread(target=lambda: answers.append(ask()))
+    asker.start()
+    asker.join(0.3)
+    assert not answers                                    # held until the outcome is written
+    hold.set()
+    asker.join(10)
+    assert answers
+    return answers[0]
+
+
 def test_outcome_recorded_behind_and_waited_for_by_the_next_call(tmp_path, ws):
     svc = Chronos.get(tmp_path / "store", Settings())
     svc.snapshot(str(ws), "baseline")
-    hold = threading.Event()
-    real_finish = svc.calls.finish
-
-    def slow_finish(ticket, outcome):
-        hold.wait(10)
-        return real_finish(ticket, outcome)
-    svc.calls.finish = slow_finish
+    hold = _hold_outcomes(svc)
     with svc.protect(_write_call(ws, "a.txt", b"one\n"), write_behind=True) as t:
         (ws / "a.txt").write_bytes(b"one\n")
         t.outcome = Outcome(status="ok")
     assert t.record.recorded and t.record.post_checkpoint is None       # provisional: not yet written
     assert svc.journal.events(1)[0]["kind"] == "started"                # the caller did not wait
     op = t.ticket.operation_id
-    done = []
-    nxt = threading.Thread(target=lambda: done.append(svc.begin(_write_call(ws, "b.txt", b"two\n"))))
-    nxt.start()
-    nxt.join(0.3)
-    assert not done                                                     # the next call waits for it
-    hold.set()
-    nxt.join(10)
-    assert done
+    nxt = _waits_for_outcome(hold, lambda: svc.begin(_write_call(ws, "b.txt", b"two\n")))
     kinds = [(e["kind"], e.get("operation_id")) for e in svc.journal.events(3)]
     assert kinds[1] == ("returned", op) and kinds[0][0] == "started"    # newest first: order kept
-    svc.finish(done[0], Outcome(status="ok"))
+    svc.finish(nxt, Outcome(status="ok"))
 
 
 def test_errors_are_recorded_before_the_caller_returns(tmp_path, ws):
@@ -62,21 +70,12 @@ def test_errors_are_recorded_before_the_caller_returns(tmp_path, ws):
 def test_flush_and_status_wait(tmp_path, ws):
     svc = Chronos.get(tmp_path / "store", Settings())
     svc.snapshot(str(ws), "baseline")
-    hold = threading.Event()
-    real_finish = svc.calls.finish
-    svc.calls.finish = lambda ticket, outcome: (hold.wait(10), real_finish(ticket, outcome))[1]
+    hold = _hold_outcomes(svc)
     for n, ask in enumerate((svc.journal_status, svc.flush)):
         hold.clear()
         with svc.protect(_write_call(ws, f"f{n}.txt", b"x\n"), write_behind=True) as t:
             (ws / f"f{n}.txt").write_bytes(b"x\n")
-        answers = []
-        asker = threading.Thread(target=lambda: answers.append(ask()))
-        asker.start()
-        asker.join(0.3)
-        assert not answers                                # held until the outcome is written
-        hold.set()
-        asker.join(10)
-        assert answers
+        _waits_for_outcome(hold, ask)
     ops = {o["operation_id"] for o in svc.journal_status().wire()["running"]}
     assert t.ticket.operation_id not in ops
     assert [e["kind"] for e in svc.journal.events(2)] == ["returned", "started"]
