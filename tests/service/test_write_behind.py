@@ -84,19 +84,22 @@ def test_flush_and_status_wait(tmp_path, ws):
 def test_a_kill_before_the_outcome_is_written_settles_the_file_call_as_completed(tmp_path, ws):
     store = tmp_path / "store"
     code = textwrap.dedent(f"""
-        import os, signal
+        import os, signal, threading
         from chronos_git.service import Chronos
         from chronos_git.service.calls import Call, Declared, Outcome
         from chronos_git.settings import Settings
         svc = Chronos.get({str(store)!r}, Settings())
         svc.snapshot({str(ws)!r}, "baseline")
-        svc.calls.finish = lambda *a: os.kill(os.getpid(), signal.SIGKILL)   # the writer dies first
+        seen = threading.Event()
+        # the writer dies first, once the caller has shown its result
+        svc.calls.finish = lambda *a: (seen.wait(30), os.kill(os.getpid(), signal.SIGKILL))
         p = {str(ws / "a.txt")!r}
         call = Call(tool="write_file", args={{"path": p, "content": "landed\\n"}}, workspace={str(ws)!r},
                     declared=[Declared(p, b"landed\\n")])
         with svc.protect(call, write_behind=True) as t:
             open(p, "wb").write(b"landed\\n")
         print("RESULT-SEEN", flush=True)      # what Hermes would show the model
+        seen.set()
         svc.flush()
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
