@@ -503,6 +503,10 @@ def _recover(res: r.RecoverResult):
     for rp in res.replayed or ():
         yield Text(f"replayed {rp.operation_id[:12]} as {rp.replay_operation_id[:12]} ({rp.outcome}): "
                    f"{', '.join(_name(p) for p in rp.paths)}")
+    for nr in res.not_replayed or ():
+        yield Text(f"not replayed {nr.operation_id[:12]}: later calls changed its paths "
+                   f"({_name(nr.evidence)}); it stays replayable "
+                   f"once they are back at its pre-image")
     yield from _waiting(res.unresolved, res.settled)
     yield Text.assemble("recovery gate ", _gate(res.gate))
 

@@ -31,12 +31,17 @@ class PlanRequired(PlanTokenError):
     code = "plan_required"
 
 
+class StaleReplay(ChronosError):
+    """A not-applied call whose paths later calls changed: replaying it would overwrite their work."""
+    code = "replay_stale"
+
+
 # most specific first: (exception types, HTTP status)
 _HTTP = (
     ((CheckpointNotFound, UnknownWorkspace, StoreMissing), 404),
     ((WorkspaceRefused,), 403),
     ((PlanRequired,), 428),
-    ((PlanTokenError, IntegrityError), 409),
+    ((PlanTokenError, IntegrityError, StaleReplay), 409),
     ((StoreUnwritable,), 507),
     ((ChronosError, JournalError, PathError, ValueError), 400),
 )

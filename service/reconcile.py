@@ -16,9 +16,10 @@ from ..journal_refs import evidence as evidence_of
 from ..journal_refs.evidence import UNKNOWN, describe
 from .calls import Call, Declared, Outcome
 from .core import Core
+from .errors import StaleReplay
 from .gate import Gate
-from .results import (EventsResult, JournalHeadResult, JournalStatus, OperationEvents, RecoverResult,
-                      Replayed, ResolveResult, RollbackResult, Settled, TreeCheck, VerifyResult)
+from .results import (EventsResult, JournalHeadResult, JournalStatus, NotReplayed, OperationEvents,
+                      RecoverResult, Replayed, ResolveResult, RollbackResult, Settled, TreeCheck, VerifyResult)
 from .timemachine import TimeMachine
 from .transaction import ProtectedCalls, failed_write
 
@@ -189,10 +190,17 @@ class Reconciler:
             return self._rollback(operation_id, actor)
         settled = self.settle_by_evidence(self._match_op(operation_id) if operation_id else None)
         out = RecoverResult(settled=settled, unresolved=[], gate="open")
-        if replay:
-            targets = ([self._match_op(operation_id)] if operation_id
-                       else sorted(self.core.journal.state.replayable))
-            out.replayed = [self._replay(op, actor) for op in targets]
+        if replay and operation_id:
+            out.replayed = [self._replay(self._match_op(operation_id), actor)]
+        elif replay:
+            # every replayable call whose paths are still at their pre-image; one that later calls
+            # moved on from is left alone and named (replaying it would overwrite their work)
+            out.replayed, out.not_replayed = [], []
+            for op in sorted(self.core.journal.state.replayable):
+                try:
+                    out.replayed.append(self._replay(op, actor))
+                except StaleReplay as exc:
+                    out.not_replayed.append(NotReplayed(operation_id=op, reason=str(exc), evidence=exc.details["evidence"]))
         out.unresolved = [o.to_dict() for o in self.core.journal.unresolved()]
         out.gate = "open" if self.gate.is_open() else "closed"
         return out
@@ -206,8 +214,8 @@ class Reconciler:
         declared = info["declared"]
         verdict, items = evidence_of.evidence(declared)
         if verdict != "not_applied":
-            raise ChronosError(f"refusing to replay {op[:12]}: its paths no longer equal their pre-image "
-                               f"({describe(items)})")
+            raise StaleReplay(f"refusing to replay {op[:12]}: its paths no longer equal their pre-image "
+                              f"({describe(items)})", evidence=describe(items))
         workspace = info.get("workspace")
         ws = store.workspace(workspace) if workspace else None
         outside = [d for d in declared if ws is None or not ws.contains(d["path"])]

@@ -348,9 +348,17 @@ class Replayed(Model):
     outcome: str | None
 
 
+class NotReplayed(Model):
+    """A replayable call `recover --replay` left alone: its paths moved on since it was settled."""
+    operation_id: str
+    reason: str
+    evidence: str            # where each path is now
+
+
 class RecoverResult(Result):
     settled: list[Settled]
     replayed: list[Replayed] | None = None
+    not_replayed: list[NotReplayed] | None = None
     unresolved: list[Operation]
     gate: Literal["open", "closed"]
 

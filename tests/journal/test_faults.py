@@ -148,9 +148,23 @@ def test_replay_refused_when_the_file_changed_meanwhile(cli, ws, store_dir):
     assert target.read_text() == "the user edited it\n"
     assert op_kinds(cli, op) == ["started", "recovered"]
     assert status(cli)["replayable"] == [op]             # still replayable if the edit is undone
-    target.write_text("alpha\n")
-    rp = cli("journal", "recover", "--replay", "--json")  # no op: every replayable one
+    other = ws / "b.txt"
+    r = cli("write", "--json", "b.txt", "--content", "second\n", cwd=ws, fault="after_intent")
+    assert r.rc == KILLED
+    (op_b,) = set(status(cli)["replayable"]) - {op}
+    # every replayable one: the changed one is named and left alone, the others still replay
+    rp = cli("journal", "recover", "--replay", "--json")
     assert rp.rc == 0, rp.stdout
+    assert [x["operation_id"] for x in rp.json["replayed"]] == [op_b] and other.read_text() == "second\n"
+    (nr,) = rp.json["not_replayed"]
+    assert nr["operation_id"] == op and "neither pre- nor post-image" in nr["evidence"]
+    assert target.read_text() == "the user edited it\n" and status(cli)["replayable"] == [op]
+    text = cli("journal", "recover", "--replay")
+    assert text.rc == 0 and f"not replayed {op[:12]}: later calls changed its paths" in text.stdout
+    target.write_text("alpha\n")
+    rp = cli("journal", "recover", "--replay", "--json")
+    assert rp.rc == 0, rp.stdout
+    assert [x["operation_id"] for x in rp.json["replayed"]] == [op] and rp.json["not_replayed"] == []
     assert target.read_text() == "from the agent\n"
     assert_sound(cli, store_dir)
 

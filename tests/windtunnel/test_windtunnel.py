@@ -70,3 +70,17 @@ def test_an_io_error_at_the_intent_or_dispatch_boundary_leaves_no_operation_runn
         finally:
             s.cleanup()
         assert out.reached and not out.breaches, (point, out.breaches)
+
+
+def test_a_replay_later_calls_moved_on_from_is_named_not_raised():
+    """Full run, io suite, seeds 31 and 40: a second process settled the crashed write as not
+    applied (replayable), the victim's later calls changed its file, and the checker's
+    `recover --replay` raised for it instead of replaying the rest and naming it."""
+    from chronos_git.windtunnel.scenario import Scenario
+    s = Scenario(40)
+    try:
+        out = suites.run_io(Case("io", "settle_before_append:enospc", 40,
+                                 {"point": "settle_before_append", "action": "enospc"}), s)
+    finally:
+        s.cleanup()
+    assert out.reached and not out.breaches, out.breaches
