@@ -31,7 +31,7 @@ import pygit2
 
 from . import faults, usergit
 from .fsutil import atomic_write, read_all
-from .scan import ScanReport, note_perms, special_kind
+from .scan import ScanReport, special_kind
 
 BLOB, TREE = 3, 2
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_DIR = 0o100644, 0o100755, 0o120000, 0o40000
@@ -218,41 +218,63 @@ def _git_sort_key(name: bytes, is_dir: bool) -> bytes:
 
 
 def _list_files(repo: pygit2.Repository, root: bytes, cap: int, report: ScanReport) -> list[_Entry]:
-    """Every non-ignored file below root, as libgit2 sees the work tree."""
+    """Every non-ignored file below root, as libgit2 sees the work tree.  A first snapshot
+    has no earlier permission record, so only bits that differ from git's are noted."""
     flags = (pygit2.enums.DiffOption.INCLUDE_UNTRACKED | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS)
     diff = repo.index.diff_to_workdir(flags=flags)
-    out = []
+    out: list[_Entry] = []
+    append, perms, dirs = out.append, report.perms, set()
     prefix = root.rstrip(b"/") + b"/"
-    lstat = os.lstat
+    lstat, isreg, islnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
     for delta in diff.deltas:
-        nf = delta.new_file
-        p = nf.raw_path
+        p = delta.new_file.raw_path
         if p.endswith(b"/"):
             if os.path.lexists(prefix + p + b".git"):
                 report.nested(os.fsdecode(p[:-1]))
             continue
-        rel = os.fsdecode(p)
         try:
             st = lstat(prefix + p)
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as exc:
-            report.omit(rel, exc)
+            report.omit(os.fsdecode(p), exc)
             continue
         m = st.st_mode
-        if stat.S_ISREG(m):
+        if isreg(m):
             if cap and st.st_size > cap:
-                report.skip(rel, "too_large", st.st_size)
+                report.skip(os.fsdecode(p), "too_large", st.st_size)
                 continue
-            mode = MODE_EXEC if m & stat.S_IXUSR else MODE_FILE
-            note_perms(report, root, rel, st)
-        elif stat.S_ISLNK(m):
+            mode, default = (MODE_EXEC, 0o755) if m & stat.S_IXUSR else (MODE_FILE, 0o644)
+            if m & 0o7777 != default:
+                perms[os.fsdecode(p)] = m & 0o7777
+        elif islnk(m):
             mode = MODE_LINK
         else:
-            report.skip(rel, f"special_file: {special_kind(m)}")
+            report.skip(os.fsdecode(p), f"special_file: {special_kind(m)}")
             continue
-        out.append(_Entry(p, mode, st))
+        cut = p.rfind(b"/")
+        if cut > 0:
+            dirs.add(p[:cut])
+        append(_Entry(p, mode, st))
+    _note_dir_perms(perms, prefix, dirs)
     return out
+
+
+def _note_dir_perms(perms: dict, prefix: bytes, dirs: set[bytes]) -> None:
+    """The bits of every directory that holds a listed file (and of its parents), where they
+    differ from git's 755."""
+    seen: set[bytes] = set()
+    for d in dirs:
+        while d and d not in seen:
+            seen.add(d)
+            try:
+                bits = stat.S_IMODE(os.lstat(prefix + d).st_mode)
+            except OSError:
+                break
+            if bits != 0o755:
+                perms[os.fsdecode(d) + "/"] = bits
+            cut = d.rfind(b"/")
+            d = d[:cut] if cut > 0 else b""
 
 
 _O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -302,26 +324,25 @@ def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool, res: BulkR
     if isinstance(known, str):
         res.seed_note = known
         return entries
-    vouched = {}
-    for e in entries:
-        sha = known.blob_for(e.path, e.mode, e.st)
-        if sha is not None:
-            vouched[id(e)] = sha
+    vouched = known.vouch(entries)
     if not vouched:
         res.seed_note = "no file matches the repository's index"
         return entries
     packs = usergit.link_packs(known, set(vouched.values()), pack_dir, durable)
     held = set().union(*packs.values()) if packs else set()
     res.linked = sorted(packs)
-    rest = []
+    rest, seeded, nbytes = [], 0, 0
+    get = vouched.get
     for e in entries:
-        sha = vouched.get(id(e))
+        sha = get(id(e))
         if sha is not None and sha in held:
             e.sha = sha
-            res.seeded += 1
-            res.bytes += e.st.st_size
+            seeded += 1
+            nbytes += e.st.st_size
         else:
             rest.append(e)
+    res.seeded += seeded
+    res.bytes += nbytes
     if not res.seeded:
         res.seed_note = "the repository's packs hold none of the indexed blobs"
     return rest
@@ -450,24 +471,28 @@ def _trees(entries: list[_Entry], writer: _PackWriter) -> tuple[bytes, bytes]:
     return sha, ext_bytes
 
 
+_INDEX_ENTRY = struct.Struct(">10I20sH")
+
+
 def _write_index(path: str, entries: list[_Entry], tree_ext: bytes) -> None:
     entries = sorted(entries, key=lambda e: e.path)
-    out = bytearray(b"DIRC" + struct.pack(">II", 2, len(entries)))
-    m = 0xFFFFFFFF
+    parts = [b"DIRC" + struct.pack(">II", 2, len(entries))]
+    add, pack = parts.append, _INDEX_ENTRY.pack
+    m, pads = 0xFFFFFFFF, [b"\0" * n for n in range(9)]
     for e in entries:
-        st = e.st
+        st, p = e.st, e.path
         if st is None:                      # changed while read: zero stat forces a re-check
-            fields = (0, 0, 0, 0, 0, 0, e.mode, 0, 0, 0)
+            head = pack(0, 0, 0, 0, 0, 0, e.mode, 0, 0, 0, e.sha, min(len(p), 0xFFF))
         else:
-            fields = (int(st.st_ctime) & m, st.st_ctime_ns % 1_000_000_000, int(st.st_mtime) & m,
-                      st.st_mtime_ns % 1_000_000_000, st.st_dev & m, st.st_ino & m, e.mode,
-                      st.st_uid & m, st.st_gid & m, st.st_size & m)
-        start = len(out)
-        out += struct.pack(">10I", *fields) + e.sha + struct.pack(">H", min(len(e.path), 0xFFF)) + e.path
-        pad = 8 - ((len(out) - start) % 8)
-        out += b"\0" * pad
+            head = pack(int(st.st_ctime) & m, st.st_ctime_ns % 1_000_000_000, int(st.st_mtime) & m,
+                        st.st_mtime_ns % 1_000_000_000, st.st_dev & m, st.st_ino & m, e.mode,
+                        st.st_uid & m, st.st_gid & m, st.st_size & m, e.sha, min(len(p), 0xFFF))
+        add(head)
+        add(p)
+        add(pads[8 - ((62 + len(p)) % 8)])  # 1 to 8 NULs: the entry ends on an 8-byte boundary
     if tree_ext:
-        out += b"TREE" + struct.pack(">I", len(tree_ext)) + tree_ext
+        parts.append(b"TREE" + struct.pack(">I", len(tree_ext)) + tree_ext)
+    out = b"".join(parts)
     out += hashlib.sha1(out).digest()
     fd, tmp = tempfile.mkstemp(prefix="index.chronos.", dir=os.path.dirname(path))
     with os.fdopen(fd, "wb") as fh:

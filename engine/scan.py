@@ -164,10 +164,10 @@ def find_omissions(repo: pygit2.Repository, root: bytes, report: ScanReport) -> 
             continue
         for e in entries:
             sub = rel + b"/" + e.name if rel else e.name
-            name = os.fsdecode(sub)
             try:
                 if e.is_symlink() or e.is_file(follow_symlinks=False):
                     continue
+                name = os.fsdecode(sub)    # decoded only for what is looked at further
                 if e.is_dir(follow_symlinks=False):
                     if e.name == b".git" or is_ignored(repo, name + "/"):
                         continue
@@ -180,7 +180,7 @@ def find_omissions(repo: pygit2.Repository, root: bytes, report: ScanReport) -> 
                 if not is_ignored(repo, name):
                     report.skip(name, f"special_file: {special_kind(st.st_mode)}")
             except OSError as exc:
-                report.omit(name, exc)
+                report.omit(os.fsdecode(sub), exc)
 
 
 def update_all(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,

@@ -49,26 +49,24 @@ class Known:
     packs: dict[str, set[bytes]] = field(default_factory=dict)   # pack stem -> object ids it holds
     pack_dir: bytes = b""
 
-    def blob_for(self, path: bytes, mode: int, st: os.stat_result) -> bytes | None:
-        """The blob id of `path` if git's index vouches for its current bytes, else None."""
-        item = self.entries.get(path)
-        if item is None:
-            return None
-        sha, imode, key = item
-        if (imode == MODE_LINK) != (mode == MODE_LINK):
-            return None
-        if key != stat_key(st):
-            return None
-        if st.st_mtime_ns >= self.index_mtime_ns:
-            return None            # racily clean: changed in the same tick the index was written
-        return sha
-
-
-def stat_key(st: os.stat_result) -> tuple:
-    """The index fields git compares (everything but dev), as they are stored: 32-bit."""
-    return (int(st.st_ctime) & M32, st.st_ctime_ns % 1_000_000_000, int(st.st_mtime) & M32,
-            st.st_mtime_ns % 1_000_000_000, st.st_ino & M32, st.st_uid & M32, st.st_gid & M32,
-            st.st_size & M32)
+    def vouch(self, entries) -> dict[int, bytes]:
+        """id(entry) -> blob id for each entry (with `path`, `mode`, `st`) whose current bytes
+        git's index vouches for: the same stat fields (all but dev, as stored: 32-bit), the
+        same kind, and not racily clean (changed in the tick the index was written)."""
+        get, limit, out = self.entries.get, self.index_mtime_ns, {}
+        for e in entries:
+            item = get(e.path)
+            if item is None:
+                continue
+            sha, imode, key = item
+            st = e.st
+            if (imode == MODE_LINK) != (e.mode == MODE_LINK) or st.st_mtime_ns >= limit:
+                continue
+            if key == (int(st.st_ctime) & M32, st.st_ctime_ns % 1_000_000_000, int(st.st_mtime) & M32,
+                       st.st_mtime_ns % 1_000_000_000, st.st_ino & M32, st.st_uid & M32, st.st_gid & M32,
+                       st.st_size & M32):
+                out[id(e)] = sha
+        return out
 
 
 def find_gitdir(root: bytes) -> bytes | None:

@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pygit2
 import pytest
@@ -167,18 +168,23 @@ def test_damaged_or_hostile_indexes_are_refused(tmp_path):
         usergit.parse_index(body + hashlib.sha1(body).digest())
 
 
+def _vouched(known, path: bytes, mode: int, st) -> bytes | None:
+    e = SimpleNamespace(path=path, mode=mode, st=st)
+    return known.vouch([e]).get(id(e))
+
+
 def test_racily_clean_and_changed_entries_are_not_trusted(tmp_path):
     ws = make_repo(tmp_path / "ws")
     known = usergit.read_known(os.fsencode(ws))
     p = os.fsencode(ws / "d0" / "f5.txt")
     st = os.lstat(p)
-    assert known.blob_for(b"d0/f5.txt", usergit.MODE_FILE, st) is not None
+    assert _vouched(known, b"d0/f5.txt", usergit.MODE_FILE, st) is not None
     known.index_mtime_ns = st.st_mtime_ns            # the index written in the file's tick
-    assert known.blob_for(b"d0/f5.txt", usergit.MODE_FILE, st) is None
+    assert _vouched(known, b"d0/f5.txt", usergit.MODE_FILE, st) is None
     known = usergit.read_known(os.fsencode(ws))
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
-    assert known.blob_for(b"d0/f5.txt", usergit.MODE_FILE, os.lstat(p)) is None
-    assert known.blob_for(b"link", usergit.MODE_FILE, os.lstat(os.fsencode(ws / "link"))) is None
+    assert _vouched(known, b"d0/f5.txt", usergit.MODE_FILE, os.lstat(p)) is None
+    assert _vouched(known, b"link", usergit.MODE_FILE, os.lstat(os.fsencode(ws / "link"))) is None
 
 
 def test_a_gitdir_file_and_no_repository(tmp_path):

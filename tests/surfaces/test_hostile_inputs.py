@@ -365,14 +365,20 @@ def test_restored_files_and_directories_are_never_wider_than_they_were(cli, ws):
     (ws / "private" / "key").write_text("k\n")
     os.chmod(ws / "private" / "key", 0o640)
     os.chmod(ws / "private", 0o700)
-    cp = cli("snapshot", "--json", cwd=ws).json["checkpoint"]
+    (ws / "outer" / "inner").mkdir(parents=True)         # a directory that holds only a directory
+    (ws / "outer" / "inner" / "f").write_text("f\n")
+    os.chmod(ws / "outer", 0o750)
+    cp = cli("snapshot", "--json", cwd=ws).json["checkpoint"]     # the first: a bulk import
     os.unlink(ws / "secret.env")
     shutil.rmtree(ws / "private")
+    shutil.rmtree(ws / "outer")
     r = cli("restore", cp, "--json", cwd=ws)
     assert r.rc == 0, r.stdout
     assert stat.S_IMODE(os.stat(ws / "secret.env").st_mode) == 0o600
     assert stat.S_IMODE(os.stat(ws / "private").st_mode) == 0o700
     assert stat.S_IMODE(os.stat(ws / "private" / "key").st_mode) == 0o640
+    assert stat.S_IMODE(os.stat(ws / "outer").st_mode) == 0o750
+    assert stat.S_IMODE(os.stat(ws / "outer" / "inner").st_mode) == 0o755
 
 
 # ----------------------------------------------------- finding: FIFOs
