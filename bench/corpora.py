@@ -214,22 +214,6 @@ def _commit_into_git(base: "Corpus", final: Path) -> str:
     return f"{base.name} committed once into git and packed (git gc)"
 
 
-def fingerprint(path: Path) -> str:
-    """Every name, mode, mtime and byte below `path`: the user's .git must not change at all."""
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(path):
-        dirnames.sort()
-        for name in sorted(filenames) + dirnames:
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            h.update(b"%s\0%o %d\0" % (os.fsencode(os.path.relpath(p, path)), st.st_mode, st.st_mtime_ns))
-            if stat.S_ISREG(st.st_mode):
-                with open(p, "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        h.update(chunk)
-    return h.hexdigest()
-
-
 def refresh_git_index(ws: Path) -> None:
     """What `git status` does for a user: the index's stat data matches the copied files."""
     _git(["update-index", "-q", "--refresh"], ws)

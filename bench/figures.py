@@ -21,8 +21,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import journals
-from .corpora import Corpus, fingerprint, make_workspace, say
+from . import journals, use_test_support
+from .corpora import Corpus, make_workspace, say
 from .gitcli import blob_id, dir_bytes, git, git_env
 from .machine import fsync_latency_ms
 from .rpc import Worker, WorkerError
@@ -288,11 +288,13 @@ class CorpusRun:
                     os.sync()
                     if name == "chronos":
                         user_git = self.ws / ".git"
-                        before = fingerprint(user_git) if user_git.is_dir() else None
+                        use_test_support()
+                        from support.helpers import tree_fingerprint as fingerprint
+                        before = fingerprint(user_git, mtimes=True) if user_git.is_dir() else None
                         res = workers[name].call("first", store_dir=str(cstore), ws=str(self.ws),
                                                  settings=CHRONOS_SETTINGS)
                         if before is not None:
-                            if fingerprint(user_git) != before:
+                            if fingerprint(user_git, mtimes=True) != before:
                                 raise RuntimeError("chronos changed the workspace's own .git")
                             extra["user_git_identical"] = True
                         init_ms.append(res["init_ms"])

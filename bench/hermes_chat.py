@@ -18,11 +18,11 @@ long-lived host would have finished it.
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from statistics import median
 
+from . import use_test_support
 from .corpora import Corpus, make_workspace, say
 from .stats import summary
 
@@ -52,7 +52,7 @@ def _latencies(env, session: int, calls: int) -> list[float]:
 
 
 def run(corpus: Corpus, rundir: Path, *, sessions: int, calls: int) -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    use_test_support()
     from support.hermes_env import HermesEnv          # the end-to-end harness: one way to drive Hermes
 
     arms = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -43,8 +44,9 @@ def run_cli(store_dir, *args, cwd=None, env=None, fault=None, settings=None, tim
     return CliResult(proc)
 
 
-def tree_fingerprint(path: Path) -> str:
-    """Hash of every name, mode and byte below `path` (used for the user's .git)."""
+def tree_fingerprint(path: Path, *, mtimes: bool = False) -> str:
+    """Hash of every name, mode and byte below `path` (used for the user's .git); `mtimes`:
+    and every mtime (the benchmark's check that the user's .git did not change at all)."""
     h = hashlib.sha256()
     for root, dirs, files in os.walk(path):
         dirs.sort()
@@ -52,9 +54,12 @@ def tree_fingerprint(path: Path) -> str:
             p = os.path.join(root, name)
             st = os.lstat(p)
             h.update(os.fsencode(os.path.relpath(p, path)) + b"\0" + str(st.st_mode).encode())
-            if os.path.isfile(p) and not os.path.islink(p):
+            if mtimes:
+                h.update(b" %d" % st.st_mtime_ns)
+            if stat.S_ISREG(st.st_mode):
                 with open(p, "rb") as fh:
-                    h.update(fh.read())
+                    while chunk := fh.read(1 << 20):
+                        h.update(chunk)
     return h.hexdigest()
 
 
