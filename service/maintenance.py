@@ -103,20 +103,21 @@ class Maintenance:
 
     def compact_in_background_if_due(self) -> bool:
         """After a turn in a long-lived host: budgets are enforced without an operator, off
-        every call's path (compaction holds calls up only for its short bookkeeping phases)."""
+        every call's path (compaction holds calls up only for its short bookkeeping phases).
+        Even the check (it reads every kept checkpoint) runs on the thread, so the turn's end
+        does not wait for it; True when a check was started."""
         if not self.core.store_exists() or self.core.journal.integrity != "ok":
             return False
         with self._consolidate_guard:
             t = getattr(self, "_compactor", None)
             if t is not None and t.is_alive():
                 return False
-            if self.store_due() is None:
-                return False
 
             def run():
                 consolidate.lower_priority()
                 try:
-                    self.compact()
+                    if self.store_due() is not None:
+                        self.compact()
                 except Exception:          # the next turn retries; health shows the budget use
                     pass
             self._compactor = threading.Thread(target=run, name="chronos-git-compact", daemon=True)

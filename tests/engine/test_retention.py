@@ -342,6 +342,26 @@ def test_service_journals_the_pruning_and_health_shows_the_budget(svc, ws, tmp_p
     assert s.maintenance.store_due() is None
 
 
+def test_after_a_turn_the_check_and_the_compaction_run_on_a_thread(svc, ws, tmp_path):
+    import shutil
+    import time
+    s = svc(orphan_days=1)
+    s.snapshot(str(ws), "mine")
+    assert s.maintenance.compact_in_background_if_due()          # a check started: not due
+    s.maintenance._compactor.join(30)
+    assert not [e for e in s.journal.events(None) if e.get("action") == "prune_orphans"]
+    gone = tmp_path / "gone3"
+    gone.mkdir()
+    (gone / "x.txt").write_text("x")
+    s.snapshot(str(gone), "one")
+    shutil.rmtree(gone)
+    retention.note_missing(s.store, now=time.time() - 2 * 86400)
+    assert s.maintenance.compact_in_background_if_due()
+    s.maintenance._compactor.join(60)
+    ev = [e for e in s.journal.events(None) if e.get("action") == "prune_orphans"]
+    assert len(ev) == 1 and ev[0]["pruned"][0]["workspace"] == str(gone)
+
+
 def _packs(store_dir):
     return sorted(p.stem for p in (store_dir / "objects" / "pack").glob("pack-*.pack"))
 
