@@ -47,6 +47,7 @@ class _Entry:
     mode: int
     st: os.stat_result
     sha: bytes = b""
+    exact: bool = False          # blob id and mode as git's index has them (its cache tree holds)
 
 
 @dataclass
@@ -318,25 +319,28 @@ def _read_known(root: bytes):
         return f"the repository could not be read ({type(exc).__name__}: {exc})"
 
 
-def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool, res: BulkResult) -> list[_Entry]:
+def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool,
+          res: BulkResult) -> tuple[list[_Entry], set[bytes]]:
     """Take the blob ids the user's git index vouches for (their packs linked into the
-    store); returns the entries that still have to be read and hashed."""
+    store); returns the entries that still have to be read and hashed, and the object ids
+    the linked packs hold."""
     if isinstance(known, str):
         res.seed_note = known
-        return entries
+        return entries, set()
     vouched = known.vouch(entries)
     if not vouched:
         res.seed_note = "no file matches the repository's index"
-        return entries
+        return entries, set()
     packs = usergit.link_packs(known, set(vouched.values()), pack_dir, durable)
     held = set().union(*packs.values()) if packs else set()
     res.linked = sorted(packs)
     rest, seeded, nbytes = [], 0, 0
-    get = vouched.get
+    get, indexed = vouched.get, known.entries
     for e in entries:
         sha = get(id(e))
         if sha is not None and sha in held:
             e.sha = sha
+            e.exact = indexed[e.path][1] == e.mode
             seeded += 1
             nbytes += e.st.st_size
         else:
@@ -345,7 +349,29 @@ def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool, res: BulkR
     res.bytes += nbytes
     if not res.seeded:
         res.seed_note = "the repository's packs hold none of the indexed blobs"
-    return rest
+    return rest, held
+
+
+def _cached_trees(known, held: set[bytes], odb):
+    """reuse(dir path, entries below it, its name) -> (tree id, TREE extension entry) when
+    git's cache tree holds that directory with as many entries, all of them exactly ours
+    (the caller checks that), and the linked packs hold it as a tree: it is what `git
+    commit` would write, so it is neither built nor hashed again."""
+    if isinstance(known, str) or not known.trees or not held:
+        return None
+
+    def reuse(path: bytes, count: int, name: bytes):
+        item = known.trees.get(path)
+        if item is None or item[0] != count or item[1] not in held:
+            return None
+        ext = known.tree_ext(path, name)
+        try:
+            if ext is None or odb.read_header(pygit2.Oid(raw=item[1]))[0] != pygit2.enums.ObjectType.TREE:
+                return None
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return item[1], ext
+    return reuse
 
 
 def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir: str, *, cap: int,
@@ -373,13 +399,14 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
     os.makedirs(pack_dir, exist_ok=True)
     res = BulkResult(tree="", entries=0, bytes=0, report=report)
     kept: list[_Entry] = []
-    todo = entries
+    todo, reuse = entries, None
     if not use_git:
         res.seed_note = "off"
     else:
         say("reading the git index", 0, len(entries))
-        todo = _seed(known, entries, pack_dir, durable, res)
+        todo, held = _seed(known, entries, pack_dir, durable, res)
         kept = [e for e in entries if e.sha]
+        reuse = _cached_trees(known, held, repo.odb)
     t_seed = time.monotonic()
     say("packing", len(kept), len(entries))
     writer = _PackWriter(pack_dir, durable)
@@ -419,7 +446,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
                 say("packing", len(kept), len(entries))
         t_blobs = time.monotonic()
         say("trees", len(kept), len(entries))
-        root_sha, tree_ext = _trees(kept, writer)
+        root_sha, tree_ext = _trees(kept, writer, reuse)
         res.packs = writer.finish()
     except BaseException:
         writer.abort()
@@ -435,30 +462,48 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
     return res
 
 
-def _trees(entries: list[_Entry], writer: _PackWriter) -> tuple[bytes, bytes]:
-    """Write every tree object; return (root sha, TREE index extension payload)."""
-    root: dict = {}
+def _trees(entries: list[_Entry], writer: _PackWriter, reuse=None) -> tuple[bytes, bytes]:
+    """Write every tree object; return (root sha, TREE index extension payload).  `reuse`
+    (see `_cached_trees`) is asked for each directory whose entries are all exact."""
+    if reuse is not None and all(e.exact for e in entries):
+        hit = reuse(b"", len(entries), b"")     # a clean clone: git's root tree is ours as it is
+        if hit is not None:
+            return hit
+    tally = None                               # a node's [entries below, entries not exact]
+    root: dict = {tally: [0, 0]}
     for e in entries:
         parts = e.path.split(b"/")
+        inexact = not e.exact
         node = root
+        t = node[tally]
+        t[0] += 1
+        t[1] += inexact
         for d in parts[:-1]:
-            node = node.setdefault(d, {})
+            sub = node.get(d)
+            if sub is None:
+                sub = node[d] = {tally: [0, 0]}
+            node = sub
+            t = node[tally]
+            t[0] += 1
+            t[1] += inexact
         node[parts[-1]] = e
 
-    def build(node: dict, name: bytes) -> tuple[bytes, int, bytes]:
+    def build(node: dict, name: bytes, path: bytes) -> tuple[bytes, int, bytes]:
+        count, inexact = node.pop(tally)
+        if reuse is not None and not inexact:
+            hit = reuse(path, count, name)
+            if hit is not None:
+                return hit[0], count, hit[1]
         items = sorted(node.items(), key=lambda kv: _git_sort_key(kv[0], isinstance(kv[1], dict)))
         body = bytearray()
-        count = 0
         subs = []
         for n, v in items:
             if isinstance(v, dict):
-                sha, c, sub_ext = build(v, n)
+                sha, _c, sub_ext = build(v, n, path + b"/" + n if path else n)
                 body += b"40000 " + n + b"\0" + sha
-                count += c
                 subs.append((n, sub_ext))
             else:
                 body += b"%o " % v.mode + n + b"\0" + v.sha
-                count += 1
         sha, packed = _object(TREE, bytes(body))
         writer.add(sha, packed)
         # cache-tree entry: name NUL count SP nsub LF sha, then the subtrees (sorted by name)
@@ -467,7 +512,7 @@ def _trees(entries: list[_Entry], writer: _PackWriter) -> tuple[bytes, bytes]:
             me += sub_ext
         return sha, count, me
 
-    sha, _, ext_bytes = build(root, b"")
+    sha, _, ext_bytes = build(root, b"", b"")
     return sha, ext_bytes
 
 

@@ -48,11 +48,28 @@ class Known:
     index_mtime_ns: int = 0
     packs: dict[str, set[bytes]] = field(default_factory=dict)   # pack stem -> object ids it holds
     pack_dir: bytes = b""
+    trees: dict[bytes, tuple] = field(default_factory=dict)      # the index's valid cache-tree nodes
+
+    def tree_ext(self, path: bytes, name: bytes) -> bytes | None:
+        """The TREE extension entry (with its subtrees) of directory `path` as git's index
+        has it, or None when any node of it is missing or invalid."""
+        item = self.trees.get(path)
+        if item is None:
+            return None
+        count, sha, kids = item
+        parts = [name + b"\0" + b"%d %d\n" % (count, len(kids)) + sha]
+        for kid in sorted(kids):
+            sub = self.tree_ext(path + b"/" + kid if path else kid, kid)
+            if sub is None:
+                return None
+            parts.append(sub)
+        return b"".join(parts)
 
     def vouch(self, entries) -> dict[int, bytes]:
         """id(entry) -> blob id for each entry (with `path`, `mode`, `st`) whose current bytes
-        git's index vouches for: the same stat fields (all but dev, as stored: 32-bit), the
-        same kind, and not racily clean (changed in the tick the index was written)."""
+        git's index vouches for: the same stat fields (all but dev; inode and size as stored,
+        32-bit), the same kind, and not racily clean (changed in the tick the index was
+        written)."""
         get, limit, out = self.entries.get, self.index_mtime_ns, {}
         for e in entries:
             item = get(e.path)
@@ -62,9 +79,7 @@ class Known:
             st = e.st
             if (imode == MODE_LINK) != (e.mode == MODE_LINK) or st.st_mtime_ns >= limit:
                 continue
-            if key == (int(st.st_ctime) & M32, st.st_ctime_ns % 1_000_000_000, int(st.st_mtime) & M32,
-                       st.st_mtime_ns % 1_000_000_000, st.st_ino & M32, st.st_uid & M32, st.st_gid & M32,
-                       st.st_size & M32):
+            if key == (st.st_ctime_ns, st.st_mtime_ns, st.st_ino & M32, st.st_uid, st.st_gid, st.st_size & M32):
                 out[id(e)] = sha
         return out
 
@@ -189,8 +204,9 @@ def _varint(data: bytes, p: int) -> tuple[int, int]:
     return val, p
 
 
-def parse_index(data: bytes) -> dict[bytes, tuple[bytes, int, tuple]]:
-    """path -> (blob id, mode, stat key) for every plain stage-0 file or link entry.
+def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dict[bytes, tuple]]:
+    """(path -> (blob id, mode, stat key) for every plain stage-0 file or link entry,
+    the valid nodes of the cache tree: see `parse_cache_tree`).
 
     Versions 2, 3 and 4; a checksum mismatch, an unknown required extension (a split
     index) or anything malformed raises Unusable."""
@@ -233,16 +249,65 @@ def parse_index(data: bytes) -> dict[bytes, tuple[bytes, int, tuple]]:
                 continue
             if mode not in (MODE_FILE, MODE_EXEC, MODE_LINK) or sha == b"\0" * 20:
                 continue
-            out[name] = (sha, mode, (c_s, c_ns, m_s, m_ns, ino, uid, gid, size))
+            # the times as full nanoseconds (32-bit seconds hold until 2106): one compare each
+            out[name] = (sha, mode, (c_s * 1_000_000_000 + c_ns, m_s * 1_000_000_000 + m_ns, ino, uid, gid, size))
     except (struct.error, ValueError, IndexError):
         raise Unusable("malformed index") from None
-    p = off
+    p, trees = off, {}
     while p + 8 <= end_entries:
         sig = data[p:p + 4]
         size = struct.unpack_from(">I", data, p + 4)[0]
-        if not 0x41 <= sig[0] <= 0x5A:
+        if sig == b"TREE":
+            try:
+                trees = parse_cache_tree(data[p + 8:p + 8 + size])
+            except Unusable:
+                trees = {}               # optional: every tree is built instead
+        elif not 0x41 <= sig[0] <= 0x5A:
             raise Unusable(f"index extension {sig!r} is required and not understood")
         p += 8 + size
+    return out, trees
+
+
+def parse_cache_tree(ext: bytes) -> dict[bytes, tuple[int, bytes, list[bytes]]]:
+    """The TREE extension: directory (b"" is the root) -> (entries below it, tree id, names
+    of its subdirectories) for every node git marked valid.  Nodes come in pre-order, each
+    with its count of subtrees; anything malformed raises Unusable."""
+    out: dict[bytes, tuple[int, bytes, list[bytes]]] = {}
+    stack: list[list] = []                  # [path, subtrees still to come, names seen]
+    pos, end, seen_root = 0, len(ext), False
+    try:
+        while pos < end:
+            nul = ext.index(b"\0", pos)
+            name = ext[pos:nul]
+            lf = ext.index(b"\n", nul)
+            count_s, nsub_s = ext[nul + 1:lf].split(b" ")
+            count, nsub = int(count_s), int(nsub_s)
+            pos = lf + 1
+            if count < -1 or nsub < 0:
+                raise ValueError("negative count")
+            while stack and stack[-1][1] == 0:
+                stack.pop()
+            if stack:
+                parent = stack[-1]
+                if not name or b"/" in name:
+                    raise ValueError("bad directory name")
+                parent[1] -= 1
+                parent[2].append(name)
+                path = parent[0] + b"/" + name if parent[0] else name
+            elif not seen_root and name == b"":
+                path, seen_root = b"", True
+            else:
+                raise ValueError("a second root")
+            node = [path, nsub, []]
+            stack.append(node)
+            if count >= 0:
+                sha = ext[pos:pos + 20]
+                if len(sha) != 20:
+                    raise ValueError("truncated tree id")
+                pos += 20
+                out[path] = (count, sha, node[2])
+    except ValueError as exc:
+        raise Unusable(f"malformed cache tree ({exc})") from None
     return out
 
 
@@ -321,7 +386,7 @@ def read_known(root: bytes) -> Known:
     finally:
         os.close(fd)
     cfg = _git_config_values(_config_paths(common))
-    entries = parse_index(data)
+    entries, trees = parse_index(data)
     attrs = []
     for path in entries:
         if path == b".gitattributes" or path.endswith(b"/.gitattributes"):
@@ -332,7 +397,7 @@ def read_known(root: bytes) -> Known:
                 raise Unusable("a .gitattributes file cannot be read") from None
     _refuse_converting(common, gitdir, cfg, attrs)
     return Known(gitdir=gitdir, entries=entries, index_mtime_ns=st.st_mtime_ns,
-                 pack_dir=os.path.join(common, b"objects", b"pack"))
+                 pack_dir=os.path.join(common, b"objects", b"pack"), trees=trees)
 
 
 def link_packs(known: Known, wanted: set[bytes], store_pack_dir: str, durable: bool) -> dict[str, set[bytes]]:

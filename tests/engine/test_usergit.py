@@ -3,6 +3,7 @@ reading, their packs are linked, their `.git` is left byte-identical, and the st
 whole after the user's repository is deleted or garbage-collected."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import struct
@@ -79,6 +80,7 @@ def test_seeded_first_snapshot_equals_a_hashed_one_and_leaves_git_untouched(tmp_
 
 def test_store_self_contained_after_rm_rf_git_and_after_consolidation(tmp_path):
     ws = make_repo(tmp_path / "ws")
+    (ws / "notes.txt").write_text("untracked\n")             # hashed: our own (fast) pack
     svc, res, _ = first(tmp_path / "store", ws)
     shutil.rmtree(ws / ".git")
     subprocess.run(["git", "--git-dir", str(tmp_path / "store"), "fsck", "--strict", "--no-dangling"],
@@ -168,6 +170,87 @@ def test_damaged_or_hostile_indexes_are_refused(tmp_path):
         usergit.parse_index(body + hashlib.sha1(body).digest())
 
 
+def test_a_clean_clone_takes_git_s_trees_and_writes_no_pack(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    head_tree = git("rev-parse", "HEAD^{tree}", cwd=ws).stdout.strip()
+    svc, res, w = first(tmp_path / "store", ws)
+    assert res.tree == head_tree and w.last_seed["linked_packs"] == 1
+    ours = [p for p in (tmp_path / "store" / "objects" / "pack").glob("*.pack") if p.stat().st_nlink == 1]
+    assert ours == []                                          # nothing was hashed or built
+    Chronos.forget_instances()
+    _, plain, _ = first(tmp_path / "plain", ws, seed_from_git=False)
+    assert plain.tree == res.tree                              # what hashing every file gives
+    shutil.rmtree(ws / ".git")
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    assert blobs(repo, repo[res.tree])[b"d0/f0.txt"] == b"file 0\n"
+    out = svc.consolidate()
+    assert out.adopted == 1 and not consolidate.pending(svc.store)
+    subprocess.run(["git", "--git-dir", str(tmp_path / "store"), "fsck", "--strict"], check=True,
+                   capture_output=True)
+
+
+def test_a_changed_or_new_file_rebuilds_only_the_trees_above_it(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    head = pygit2.Repository(str(ws))
+    old_tree = head[head.head.target].tree
+    (ws / "d1" / "f1.txt").write_text("changed\n")           # d1 and the root are built again
+    (ws / "d3" / "new.txt").write_text("new\n")              # d3 too
+    os.chmod(ws / "d4" / "f4.txt", 0o755)                      # d4: a mode git's index does not have
+    time.sleep(0.01)
+    svc, res, w = first(tmp_path / "store", ws)
+    Chronos.forget_instances()
+    _, plain, _ = first(tmp_path / "plain", ws, seed_from_git=False)
+    assert plain.tree == res.tree                              # what hashing every file gives
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    tree = repo[res.tree]
+    assert {e.name: e.filemode for e in repo[tree["d4"].id]}["f4.txt"] == pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+    for d in ("d0", "d2"):
+        assert tree[d].id == old_tree[d].id                   # taken from git's cache tree
+    for d in ("d1", "d3", "d4"):
+        assert tree[d].id != old_tree[d].id
+    ours = [p for p in (tmp_path / "store" / "objects" / "pack").glob("*.idx") if p.stat().st_nlink == 1]
+    held = set().union(*(usergit.read_idx(os.fsencode(p)) for p in ours))
+    assert len(held) == 3 + 4               # 3 blobs hashed; 4 trees built: root, d1, d3, d4
+    assert str(w._open_repo().index.write_tree()) == res.tree
+
+
+def test_a_malformed_cache_tree_is_ignored_and_blob_ids_still_used(tmp_path):
+    for bad in (b"\0" + b"x y\n", b"\0" + b"1 1\n" + b"\1" * 20 + b"a/b\0" + b"1 0\n" + b"\2" * 20,
+                b"\0" + b"5 0\n" + b"\3" * 19, b"\0" + b"-1 0\n" + b"\0" + b"-1 0\n"):
+        with pytest.raises(usergit.Unusable, match="cache tree"):
+            usergit.parse_cache_tree(bad)
+    good = b"\0" + b"2 1\n" + b"\1" * 20 + b"d\0" + b"1 0\n" + b"\2" * 20
+    trees = usergit.parse_cache_tree(good)
+    assert trees == {b"": (2, b"\1" * 20, [b"d"]), b"d": (1, b"\2" * 20, [])}
+    ws = make_repo(tmp_path / "ws")
+    index = ws / ".git" / "index"
+    data = index.read_bytes()[:-20]
+    cut = data.index(b"TREE")
+    (size,) = struct.unpack(">I", data[cut + 4:cut + 8])
+    data = data[:cut] + b"TREE" + struct.pack(">I", 5) + b"\0garb" + data[cut + 8 + size:]
+    index.write_bytes(data + hashlib.sha1(data).digest())
+    time.sleep(0.01)
+    known = usergit.read_known(os.fsencode(ws))
+    assert known.trees == {} and len(known.entries) > 60
+
+
+def test_a_cache_tree_naming_a_blob_as_a_tree_is_not_taken(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    blob = bytes.fromhex(git("rev-parse", "HEAD:d0/f0.txt", cwd=ws).stdout.strip())
+    index = ws / ".git" / "index"
+    data = index.read_bytes()[:-20]
+    cut = data.index(b"TREE") + 8
+    head = data.index(b"\n", cut) + 1                         # the root entry: "" NUL count SP nsub LF
+    data = data[:head] + blob + data[head + 20:]
+    index.write_bytes(data + hashlib.sha1(data).digest())
+    time.sleep(0.01)
+    assert usergit.read_known(os.fsencode(ws)).trees[b""][1] == blob
+    svc, res, w = first(tmp_path / "store", ws)
+    Chronos.forget_instances()
+    _, plain, _ = first(tmp_path / "plain", ws, seed_from_git=False)
+    assert res.tree == plain.tree and w.last_seed["seeded_files"] > 60
+
+
 def _vouched(known, path: bytes, mode: int, st) -> bytes | None:
     e = SimpleNamespace(path=path, mode=mode, st=st)
     return known.vouch([e]).get(id(e))
@@ -210,6 +293,7 @@ def test_a_gitdir_file_and_no_repository(tmp_path):
                                    "consolidate_mid_delete"])
 def test_consolidation_killed_at_each_point_loses_nothing(tmp_path, point):
     ws = make_repo(tmp_path / "ws")
+    (ws / "notes.txt").write_text("untracked\n")             # two pending packs: ours and the user's
     store = tmp_path / "store"
     svc, res, _ = first(store, ws)
     code = ("import sys; from chronos_git.service import Chronos; from chronos_git.settings import Settings;"
@@ -225,7 +309,7 @@ def test_consolidation_killed_at_each_point_loses_nothing(tmp_path, point):
     assert not consolidate.pending(svc.store)
     repo = pygit2.Repository(str(store))
     got = blobs(repo, repo[res.tree])
-    assert got[b"d4/f59.txt"] == b"file 59\n" + b"x" * 59 and len(got) == 63
+    assert got[b"d4/f59.txt"] == b"file 59\n" + b"x" * 59 and len(got) == 64
     subprocess.run(["git", "--git-dir", str(store), "fsck", "--strict"], check=True, capture_output=True)
 
 
@@ -242,6 +326,7 @@ def test_a_linked_pack_full_of_history_is_copied_out_of_and_dropped(tmp_path):
     git("add", "-A", cwd=ws)
     git("-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "now", cwd=ws)
     git("gc", "-q", cwd=ws)
+    (ws / "notes.txt").write_text("untracked\n")
     time.sleep(0.01)
     svc, res, w = first(tmp_path / "store", ws)
     assert w.last_seed["seeded_files"] == 1 and w.last_seed["linked_packs"] == 1
@@ -252,7 +337,7 @@ def test_a_linked_pack_full_of_history_is_copied_out_of_and_dropped(tmp_path):
     assert after < before / 10                                # the history is gone from the store
     shutil.rmtree(ws / ".git")
     repo = pygit2.Repository(str(tmp_path / "store"))
-    assert blobs(repo, repo[res.tree]) == {b"small.txt": b"what is left\n"}
+    assert blobs(repo, repo[res.tree]) == {b"small.txt": b"what is left\n", b"notes.txt": b"untracked\n"}
     subprocess.run(["git", "--git-dir", str(tmp_path / "store"), "fsck", "--strict"], check=True,
                    capture_output=True)
 
