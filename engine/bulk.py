@@ -31,7 +31,7 @@ import pygit2
 
 from . import faults, usergit
 from .fsutil import atomic_write, read_all
-from .scan import ScanReport, special_kind
+from .scan import ScanReport, find_omissions, special_kind
 
 BLOB, TREE = 3, 2
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_DIR = 0o100644, 0o100755, 0o120000, 0o40000
@@ -218,11 +218,18 @@ def _git_sort_key(name: bytes, is_dir: bool) -> bytes:
     return name + b"/" if is_dir else name
 
 
-def _list_files(repo: pygit2.Repository, root: bytes, cap: int, report: ScanReport) -> list[_Entry]:
-    """Every non-ignored file below root, as libgit2 sees the work tree.  A first snapshot
-    has no earlier permission record, so only bits that differ from git's are noted."""
+def _listing(repo: pygit2.Repository):
+    """libgit2's walk of the work tree against an empty index: every non-ignored file."""
     flags = (pygit2.enums.DiffOption.INCLUDE_UNTRACKED | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS)
-    diff = repo.index.diff_to_workdir(flags=flags)
+    return repo.index.diff_to_workdir(flags=flags)
+
+
+def _list_files(diff, root: bytes, cap: int, report: ScanReport,
+                stats: dict[bytes, os.stat_result] | None = None) -> list[_Entry]:
+    """Every file of the listing with its lstat (taken from `stats` where a helper already
+    took it).  A first snapshot has no earlier permission record, so only bits that differ
+    from git's are noted."""
+    stats = stats or {}
     out: list[_Entry] = []
     append, perms, dirs = out.append, report.perms, set()
     prefix = root.rstrip(b"/") + b"/"
@@ -233,13 +240,15 @@ def _list_files(repo: pygit2.Repository, root: bytes, cap: int, report: ScanRepo
             if os.path.lexists(prefix + p + b".git"):
                 report.nested(os.fsdecode(p[:-1]))
             continue
-        try:
-            st = lstat(prefix + p)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError as exc:
-            report.omit(os.fsdecode(p), exc)
-            continue
+        st = stats.get(p)
+        if st is None:
+            try:
+                st = lstat(prefix + p)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                report.omit(os.fsdecode(p), exc)
+                continue
         m = st.st_mode
         if isreg(m):
             if cap and st.st_size > cap:
@@ -310,13 +319,24 @@ def _read(root: bytes, e: _Entry, report: ScanReport) -> bytes | None:
 
 
 def _read_known(root: bytes):
-    """The user's index, or the reason it cannot be used (run beside libgit2's listing)."""
+    """(The user's index or the reason it cannot be used, the lstat of every path it lists).
+    Run beside libgit2's listing, which releases the GIL: the stat calls the listing would
+    need next are mostly done by the time it returns."""
     try:
-        return usergit.read_known(root)
+        known = usergit.read_known(root)
     except usergit.Unusable as exc:
-        return str(exc)
+        return str(exc), {}
     except Exception as exc:          # whatever the user's repository holds, the snapshot goes on
-        return f"the repository could not be read ({type(exc).__name__}: {exc})"
+        return f"the repository could not be read ({type(exc).__name__}: {exc})", {}
+    prefix, lstat, isdir, stats = root.rstrip(b"/") + b"/", os.lstat, stat.S_ISDIR, {}
+    for p in known.entries:
+        try:
+            st = lstat(prefix + p)
+        except OSError:
+            continue                  # the listing's own lstat says what it is
+        if not isdir(st.st_mode):
+            stats[p] = st
+    return known, stats
 
 
 def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool,
@@ -386,15 +406,22 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
     t0 = time.monotonic()
     report = ScanReport()
     say("listing", 0, 0)
-    known = None
-    if use_git:
-        # parsed while libgit2 walks the tree (the walk releases the GIL)
-        with ThreadPoolExecutor(max_workers=1) as one:
-            pending_known = one.submit(_read_known, root)
-            entries = _list_files(repo, root, cap, report)
-            known = pending_known.result()
-    else:
-        entries = _list_files(repo, root, cap, report)
+    known, stats, specials = None, {}, ScanReport()
+
+    def beside() -> None:
+        # while libgit2 walks the tree (the walk releases the GIL): the user's index parsed and
+        # its paths stat'ed, and the scan for what libgit2's walk leaves out (own handle)
+        nonlocal known, stats
+        if use_git:
+            known, stats = _read_known(root)
+        find_omissions(pygit2.Repository(repo.path), root, specials)
+    with ThreadPoolExecutor(max_workers=1) as one:
+        helper = one.submit(beside)
+        diff = _listing(repo)
+        helper.result()
+    entries = _list_files(diff, root, cap, report, stats)
+    for item in specials.skipped:
+        report.skip(item["path"], item["reason"], item.get("size"))
     t_list = time.monotonic()
     os.makedirs(pack_dir, exist_ok=True)
     res = BulkResult(tree="", entries=0, bytes=0, report=report)

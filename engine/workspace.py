@@ -286,7 +286,7 @@ class Workspace:
                     rels = [self.rel(p) for p in paths]
                     update_paths(repo, index, scanner, rels)
             report = scanner.report
-            if how in ("scan", "bulk") and not report.aborted:
+            if how == "scan" and not report.aborted:      # a bulk import looked for them itself
                 find_omissions(repo, self.root_bytes, report)
             tree = None
             if (rels is not None and tip is not None and known == str(tip.tree_id) and self._patching
