@@ -214,10 +214,6 @@ class _PackWriter:
         return bytes(out)
 
 
-def _git_sort_key(name: bytes, is_dir: bool) -> bytes:
-    return name + b"/" if is_dir else name
-
-
 def _listing(repo: pygit2.Repository):
     """libgit2's walk of the work tree against an empty index: every non-ignored file."""
     flags = (pygit2.enums.DiffOption.INCLUDE_UNTRACKED | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS)
@@ -372,26 +368,37 @@ def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool,
     return rest, held
 
 
-def _cached_trees(known, held: set[bytes], odb):
-    """reuse(dir path, entries below it, its name) -> (tree id, TREE extension entry) when
-    git's cache tree holds that directory with as many entries, all of them exactly ours
-    (the caller checks that), and the linked packs hold it as a tree: it is what `git
+class _CachedTrees:
+    """What git's cache tree (the index's TREE extension) lets a first import take as it is:
+    a directory whose entries are all exact (the caller checks that), as many as the cache
+    counts for it, and whose tree the linked packs hold as a tree.  That is what `git
     commit` would write, so it is neither built nor hashed again."""
-    if isinstance(known, str) or not known.trees or not held:
-        return None
 
-    def reuse(path: bytes, count: int, name: bytes):
-        item = known.trees.get(path)
-        if item is None or item[0] != count or item[1] not in held:
+    def __init__(self, known, held: set[bytes], odb):
+        self.trees, self.held, self.odb, self.known = known.trees, held, odb, known
+
+    def reuse(self, path: bytes, count: int, name: bytes) -> tuple[bytes, bytes] | None:
+        """(tree id, TREE extension entry) of directory `path` (never the root), or None."""
+        item = self.trees.get(path)
+        if not path or item is None or item[0] != count or item[1] not in self.held:
             return None
-        ext = known.tree_ext(path, name)
+        ext = self.known.tree_ext(path, name)
         try:
-            if ext is None or odb.read_header(pygit2.Oid(raw=item[1]))[0] != pygit2.enums.ObjectType.TREE:
+            if ext is None or self.odb.read_header(pygit2.Oid(raw=item[1]))[0] != pygit2.enums.ObjectType.TREE:
                 return None
         except (KeyError, ValueError, pygit2.GitError):
             return None
         return item[1], ext
-    return reuse
+
+    def root_dirs(self) -> list[bytes]:
+        item = self.trees.get(b"")
+        return list(item[2]) if item else []
+
+
+def _cached_trees(known, held: set[bytes], odb) -> _CachedTrees | None:
+    if isinstance(known, str) or not known.trees or not held:
+        return None
+    return _CachedTrees(known, held, odb)
 
 
 def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir: str, *, cap: int,
@@ -426,14 +433,14 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
     os.makedirs(pack_dir, exist_ok=True)
     res = BulkResult(tree="", entries=0, bytes=0, report=report)
     kept: list[_Entry] = []
-    todo, reuse = entries, None
+    todo, cached = entries, None
     if not use_git:
         res.seed_note = "off"
     else:
         say("reading the git index", 0, len(entries))
         todo, held = _seed(known, entries, pack_dir, durable, res)
         kept = [e for e in entries if e.sha]
-        reuse = _cached_trees(known, held, repo.odb)
+        cached = _cached_trees(known, held, repo.odb)
     t_seed = time.monotonic()
     say("packing", len(kept), len(entries))
     writer = _PackWriter(pack_dir, durable)
@@ -473,7 +480,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
                 say("packing", len(kept), len(entries))
         t_blobs = time.monotonic()
         say("trees", len(kept), len(entries))
-        root_sha, tree_ext = _trees(kept, writer, reuse)
+        root_sha, tree_ext = _trees(kept, writer, cached)
         res.packs = writer.finish()
     except BaseException:
         writer.abort()
@@ -489,13 +496,15 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
     return res
 
 
-def _trees(entries: list[_Entry], writer: _PackWriter, reuse=None) -> tuple[bytes, bytes]:
-    """Write every tree object; return (root sha, TREE index extension payload).  `reuse`
-    (see `_cached_trees`) is asked for each directory whose entries are all exact."""
-    if reuse is not None and all(e.exact for e in entries):
-        hit = reuse(b"", len(entries), b"")     # a clean clone: git's root tree is ours as it is
-        if hit is not None:
-            return hit
+def _trees(entries: list[_Entry], writer: _PackWriter, cached: _CachedTrees | None = None) -> tuple[bytes, bytes]:
+    """Write every tree object; return (root sha, TREE index extension payload).  `cached`
+    is asked for each directory below the root whose entries are all exact.  The root is
+    always written by us: a new commit freshens its tree, and freshening an object of the
+    user's (hard-linked) pack would touch that pack's mtime."""
+    if cached is not None and all(e.exact for e in entries):
+        done = _clean_root(entries, writer, cached)
+        if done is not None:
+            return done
     tally = None                               # a node's [entries below, entries not exact]
     root: dict = {tally: [0, 0]}
     for e in entries:
@@ -517,30 +526,54 @@ def _trees(entries: list[_Entry], writer: _PackWriter, reuse=None) -> tuple[byte
 
     def build(node: dict, name: bytes, path: bytes) -> tuple[bytes, int, bytes]:
         count, inexact = node.pop(tally)
-        if reuse is not None and not inexact:
-            hit = reuse(path, count, name)
+        if cached is not None and not inexact:
+            hit = cached.reuse(path, count, name)
             if hit is not None:
                 return hit[0], count, hit[1]
-        items = sorted(node.items(), key=lambda kv: _git_sort_key(kv[0], isinstance(kv[1], dict)))
-        body = bytearray()
-        subs = []
-        for n, v in items:
+        subs, files = [], []
+        for n, v in node.items():
             if isinstance(v, dict):
                 sha, _c, sub_ext = build(v, n, path + b"/" + n if path else n)
-                body += b"40000 " + n + b"\0" + sha
-                subs.append((n, sub_ext))
+                subs.append((n, sha, sub_ext))
             else:
-                body += b"%o " % v.mode + n + b"\0" + v.sha
-        sha, packed = _object(TREE, bytes(body))
-        writer.add(sha, packed)
-        # cache-tree entry: name NUL count SP nsub LF sha, then the subtrees (sorted by name)
-        me = name + b"\0" + b"%d %d\n" % (count, len(subs)) + sha
-        for _, sub_ext in sorted(subs, key=lambda s: s[0]):
-            me += sub_ext
-        return sha, count, me
+                files.append((n, v.mode, v.sha))
+        return _tree_result(writer, name, count, subs, files)
 
     sha, _, ext_bytes = build(root, b"", b"")
     return sha, ext_bytes
+
+
+def _tree_result(writer: _PackWriter, name: bytes, count: int, subs: list, files: list) -> tuple[bytes, int, bytes]:
+    """Write one tree (subdirectories as (name, id, their TREE entry), files as (name, mode,
+    id)); return (its id, count, its TREE extension entry with the subtrees, by name)."""
+    rows = [(n + b"/", b"40000 " + n + b"\0" + sha) for n, sha, _ in subs]
+    rows += [(n, b"%o " % mode + n + b"\0" + sha) for n, mode, sha in files]
+    rows.sort(key=lambda r: r[0])              # git's order: a directory sorts as "name/"
+    sha, packed = _object(TREE, b"".join(body for _, body in rows))
+    writer.add(sha, packed)
+    # cache-tree entry: name NUL count SP nsub LF sha, then the subtrees (sorted by name)
+    me = name + b"\0" + b"%d %d\n" % (count, len(subs)) + sha
+    for _, _, sub_ext in sorted(subs, key=lambda s: s[0]):
+        me += sub_ext
+    return sha, count, me
+
+
+def _clean_root(entries: list[_Entry], writer: _PackWriter, cached: _CachedTrees) -> tuple[bytes, bytes] | None:
+    """A clean clone: every directory below the root taken from the cache tree, the root
+    built from them and its own files (and checked to be git's root tree)."""
+    files = [(e.path, e.mode, e.sha) for e in entries if b"/" not in e.path]
+    subs, count = [], len(files)
+    for d in cached.root_dirs():
+        n = cached.trees[d][0] if d in cached.trees else -1
+        hit = cached.reuse(d, n, d)
+        if hit is None:
+            return None
+        subs.append((d, hit[0], hit[1]))
+        count += n
+    if count != len(entries):
+        return None
+    sha, _, ext = _tree_result(writer, b"", count, subs, files)
+    return (sha, ext) if sha == cached.trees[b""][1] else None
 
 
 _INDEX_ENTRY = struct.Struct(">10I20sH")

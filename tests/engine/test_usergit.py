@@ -170,13 +170,16 @@ def test_damaged_or_hostile_indexes_are_refused(tmp_path):
         usergit.parse_index(body + hashlib.sha1(body).digest())
 
 
-def test_a_clean_clone_takes_git_s_trees_and_writes_no_pack(tmp_path):
+def test_a_clean_clone_takes_git_s_trees_and_builds_only_the_root(tmp_path):
     ws = make_repo(tmp_path / "ws")
     head_tree = git("rev-parse", "HEAD^{tree}", cwd=ws).stdout.strip()
+    before = tree_fingerprint(ws / ".git", mtimes=True)
     svc, res, w = first(tmp_path / "store", ws)
     assert res.tree == head_tree and w.last_seed["linked_packs"] == 1
-    ours = [p for p in (tmp_path / "store" / "objects" / "pack").glob("*.pack") if p.stat().st_nlink == 1]
-    assert ours == []                                          # nothing was hashed or built
+    ours = [p for p in (tmp_path / "store" / "objects" / "pack").glob("*.idx") if p.stat().st_nlink == 1]
+    assert [usergit.read_idx(os.fsencode(p)) for p in ours] == [{bytes.fromhex(head_tree)}]  # nothing hashed
+    # the commit freshens its tree: in our own pack, so the user's pack keeps its mtime too
+    assert tree_fingerprint(ws / ".git", mtimes=True) == before
     Chronos.forget_instances()
     _, plain, _ = first(tmp_path / "plain", ws, seed_from_git=False)
     assert plain.tree == res.tree                              # what hashing every file gives
