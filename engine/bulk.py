@@ -382,12 +382,12 @@ class _CachedTrees:
         item = self.trees.get(path)
         if not path or item is None or item[0] != count or item[1] not in self.held:
             return None
-        ext = self.known.tree_ext(path, name)
         try:
+            ext = self.known.tree_ext(path, name)
             if ext is None or self.odb.read_header(pygit2.Oid(raw=item[1]))[0] != pygit2.enums.ObjectType.TREE:
                 return None
-        except (KeyError, ValueError, pygit2.GitError):
-            return None
+        except (KeyError, ValueError, RecursionError, pygit2.GitError):
+            return None                # a cache tree nested deeper than Python recurses: built instead
         return item[1], ext
 
     def root_dirs(self) -> list[bytes]:
