@@ -60,6 +60,15 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
+_mine = threading.local()          # how many exclusive locks this thread holds
+
+
+def holding_exclusive() -> bool:
+    """Whether this thread holds any exclusive lock (then it must not wait for a thread that
+    may need one)."""
+    return getattr(_mine, "held", 0) > 0
+
+
 @contextmanager
 def exclusive(path: Path):
     """Re-entrant (per thread) exclusive lock shared by every thread and process."""
@@ -71,9 +80,11 @@ def exclusive(path: Path):
             st.fd = _open(path)
             _flock(st.fd, fcntl.LOCK_EX)
         st.depth += 1
+        _mine.held = getattr(_mine, "held", 0) + 1
         try:
             yield
         finally:
+            _mine.held -= 1
             st.depth -= 1
             if st.depth == 0:
                 _flock(st.fd, fcntl.LOCK_UN)

@@ -156,6 +156,9 @@ class TimeMachine:
                                    "(send it with dry_run=true first, check the plan, then send it again "
                                    "with that plan_token)")
             self._redeem(plan_token, self._plan_key(ws, ws.resolve(spec).id, paths, clean, force))
+        # outcomes written behind take this workspace's lock for their post-snapshot: they go
+        # first, or the intent below (which waits for them) would wait under the lock forever
+        self.calls.settle_behind()
         with ws.exclusive():
             prepared = restore_mod.prepare(ws, spec, paths=paths, clean=clean, force=force,
                                            meta=CheckpointMeta(description="", session_id=session_id, tool=tool))

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from ..engine import faults
+from ..engine import faults, locking
 from ..engine.confine import split
 from ..engine.errors import ChronosError, StoreUnwritable, explain
 from ..journal_refs import events
@@ -107,8 +107,10 @@ class ProtectedCalls:
                 self._behind.task_done()
 
     def settle_behind(self) -> None:
-        """Wait until every write-behind outcome of this process is recorded."""
-        if self._writer is not None:
+        """Wait until every write-behind outcome of this process is recorded.  Not while this
+        thread holds a lock: the writer's post-snapshot may need it (a restore settles before
+        it takes its workspace's lock)."""
+        if self._writer is not None and not locking.holding_exclusive():
             self._behind.join()
 
     # ------------------------------------------------------------- intent

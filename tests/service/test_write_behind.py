@@ -110,3 +110,19 @@ def test_a_kill_before_the_outcome_is_written_settles_the_file_call_as_completed
     started = svc.start()
     assert [s.result for s in started["settled"]] == ["completed"]
     assert svc.gate.is_open() and (ws / "a.txt").read_bytes() == b"landed\n"
+
+
+def test_a_restore_while_an_outcome_is_still_behind_does_not_deadlock(tmp_path, ws):
+    """Wind tunnel, io watcher_handoff, seed 14 (1 run in 10): the restore took its workspace's
+    lock, then its intent waited for the outcome writer, whose post-snapshot waited for that lock."""
+    svc = Chronos.get(tmp_path / "store", Settings())
+    (ws / "a.txt").write_bytes(b"zero\n")
+    first = svc.snapshot(str(ws), "baseline").checkpoint
+    hold = _hold_outcomes(svc)
+    with svc.protect(_write_call(ws, "a.txt", b"one\n"), write_behind=True) as t:
+        (ws / "a.txt").write_bytes(b"one\n")
+        t.outcome = Outcome(status="ok")
+    res = _waits_for_outcome(hold, lambda: svc.restore(str(ws), first, actor="test"))
+    assert res.status == "ok" and (ws / "a.txt").read_bytes() == b"zero\n"
+    kinds = [e["kind"] for e in svc.journal.events(4)]
+    assert kinds[:2] == ["returned", "started"] and kinds[2] == "returned"   # the write's outcome, then the restore
