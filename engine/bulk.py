@@ -13,6 +13,7 @@ index we wrote, or the caller falls back to the ordinary path.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import queue
@@ -76,12 +77,60 @@ def object_header(kind: int, n: int) -> bytes:
     return bytes(hdr)
 
 
-def _object(kind: int, data: bytes) -> tuple[bytes, tuple[bytes, bytes]]:
-    """(sha1, packed pieces) of one object: no copy of the data is made."""
+STORED_BLOCK = 0xFFFF                       # deflate's largest stored block
+ZLIB_HEAD = b"\x78\x01"                      # deflate, 32 KiB window, no dictionary, level 0 hint
+_BLOCK, _ADLER = struct.Struct("<BHH"), struct.Struct(">I")
+
+
+def _stored(data) -> list:
+    """`data` as a zlib stream of stored deflate blocks, in pieces that share its memory
+    (zlib.compress(data, 0) would copy every byte once more)."""
+    n = len(data)
+    if n <= STORED_BLOCK:                  # most files: one block
+        return [ZLIB_HEAD + _BLOCK.pack(1, n, n ^ 0xFFFF), data, _ADLER.pack(zlib.adler32(data))]
+    view = memoryview(data)
+    pieces, head = [], ZLIB_HEAD
+    for start in range(0, n, STORED_BLOCK):
+        size = min(STORED_BLOCK, n - start)
+        last = start + size == n
+        pieces.append(head + _BLOCK.pack(last, size, size ^ 0xFFFF))
+        pieces.append(view[start:start + size])
+        head = b""
+    pieces.append(_ADLER.pack(zlib.adler32(data)))
+    return pieces
+
+
+def pack_entry(kind: int, data, level: int = 0) -> tuple[int, int, list]:
+    """One undeltified pack entry: (its crc32 for the .idx, its size, its pieces).  Level 0
+    frames `data` in stored blocks without copying it; higher levels compress."""
+    hdr = object_header(kind, len(data))
+    pieces = _stored(data) if level == 0 else [b"", zlib.compress(data, level)]
+    pieces[0] = hdr + pieces[0]
+    crc = size = 0
+    for piece in pieces:
+        crc = zlib.crc32(piece, crc)
+        size += len(piece)
+    return crc, size, pieces
+
+
+def _object(kind: int, data: bytes) -> tuple[bytes, tuple[int, int, list]]:
+    """(sha1, pack entry) of one object, hashed and framed where it lies."""
     name = b"blob" if kind == BLOB else b"tree"
     h = hashlib.sha1(b"%s %d\0" % (name, len(data)))
     h.update(data)
-    return h.digest(), (object_header(kind, len(data)), zlib.compress(data, LEVEL))
+    return h.digest(), pack_entry(kind, data, LEVEL)
+
+
+def _write_run(fd: int, h, pieces: list) -> None:
+    """Join `pieces`, add them to the pack checksum `h` and write them all."""
+    view = memoryview(b"".join(pieces))
+    if h is not None:
+        h.update(view)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "a pack write made no progress")
+        view = view[n:]
 
 
 class _PackWriter:
@@ -95,20 +144,21 @@ class _PackWriter:
         self.pack_bytes = pack_bytes
         self.seen: set[bytes] = set()
         self.names: list[str] = []
-        self._batch: list[tuple[bytes, bytes, bytes]] = []
+        self._batch: list[tuple[bytes, int, int, list]] = []
         self._batch_bytes = 0
         self._queue: queue.Queue = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="chronos-git-pack-writer", daemon=True)
         self._thread.start()
 
-    def add(self, sha: bytes, packed: tuple[bytes, bytes]) -> None:
+    def add(self, sha: bytes, entry: tuple[int, int, list]) -> None:
+        """`entry` as pack_entry() makes it."""
         if sha in self.seen:
             return
         self.seen.add(sha)
-        hdr, body = packed
-        self._batch.append((sha, hdr, body))
-        self._batch_bytes += len(hdr) + len(body)
+        crc, size, pieces = entry
+        self._batch.append((sha, crc, size, pieces))
+        self._batch_bytes += size
         if self._batch_bytes >= self.pack_bytes:
             self._ship()
 
@@ -150,30 +200,36 @@ class _PackWriter:
         objects: dict[bytes, tuple[int, int]] = {}
         h = hashlib.sha1()
         try:
-            with os.fdopen(fd, "wb") as fh:
-                head = b"PACK" + struct.pack(">II", 2, len(batch))
-                fh.write(head)
-                h.update(head)
-                offset = len(head)
-                for n, (sha, hdr, body) in enumerate(batch):
-                    if n == len(batch) // 2:
-                        faults.hit("bulk_mid_pack")
-                    objects[sha] = (offset, zlib.crc32(body, zlib.crc32(hdr)) & 0xFFFFFFFF)
-                    fh.write(hdr)
-                    fh.write(body)
-                    h.update(hdr)
-                    h.update(body)
-                    offset += len(hdr) + len(body)
-                digest = h.digest()
-                fh.write(digest)
-                fh.flush()
-                if self.durable:
-                    os.fsync(fh.fileno())
+            head = b"PACK" + struct.pack(">II", 2, len(batch))
+            # pieces are joined into ~1 MiB runs: one hash update and one write each, so this
+            # thread takes the GIL back a few thousand times per import, not once per piece
+            run, run_bytes, offset = [head], len(head), len(head)
+            for n, (sha, crc, size, pieces) in enumerate(batch):
+                if n == len(batch) // 2:
+                    _write_run(fd, h, run)
+                    run, run_bytes = [], 0
+                    faults.hit("bulk_mid_pack")
+                objects[sha] = (offset, crc)
+                run += pieces
+                run_bytes += size
+                offset += size
+                if run_bytes >= CHUNK_BYTES:
+                    _write_run(fd, h, run)
+                    run, run_bytes = [], 0
+            _write_run(fd, h, run)
+            digest = h.digest()
+            _write_run(fd, None, [digest])
+            if self.durable:
+                os.fsync(fd)
+            os.close(fd)
+            fd = -1
             name = "pack-" + digest.hex()
             os.chmod(tmp, 0o444)
             os.replace(tmp, os.path.join(self.dir, name + ".pack"))
             faults.hit("bulk_before_idx")
         except BaseException:
+            if fd >= 0:
+                os.close(fd)
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
@@ -300,7 +356,7 @@ def _read(root: bytes, e: _Entry, report: ScanReport) -> bytes | None:
             if not stat.S_ISREG(st.st_mode):
                 report.skip(rel, f"special_file: {special_kind(st.st_mode)}")
                 return None
-            data = read_all(fd)
+            data = read_all(fd, st.st_size)
         finally:
             os.close(fd)
         if (st.st_mtime_ns, st.st_size, st.st_ino) != (e.st.st_mtime_ns, e.st.st_size, e.st.st_ino) \

@@ -30,7 +30,6 @@ import json
 import os
 import threading
 import time
-import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,7 +37,7 @@ from pathlib import Path
 import pygit2
 
 from . import faults, locking
-from .bulk import _PackWriter, object_header
+from .bulk import _PackWriter, pack_entry
 from .fsutil import atomic_write, fsync_dir
 from .retention import _roots, _walk, note_compacted_packs
 from .usergit import Unusable, read_idx
@@ -111,7 +110,7 @@ def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int
     def compress(batch):
         out = []
         for oid, kind, data in batch:
-            out.append((oid.raw, (object_header(kind, len(data)), zlib.compress(data, LEVEL))))
+            out.append((oid.raw, pack_entry(kind, data, LEVEL)))
         return out
 
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), initializer=lower_priority) as pool:

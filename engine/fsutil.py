@@ -69,14 +69,20 @@ def write_atomically(path: str, content: bytes) -> None:
     os.replace(tmp, p)
 
 
-def read_all(fd: int) -> bytes:
-    """Everything left in an open file, read in 1 MiB chunks (one allocation at the end)."""
+def read_all(fd: int, size_hint: int = 0) -> bytes:
+    """Everything left in an open file, read in 1 MiB chunks (one allocation at the end).
+    With `size_hint` (the file's size) a file of up to 1 MiB takes one read: a regular
+    file's read returns short only at its end."""
     chunks = []
+    want = size_hint + 1 if 0 < size_hint < 1 << 20 else 1 << 20
     while True:
-        chunk = os.read(fd, 1 << 20)
+        chunk = os.read(fd, want)
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+        if len(chunk) < want and want != 1 << 20:
+            return b"".join(chunks)
+        want = 1 << 20
 
 
 def tree_size(root) -> int:
