@@ -153,6 +153,13 @@ class Watcher:
                 self.stats["untrusted_takes"] += 1
             return trusted, dirty, why
 
+    def quiet(self) -> bool:
+        """Trusted, and nothing changed since the last take() (the kernel queue drained
+        first).  Unlike take() it starts no new period."""
+        with self._lock:
+            self._drain()
+            return self._trusted and not self._dirty and not self._rewatch
+
     def untrust(self, why: str) -> None:
         with self._lock:
             self._trusted = False

@@ -110,6 +110,8 @@ class Workspace:
         self._index_stamp = None                # ... as of this stat of the index file
         self._patches = 0                       # snapshots whose tree was patched (treepatch)
         self._patching = True                   # off for good if a check ever disagreed
+        self._settled: str | None = None        # checkpoint that held the whole workspace as of
+                                                # the watcher's last take (see _unchanged)
         self._repo_generation = -1
         self.last_bulk: dict | None = None
         self.last_seed: dict | None = None      # what the user's git index vouched for
@@ -267,9 +269,11 @@ class Workspace:
                     raise
                 repo = self._open_repo()
                 index = repo.index     # empty: this walk re-hashes every file once
-            scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
             tip = self._tip_commit(repo)
             known = self._known_tree()
+            if commit and not force_scan and self._unchanged(tip, known):
+                return self._unchanged_result(tip, paths, meta)
+            scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
             if paths is not None and tip is None:
                 paths = None           # undeclared entries come from the index: no baseline yet, scan all
             elif paths is not None and (known or str(index.write_tree())) != str(tip.tree_id):
@@ -331,7 +335,29 @@ class Workspace:
             result = SnapshotResult(None, str(tree), False, partial, info)
             if not commit:
                 return result
-            return self.commit_scan(result, meta)
+            result = self.commit_scan(result, meta)
+            # a refresh that took the watcher's dirty set and finished: this checkpoint is the
+            # whole workspace until the watcher sees a change
+            self._settled = (result.checkpoint.id if how in ("watched", "scan", "bulk") and not partial
+                             and result.checkpoint is not None else None)
+            return result
+
+    def _unchanged(self, tip, known: str | None) -> bool:
+        """Nothing can have changed since the newest checkpoint: it is the one a refresh that
+        took the watcher's dirty set committed, the in-memory index still holds its tree,
+        and the watcher, trusted throughout, has seen no event since (its kernel queue is
+        drained first: a write's events are queued before the write returns)."""
+        w = self._watcher
+        return (w is not None and tip is not None and self._settled == str(tip.id)
+                and known == str(tip.tree_id) and w.quiet())
+
+    def _unchanged_result(self, tip, paths, meta: CheckpointMeta) -> SnapshotResult:
+        """The newest checkpoint, as a snapshot that found nothing to record (no walk)."""
+        cp = Checkpoint.from_commit(tip)
+        kind = "declared" if paths is not None and meta.kind in ("full", "manual") else meta.kind
+        info = {"skipped": cp.meta.skipped, "nested_repos": cp.meta.nested_repos,
+                "files": cp.meta.files, "kind": kind, "scan": "unchanged"}
+        return SnapshotResult(cp, cp.tree_id, False, False, info)
 
     def commit_scan(self, result: SnapshotResult, meta: CheckpointMeta) -> SnapshotResult:
         """Make a `commit=False` snapshot a checkpoint (the newest one if its tree is unchanged)."""
@@ -424,6 +450,7 @@ class Workspace:
         """Bring the stat cache up to date with what a restore changed (no walk)."""
         index = self._open_repo().index
         self._index_tree = None         # it no longer holds a checkpoint's tree we know
+        self._settled = None
         for rel in removed:
             forget(index, rel)
         for rel in written:

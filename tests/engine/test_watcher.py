@@ -165,7 +165,7 @@ def test_changes_between_turns_are_caught_by_the_forced_walk(watched):
     (root / "d2" / "f7.txt").write_text("edited by the user between turns\n")
     ws._watcher.take()               # simulate a blind spot: the watcher lost that event
     blind = watched_snapshot(ws)
-    assert blind.report["scan"] == "watched"
+    assert blind.report["scan"] in ("watched", "unchanged")   # nothing seen: the newest checkpoint
     assert blind.tree_id != reference_tree(ws, tmp)             # the blind spot is real...
     turn = ws.snapshot(CheckpointMeta(description="turn start"), force_scan=True)
     assert turn.report["scan"] == "scan"
@@ -205,3 +205,48 @@ def test_randomised_operations_match_a_full_walk(watched):
                 pass
         res = watched_snapshot(ws)
         assert res.tree_id == reference_tree(ws, tmp), f"round {round_} ({res.report['scan']})"
+
+
+def test_an_unchanged_workspace_is_not_walked_again_but_every_change_is_seen(watched):
+    """The newest checkpoint stands for the workspace only while the watcher has seen
+    nothing since the refresh that committed it: any write, chmod, delete or new directory,
+    or a declared snapshot in between, means a real refresh again."""
+    ws, tmp = watched
+    root = ws.root
+    settled = watched_snapshot(ws)
+    assert settled.report["scan"] in ("watched", "unchanged")   # the first import settled it already
+    again = watched_snapshot(ws)
+    assert again.report["scan"] == "unchanged" and not again.created
+    assert again.checkpoint.id == settled.checkpoint.id
+    declared = ws.snapshot(CheckpointMeta(description="declared"), paths=[str(root / "d0" / "f0.txt")])
+    assert declared.report["scan"] == "unchanged" and declared.report["kind"] == "declared"
+    assert declared.checkpoint.id == settled.checkpoint.id
+
+    changes = [lambda: (root / "d0" / "f0.txt").write_text("edited\n"),
+               lambda: os.chmod(root / "d1" / "f1.txt", 0o755),
+               lambda: (root / "d2" / "f2.txt").unlink(),
+               lambda: (root / "fresh" / "sub").mkdir(parents=True),
+               lambda: (root / "fresh" / "sub" / "z.txt").write_text("z\n"),
+               lambda: os.symlink("d0/f0.txt", root / "alias")]
+    for i, change in enumerate(changes):
+        change()
+        res = watched_snapshot(ws)
+        assert res.report["scan"] != "unchanged", f"change {i}"
+        assert res.tree_id == reference_tree(ws, tmp), f"change {i}"
+        assert watched_snapshot(ws).report["scan"] == "unchanged"
+
+    # a declared snapshot commits its own path only: the rest is not vouched for afterwards
+    (root / "d3" / "f3.txt").write_text("declared write\n")
+    (root / "d4" / "f4.txt").write_text("undeclared write\n")
+    ws.snapshot(CheckpointMeta(description="declared"), paths=[str(root / "d3" / "f3.txt")])
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "watched" and res.tree_id == reference_tree(ws, tmp)
+
+
+def test_an_untrusted_watcher_never_vouches_for_an_unchanged_workspace(watched):
+    ws, tmp = watched
+    watched_snapshot(ws)
+    ws._watcher.untrust("test: queue overflow")
+    (ws.root / "d0" / "f0.txt").write_text("during the overflow\n")
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "scan" and res.tree_id == reference_tree(ws, tmp)
