@@ -159,8 +159,9 @@ def _roots(store) -> tuple[list[pygit2.Oid], list[pygit2.Oid]]:
     return commits, trees
 
 
-def _walk(repo, commits, trees, seen: set) -> list[pygit2.Oid]:
-    """Objects reachable from the roots and not yet in `seen` (which is updated)."""
+def _walk(repo, commits, trees, seen: set, names: dict | None = None) -> list[pygit2.Oid]:
+    """Objects reachable from the roots and not yet in `seen` (which is updated).  `names`,
+    if given, gets the entry name each blob and tree was first reached by (for packing)."""
     new: list[pygit2.Oid] = []
     stack_c = [c for c in commits]
     stack_t = [t for t in trees]
@@ -184,6 +185,8 @@ def _walk(repo, commits, trees, seen: set) -> list[pygit2.Oid]:
                     continue                # gitlink: not ours to keep
                 if entry.id in seen:
                     continue
+                if names is not None and entry.id not in names:
+                    names[entry.id] = entry.raw_name
                 if entry.type_str == "tree":
                     stack_t.append(entry.id)
                 else:
@@ -204,22 +207,61 @@ def _odb_files(store) -> tuple[list[Path], list[tuple[Path, str]]]:
     return packs, loose
 
 
-def _write_pack(repo, oids, pack_dir: Path) -> set[str]:
+# libgit2's pack builder, bounded: its delta cache and window (store config, read when a
+# builder is made) and the pack windows it maps (a process setting, held while it runs)
+PACK_CONFIG = {"pack.deltaCacheSize": "16m", "pack.windowMemory": "32m"}
+MAPPED_LIMIT = 128 << 20
+
+
+def _insert(pb, oid: pygit2.Oid, name: bytes | None) -> None:
+    """Add one object, with the name it was reached by where pygit2's binding allows: the
+    delta search then tries files of the same name first, as git does (pygit2's add() passes
+    none, and a nameless search is slower and finds worse deltas)."""
+    handle = getattr(pb, "_packbuilder", None)
+    if name and handle is not None and _native is not None:
+        ffi, lib = _native
+        c_oid = ffi.new("git_oid *")
+        ffi.buffer(c_oid)[:] = oid.raw
+        if lib.git_packbuilder_insert(handle, c_oid, ffi.new("char[]", name)) == 0:
+            return
+    pb.add(oid)
+
+
+try:                                          # feature-detected: a private part of pygit2
+    from pygit2._libgit2 import ffi as _ffi, lib as _lib
+    _native = (_ffi, _lib) if hasattr(_lib, "git_packbuilder_insert") else None
+except ImportError:
+    _native = None
+
+
+def _bounded_packing(repo) -> None:
+    cfg = repo.config
+    for key, value in PACK_CONFIG.items():
+        if key not in cfg:
+            cfg[key] = value
+
+
+def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> set[str]:
     """Pack `oids` into pack_dir; returns the pack names (stems) that now hold them.
 
     The pack is built in a scratch directory first, so we know its name even
-    when an identical pack already exists (same content, same name).
+    when an identical pack already exists (same content, same name).  `entry_names`
+    (object id -> the tree entry name it was reached by) guides the delta search.
     """
     if not oids:
         return set()
     import shutil
     import tempfile
     scratch = Path(tempfile.mkdtemp(prefix="tmp-compact-", dir=pack_dir))
+    mapped = pygit2.settings.mwindow_mapped_limit
     try:
+        _bounded_packing(repo)
         pb = pygit2.PackBuilder(repo)
         pb.set_threads(os.cpu_count() or 1)     # delta search is the cost; use every core
+        entry_names = entry_names or {}
         for oid in oids:
-            pb.add(oid)
+            _insert(pb, oid, entry_names.get(oid))
+        pygit2.settings.mwindow_mapped_limit = min(mapped, MAPPED_LIMIT)
         pb.write(str(scratch))
         names = set()
         for f in sorted(scratch.iterdir(), key=lambda f: f.suffix != ".pack"):   # .pack before .idx
@@ -234,6 +276,7 @@ def _write_pack(repo, oids, pack_dir: Path) -> set[str]:
         fsync_dir(pack_dir)
         return names
     finally:
+        pygit2.settings.mwindow_mapped_limit = mapped
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -386,13 +429,14 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
         # ---- phase B: pack what is reachable (no lock held) ----------------
         repo = pygit2.Repository(str(store.root))
         seen: set = set()
-        reachable = _walk(repo, commits_a, trees_a, seen)
+        names: dict = {}
+        reachable = _walk(repo, commits_a, trees_a, seen, names)
         kept, kept_ids = _packs_to_keep(store, old_packs, reachable)
         if kept_ids:
             reachable = [o for o in reachable if o.raw not in kept_ids]
         pack_dir = store.root / "objects" / "pack"
         pack_dir.mkdir(exist_ok=True)
-        ours = _write_pack(repo, reachable, pack_dir)
+        ours = _write_pack(repo, reachable, pack_dir, names)
         say(f"packed {len(reachable)} objects" + (f", kept {len(kept)} pack(s) as they are" if kept else ""))
         faults.hit("mid_compact")
 
@@ -401,8 +445,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             store.forget_repos()
             commits_c, trees_c = _roots(store)
             repo = pygit2.Repository(str(store.root))
-            extra = [o for o in _walk(repo, commits_c, trees_c, seen) if o.raw not in kept_ids]
-            ours |= _write_pack(repo, extra, pack_dir)
+            extra = [o for o in _walk(repo, commits_c, trees_c, seen, names) if o.raw not in kept_ids]
+            ours |= _write_pack(repo, extra, pack_dir, names)
             note_compacted_packs(store, kept | ours, only=True)   # before anything is deleted
             now = time.time()
             removed_loose = 0

@@ -414,3 +414,45 @@ def test_an_adopted_clone_pack_is_kept_by_compaction(tmp_path, monkeypatch):
     rep = svc.compact(grace_s=0)
     assert rep.packs_kept == 1 and adopted <= set(_packs(tmp_path / "store"))
     fsck_ok(tmp_path / "store")
+
+
+def _delta_blobs(store_dir) -> tuple[int, int]:
+    """(blobs stored as deltas, blobs) over every pack of the store, as git reads them."""
+    deltas = blobs = 0
+    for idx in (store_dir / "objects" / "pack").glob("pack-*.idx"):
+        out = git("verify-pack", "-v", idx).stdout
+        for line in out.splitlines():
+            cols = line.split()
+            if len(cols) >= 5 and cols[1] == "blob":
+                blobs += 1
+                deltas += len(cols) >= 7          # "depth base" follow a delta
+    return deltas, blobs
+
+
+def test_compaction_tells_the_delta_search_each_blob_s_name(store, ws, store_dir):
+    """Two versions of 150 files, all of one size: only the name says which blobs belong
+    together (git's rule), so nearly every second version packs as a delta of its first."""
+    import random
+    rnd = random.Random(11)
+    bodies = {f"m{i:03d}.dat": bytearray(rnd.randbytes(4096)) for i in range(150)}
+    for i, (name, body) in enumerate(bodies.items()):
+        (ws / f"d{i}").mkdir()
+        (ws / f"d{i}" / name).write_bytes(body)
+    snap(store, ws, "v1")
+    for i, (name, body) in enumerate(bodies.items()):
+        body[rnd.randrange(4096)] ^= 0xFF          # same size, one byte changed
+        (ws / f"d{i}" / name).write_bytes(body)
+    snap(store, ws, "v2")
+    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    fsck_ok(store_dir)
+    deltas, blobs = _delta_blobs(store_dir)
+    assert blobs >= 300
+    assert deltas >= 0.9 * 150, (deltas, blobs)
+
+
+def test_bounded_packing_leaves_a_store_setting_of_the_user_alone(store, ws, store_dir):
+    repo = pygit2.Repository(str(store_dir))
+    repo.config["pack.windowMemory"] = "8m"
+    retention._bounded_packing(repo)
+    assert repo.config["pack.windowMemory"] == "8m"
+    assert repo.config["pack.deltaCacheSize"] == retention.PACK_CONFIG["pack.deltaCacheSize"]
