@@ -298,7 +298,7 @@ class CorpusRun:
                                 raise RuntimeError("chronos changed the workspace's own .git")
                             extra["user_git_identical"] = True
                         init_ms.append(res["init_ms"])
-                        for k in ("seed", "store_bytes_fast", "consolidate_ms"):
+                        for k in ("seed", "phases_s", "store_bytes_fast", "consolidate_ms"):
                             if k in res:
                                 extra[f"chronos_{k}"] = res[k]
                         if res.get("consolidate"):

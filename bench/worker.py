@@ -213,6 +213,7 @@ class ChronosHandler:
                "kind": r.get("kind"), "skipped": len(r.get("skipped") or ())}
         wsobj = self.c.store.workspace(ws)
         out["seed"] = getattr(wsobj, "last_seed", None)
+        out["phases_s"] = getattr(wsobj, "last_bulk", None)       # the import's own phase times
         if hasattr(self.c, "consolidate"):
             # the background work the first import starts (the CLI runs it in the foreground)
             out["store_bytes_fast"] = dir_bytes(store_dir)
