@@ -612,6 +612,7 @@ class CorpusRun:
             "ratio_objects": ratio(c["objects_bytes_after"], g["objects_bytes_after"]),
             "time_ratio": ratio(c["ms"], g["ms"]),
             "chronos_journal_events": c.get("journal_events"),
+            "chronos_compact_peak_rss_mb": c.get("compact_peak_rss_mb"),
             "note": ("store bytes (sum of file sizes, whole store dir incl. index) after chronos compact(grace_s=0) "
                      "vs `git gc --prune=now` of the git-CLI shadow repo that saw the same workspace states; "
                      "chronos' store also holds the journal (with pre/post images). p50/p95 = the single "
@@ -649,4 +650,5 @@ class CorpusRun:
         return {"checkpoints": rounds, "chronos_ms": round(c["ms"], 1), "gitcli_ms": round(g["ms"], 1),
                 "time_ratio": ratio(c["ms"], g["ms"]), "chronos_objects_packed": c.get("objects_packed"),
                 "chronos_bytes": c["bytes_after"], "gitcli_bytes": g["bytes_after"],
-                "ratio": ratio(c["bytes_after"], g["bytes_after"]), **rss}
+                "ratio": ratio(c["bytes_after"], g["bytes_after"]),
+                "chronos_compact_peak_rss_mb": c.get("compact_peak_rss_mb"), **rss}

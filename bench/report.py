@@ -30,8 +30,10 @@ TARGETS = _BOTH + [
     ("P7 store over a session / git gc of the same history (worst sample)", ("P7", "ratio"), 1.2, "x"),
     ("P6t compaction time / git gc (first)", ("P6", "time_ratio"), 1.0, "x"),
     ("P6t compaction time / git gc (incremental)", ("P6", "incremental", "time_ratio"), 1.0, "x"),
-    ("P6m compaction peak RSS (first)", ("P6", "chronos_peak_rss_mb"), 500.0, "MB"),
-    ("P6m compaction peak RSS (incremental)", ("P6", "incremental", "chronos_peak_rss_mb"), 500.0, "MB"),
+    # the chronos process's peak RSS while it compacts (VmHWM reset just before; the bench's own
+    # checks afterwards, which read the whole store, are not the compaction's)
+    ("P6m compaction peak RSS (first)", ("P6", "chronos_compact_peak_rss_mb"), 500.0, "MB"),
+    ("P6m compaction peak RSS (incremental)", ("P6", "incremental", "chronos_compact_peak_rss_mb"), 500.0, "MB"),
 ]
 
 

@@ -42,6 +42,15 @@ def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
+def reset_peak_rss() -> None:
+    """VmHWM starts again from the current RSS (Linux: clear_refs 5), so a peak read later
+    belongs to what ran in between."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def rss_stats() -> dict:
     out = {}
     try:
@@ -372,9 +381,11 @@ class ChronosHandler:
     def op_compact(self, store_dir: str) -> dict:
         before, obj_before = dir_bytes(store_dir), dir_bytes(store_dir, "objects")
         tip = self.c.store.workspace(self.ws).tip()
+        reset_peak_rss()
         t0 = _now()
         rep = self.c.compact(grace_s=0).wire()
         ms = _ms(t0)
+        peak = rss_stats().get("vmhwm_mb")     # before the checks below map the whole store
         after, obj_after = dir_bytes(store_dir), dir_bytes(store_dir, "objects")
         if rep.get("dropped"):
             raise BenchCheck(f"chronos: compaction dropped checkpoints although retention is unlimited: "
@@ -397,7 +408,7 @@ class ChronosHandler:
             raise BenchCheck(f"chronos: journal verify after compaction: {v.get('integrity')}")
         return {"ms": ms, "bytes_before": before, "bytes_after": after, "objects_bytes_before": obj_before,
                 "objects_bytes_after": obj_after, "objects_packed": rep.get("objects_packed"),
-                "journal_events": v.get("events")}
+                "journal_events": v.get("events"), "compact_peak_rss_mb": peak}
 
 
 # ================================================================== git CLI

@@ -221,8 +221,8 @@ class _PackWriter:
             _write_run(fd, None, [digest])
             if self.durable:
                 os.fsync(fd)
-            os.close(fd)
-            fd = -1
+            fd, closing = -1, fd
+            os.close(closing)
             name = "pack-" + digest.hex()
             os.chmod(tmp, 0o444)
             os.replace(tmp, os.path.join(self.dir, name + ".pack"))

@@ -71,17 +71,18 @@ def write_atomically(path: str, content: bytes) -> None:
 
 def read_all(fd: int, size_hint: int = 0) -> bytes:
     """Everything left in an open file, read in 1 MiB chunks (one allocation at the end).
-    With `size_hint` (the file's size) a file of up to 1 MiB takes one read: a regular
-    file's read returns short only at its end."""
+    With `size_hint` (the file's size as fstat gave it) a file of up to 1 MiB takes one
+    read: asked for one byte more, it returns exactly its size only at its end (any other
+    short read, as some file systems give, reads on)."""
     chunks = []
     want = size_hint + 1 if 0 < size_hint < 1 << 20 else 1 << 20
     while True:
         chunk = os.read(fd, want)
         if not chunk:
             return b"".join(chunks)
+        if want == size_hint + 1 and len(chunk) == size_hint:
+            return chunk
         chunks.append(chunk)
-        if len(chunk) < want and want != 1 << 20:
-            return b"".join(chunks)
         want = 1 << 20
 
 

@@ -37,6 +37,7 @@ import heapq
 import json
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -207,10 +208,10 @@ def _odb_files(store) -> tuple[list[Path], list[tuple[Path, str]]]:
     return packs, loose
 
 
-# libgit2's pack builder, bounded: its delta cache and window (store config, read when a
-# builder is made) and the pack windows it maps (a process setting, held while it runs)
-PACK_CONFIG = {"pack.deltaCacheSize": "16m", "pack.windowMemory": "32m"}
+# the pack windows libgit2 maps while a pack is built (a process setting: one builder at a
+# time sets and restores it); the builder's own bounds are in the store's config
 MAPPED_LIMIT = 128 << 20
+_mapping = threading.Lock()
 
 
 def _insert(pb, oid: pygit2.Oid, name: bytes | None) -> None:
@@ -234,13 +235,6 @@ except ImportError:
     _native = None
 
 
-def _bounded_packing(repo) -> None:
-    cfg = repo.config
-    for key, value in PACK_CONFIG.items():
-        if key not in cfg:
-            cfg[key] = value
-
-
 def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> set[str]:
     """Pack `oids` into pack_dir; returns the pack names (stems) that now hold them.
 
@@ -253,16 +247,19 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
     import shutil
     import tempfile
     scratch = Path(tempfile.mkdtemp(prefix="tmp-compact-", dir=pack_dir))
-    mapped = pygit2.settings.mwindow_mapped_limit
     try:
-        _bounded_packing(repo)
         pb = pygit2.PackBuilder(repo)
         pb.set_threads(os.cpu_count() or 1)     # delta search is the cost; use every core
         entry_names = entry_names or {}
         for oid in oids:
             _insert(pb, oid, entry_names.get(oid))
-        pygit2.settings.mwindow_mapped_limit = min(mapped, MAPPED_LIMIT)
-        pb.write(str(scratch))
+        with _mapping:
+            mapped = pygit2.settings.mwindow_mapped_limit
+            pygit2.settings.mwindow_mapped_limit = min(mapped, MAPPED_LIMIT)
+            try:
+                pb.write(str(scratch))
+            finally:
+                pygit2.settings.mwindow_mapped_limit = mapped
         names = set()
         for f in sorted(scratch.iterdir(), key=lambda f: f.suffix != ".pack"):   # .pack before .idx
             target = pack_dir / f.name
@@ -276,7 +273,6 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
         fsync_dir(pack_dir)
         return names
     finally:
-        pygit2.settings.mwindow_mapped_limit = mapped
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -49,6 +49,11 @@ _BASE_CONFIG = {
     "gc.worktreePruneExpire": "never",     # our linked gitdirs have no .git to point at
     "gc.reflogExpire": "never",
     "gc.reflogExpireUnreachable": "never",
+    # compaction's pack builder, bounded (libgit2 reads both when a builder is made): its
+    # delta cache, which libgit2 also takes as the size above which it computes no delta
+    # (64m: above the default max_file_size_mb), and its delta window
+    "pack.deltaCacheSize": "64m",
+    "pack.windowMemory": "32m",
     "user.name": SIGNATURE_NAME,
     "user.email": SIGNATURE_EMAIL,
 }

@@ -216,7 +216,11 @@ class Workspace:
     def _open_repo(self) -> pygit2.Repository:
         if self._repo is not None and self._repo_generation != self.store.handles_generation:
             self._repo = None               # a compaction deleted packs: reopen (Store.writing)
-            self._index_unsaved = False     # the cache file is read again, re-aligned to the tip
+            if self._index_unsaved and self._watcher is not None:
+                # watched refreshes the cache file never saw are dropped with the handle:
+                # the next snapshot walks (a declared one re-aligns to the tip itself)
+                self._watcher.untrust("the stat cache was reloaded after a compaction")
+            self._index_unsaved = False
         if self._repo is None:
             self._index_tree = None             # a new handle: a new in-memory index
             self._repo_generation = self.store.handles_generation
@@ -248,13 +252,23 @@ class Workspace:
         if not self.root.is_dir():
             raise WorkspaceRefused(f"workspace {self.root} does not exist or is not a directory")
         try:
-            return self._snapshot(meta, paths=paths, deadline=deadline, commit=commit, force_scan=force_scan,
-                                  progress=progress)
-        except (GitError, OSError) as exc:
-            why = self.store.unwritable(exc)
+            res = self._snapshot(meta, paths=paths, deadline=deadline, commit=commit, force_scan=force_scan,
+                                 progress=progress)
+        except BaseException as exc:
+            self._changes_lost(paths, "a snapshot that took the watcher's changes failed")
+            why = self.store.unwritable(exc) if isinstance(exc, (GitError, OSError)) else None
             if why:
                 raise StoreUnwritable(f"cannot take a checkpoint of {self.root}: {why}") from None
             raise
+        if res.partial:
+            self._changes_lost(paths, "a snapshot that took the watcher's changes ran out of its budget")
+        return res
+
+    def _changes_lost(self, paths, why: str) -> None:
+        """The watcher's dirty set was taken (every snapshot that is not declared takes it)
+        but not all of it reached a checkpoint: only a walk finds those paths again."""
+        if paths is None and self._watcher is not None:
+            self._watcher.untrust(why)
 
     def _snapshot(self, meta: CheckpointMeta, *, paths, deadline, commit, force_scan,
                   progress=None) -> SnapshotResult:

@@ -450,9 +450,18 @@ def test_compaction_tells_the_delta_search_each_blob_s_name(store, ws, store_dir
     assert deltas >= 0.9 * 150, (deltas, blobs)
 
 
-def test_bounded_packing_leaves_a_store_setting_of_the_user_alone(store, ws, store_dir):
-    repo = pygit2.Repository(str(store_dir))
-    repo.config["pack.windowMemory"] = "8m"
-    retention._bounded_packing(repo)
-    assert repo.config["pack.windowMemory"] == "8m"
-    assert repo.config["pack.deltaCacheSize"] == retention.PACK_CONFIG["pack.deltaCacheSize"]
+def test_the_bounded_pack_builder_still_deltifies_a_large_file(store, ws, store_dir):
+    """libgit2 takes pack.deltaCacheSize as its big-file threshold too: the bound must stay
+    above the largest file a checkpoint keeps, or every version of a big file is stored whole."""
+    cfg = pygit2.Repository(str(store_dir)).config
+    assert cfg["pack.deltaCacheSize"] == "64m" and cfg["pack.windowMemory"] == "32m"
+    body = bytearray(os.urandom(20 << 20))
+    (ws / "big.db").write_bytes(body)
+    snap(store, ws, "v1")
+    body[12345] ^= 0xFF
+    (ws / "big.db").write_bytes(body)
+    snap(store, ws, "v2")
+    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    deltas, _blobs = _delta_blobs(store_dir)
+    assert deltas >= 1
+    assert retention.store_size(store) < 30 << 20         # one copy of the file, not two

@@ -250,3 +250,35 @@ def test_an_untrusted_watcher_never_vouches_for_an_unchanged_workspace(watched):
     (ws.root / "d0" / "f0.txt").write_text("during the overflow\n")
     res = watched_snapshot(ws)
     assert res.report["scan"] == "scan" and res.tree_id == reference_tree(ws, tmp)
+
+
+def test_a_compaction_between_watched_snapshots_loses_no_change(watched):
+    """Watched refreshes live in the in-memory stat cache; a compaction makes the process
+    reopen its handles, dropping that cache: the next snapshot must not build on the stale
+    file (it would put back what the first period changed)."""
+    from chronos_git.engine import retention
+    ws, tmp = watched
+    root = ws.root
+    watched_snapshot(ws)
+    (root / "d0" / "f0.txt").write_text("changed in the first period\n")
+    first = watched_snapshot(ws)
+    assert first.report["scan"] == "watched"          # the cache file does not have it yet
+    retention.compact(ws.store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    (root / "d1" / "f1.txt").write_text("changed in the second period\n")
+    second = watched_snapshot(ws)
+    assert second.tree_id == reference_tree(ws, tmp)
+
+
+def test_a_watched_refresh_cut_short_by_its_budget_loses_no_change(watched):
+    """The dirty set is taken when a refresh starts: one that runs out of budget before it
+    reaches every path must leave the next snapshot to walk."""
+    import time
+    ws, tmp = watched
+    root = ws.root
+    watched_snapshot(ws)
+    for i in range(5):
+        (root / f"d{i}" / f"f{i}.txt").write_text(f"edit {i}\n")
+    cut = ws.snapshot(CheckpointMeta(description="cut short"), deadline=time.monotonic() - 1)
+    assert cut.partial
+    res = watched_snapshot(ws)
+    assert res.tree_id == reference_tree(ws, tmp)
