@@ -39,6 +39,7 @@ import os
 import shutil
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pygit2
@@ -208,10 +209,21 @@ def _odb_files(store) -> tuple[list[Path], list[tuple[Path, str]]]:
     return packs, loose
 
 
-# the pack windows libgit2 maps while a pack is built (a process setting: one builder at a
-# time sets and restores it); the builder's own bounds are in the store's config
+# the pack windows libgit2 maps while a compaction walks and packs the store (a process
+# setting, held by one compaction at a time); the builder's own bounds are in the store's config
 MAPPED_LIMIT = 128 << 20
 _mapping = threading.Lock()
+
+
+@contextmanager
+def _bounded_mapping():
+    with _mapping:
+        mapped = pygit2.settings.mwindow_mapped_limit
+        pygit2.settings.mwindow_mapped_limit = min(mapped, MAPPED_LIMIT)
+        try:
+            yield
+        finally:
+            pygit2.settings.mwindow_mapped_limit = mapped
 
 
 def _insert(pb, oid: pygit2.Oid, name: bytes | None) -> None:
@@ -253,13 +265,7 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
         entry_names = entry_names or {}
         for oid in oids:
             _insert(pb, oid, entry_names.get(oid))
-        with _mapping:
-            mapped = pygit2.settings.mwindow_mapped_limit
-            pygit2.settings.mwindow_mapped_limit = min(mapped, MAPPED_LIMIT)
-            try:
-                pb.write(str(scratch))
-            finally:
-                pygit2.settings.mwindow_mapped_limit = mapped
+        pb.write(str(scratch))
         names = set()
         for f in sorted(scratch.iterdir(), key=lambda f: f.suffix != ".pack"):   # .pack before .idx
             target = pack_dir / f.name
@@ -350,7 +356,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
     t0 = time.monotonic()
     report: dict = {"dropped": [], "pruned": [], "dry_run": dry_run, "size_before": store_size(store)}
 
-    with locking.exclusive(store.meta_dir / "compact.lock"):
+    with locking.exclusive(store.meta_dir / "compact.lock"), _bounded_mapping():
         # ---- phase 0: decide (read-only) and have the decision recorded -----
         now = time.time()
         missing = note_missing(store, now)
