@@ -213,11 +213,16 @@ class TimeMachine:
                                  "or options differ): run the dry run of this request first")
 
 
+# paths the restore decided not to write (new bytes since its plan, or something in the way)
+LEFT_UNTOUCHED = ("keep", "skip")
+
+
 def _outcome(result: RestoreResult, evidence: list[dict], target_id: str) -> Outcome:
     """A restore's outcome, read back from disk: every path at its post-image (ok), the ones
-    that failed still at their pre-image (partial: known, the gate stays open), or some at
-    neither (uncertain: the gate closes until an operator looks)."""
-    unknown = [e for e in evidence if not e["at_post"] and not e["at_pre"]]
+    that failed or that it left untouched not there (partial: known, the gate stays open), or
+    a path it wrote at neither image (uncertain: the gate closes until an operator looks).
+    A path it left untouched may be at neither image: someone else changed it, not the restore."""
+    unknown = [e for e in evidence if not e["at_post"] and not e["at_pre"] and e["action"] not in LEFT_UNTOUCHED]
     if unknown:
         return Outcome(status="error", post_checkpoint=target_id, fields={"evidence": unknown},
                        uncertain_reason=f"{len(unknown)} path(s) of the restore are at neither their old "

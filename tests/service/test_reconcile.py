@@ -707,3 +707,30 @@ def test_a_restore_cut_off_by_a_crash_settles_by_evidence(store_dir, ws, written
     assert s.restore(str(ws), base).status == "ok"
     assert [(ws / f"f{i}.txt").read_text() for i in range(4)] == [f"original {i}\n" for i in range(4)]
     assert_sound(s)
+
+
+def test_a_restore_that_leaves_a_concurrently_changed_file_alone_is_a_known_outcome(store_dir, ws, monkeypatch):
+    """Another process writes a file between the restore's plan and its write: the restore
+    keeps the new bytes (nobody captured them) and knows it did not write that path, so the
+    outcome is partial, not unknown, and the gate stays open (wind tunnel: race seed 3)."""
+    from chronos_git.engine import restore as restore_mod
+    svc = Chronos.get(store_dir, Settings())
+    first = svc.snapshot(str(ws), "first").checkpoint
+    (ws / "a.txt").write_text("second\n")
+    (ws / "src" / "main.py").write_text("print('second')\n")
+    svc.snapshot(str(ws), "second")
+    real = restore_mod.apply
+
+    def apply_after_a_concurrent_write(w, prepared):
+        (ws / "a.txt").write_text("written by another process meanwhile\n")
+        return real(w, prepared)
+    monkeypatch.setattr(restore_mod, "apply", apply_after_a_concurrent_write)
+    res = svc.restore(str(ws), first, actor="test")
+    assert (ws / "a.txt").read_text() == "written by another process meanwhile\n"
+    assert (ws / "src" / "main.py").read_text() == "print('hi')\n"
+    kept = [i for i in res.plan if i.path == "a.txt"]
+    assert kept and kept[0].action == "keep"
+    assert res.status != "error"
+    assert svc.refusal() is None
+    ops = svc.journal.unresolved()
+    assert not ops, [o.operation_id for o in ops]
