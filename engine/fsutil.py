@@ -80,8 +80,8 @@ def read_all(fd: int, size_hint: int = 0) -> bytes:
         chunk = os.read(fd, want)
         if not chunk:
             return b"".join(chunks)
-        if want == size_hint + 1 and len(chunk) == size_hint:
-            return chunk
+        if not chunks and want == size_hint + 1 and len(chunk) == size_hint:
+            return chunk                # the first read, and the whole file
         chunks.append(chunk)
         want = 1 << 20
 

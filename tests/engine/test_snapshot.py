@@ -869,3 +869,13 @@ def test_read_all_reads_on_after_a_short_read_that_is_not_the_end():
     finally:
         t.join()
         os.close(r)
+
+
+def test_read_all_stops_early_only_on_its_first_read(monkeypatch):
+    """A file one byte under 1 MiB: its first read asks for 1 MiB, the one-read shortcut must
+    not fire on a later read of 1 MiB - 1 bytes (that would drop what came before)."""
+    from chronos_git.engine import fsutil
+    size = (1 << 20) - 1
+    chunks = [b"a" * 100, b"b" * size, b""]
+    monkeypatch.setattr(fsutil.os, "read", lambda fd, n: chunks.pop(0))
+    assert fsutil.read_all(0, size) == b"a" * 100 + b"b" * size
