@@ -94,6 +94,11 @@ class SnapshotResult:
         return out
 
 
+def _kind(meta: CheckpointMeta, paths) -> str:
+    """A declared-path snapshot is not a full picture: other entries may be stale."""
+    return "declared" if paths is not None and meta.kind in ("full", "manual") else meta.kind
+
+
 class Workspace:
     def __init__(self, store, root: Path, verify: bool = True):
         self.store = store
@@ -331,8 +336,7 @@ class Workspace:
                 self._index_unsaved = True
             self._index_stamp = self._stamp()
             partial = report.aborted
-            if paths is not None and meta.kind in ("full", "manual"):
-                meta.kind = "declared"      # not a full picture: other entries may be stale
+            meta.kind = _kind(meta, paths)
             if partial:
                 meta.kind = "partial"
                 meta.note = meta.note or "snapshot budget exhausted; unchanged-since-last entries come from the previous checkpoint"
@@ -368,9 +372,8 @@ class Workspace:
     def _unchanged_result(self, tip, paths, meta: CheckpointMeta) -> SnapshotResult:
         """The newest checkpoint, as a snapshot that found nothing to record (no walk)."""
         cp = Checkpoint.from_commit(tip)
-        kind = "declared" if paths is not None and meta.kind in ("full", "manual") else meta.kind
         info = {"skipped": cp.meta.skipped, "nested_repos": cp.meta.nested_repos,
-                "files": cp.meta.files, "kind": kind, "scan": "unchanged"}
+                "files": cp.meta.files, "kind": _kind(meta, paths), "scan": "unchanged"}
         return SnapshotResult(cp, cp.tree_id, False, False, info)
 
     def commit_scan(self, result: SnapshotResult, meta: CheckpointMeta) -> SnapshotResult:
