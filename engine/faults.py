@@ -29,8 +29,8 @@ POINTS = {
     "after_intent": "the intent durable, the call not dispatched",
     "after_dispatch": "the call ran, its outcome not recorded",
     # the journal (journal_refs/journal.py)
-    "mid_append": "an event's objects written, the journal ref not moved",
-    "after_ref_update": "the journal ref moved, the witness not written",
+    "mid_append": "an event's objects written, the witness not",
+    "after_witness": "the witness written (the event is durable), the journal ref not moved",
     "witness_temp_written": "the new witness written under a temp name, not renamed",
     # restores (engine/restore.py, engine/confine.py, engine/inflight.py)
     "restore_after_safety": "the safety checkpoint committed, the intent not journaled",

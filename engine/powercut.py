@@ -2,8 +2,9 @@
 
 With `durable_snapshots` off (the default) snapshot objects, checkpoint refs,
 workspace HEADs and stat caches are written without fsync, so a power cut can
-leave them empty, half written or zeroed.  The journal is always fsynced, and
-so is every object it links (durability.settle_objects): it loses nothing.
+leave them empty, half written or zeroed.  The journal loses nothing: its
+witness is fsynced and carries the objects not yet synced, which the journal
+writes back after a reboot (journal_refs/carried.py).
 
 Two reasons to look before anyone reads: libgit2 1.9 loops forever inflating
 a truncated loose object (libgit2 issue 7342, fixed upstream after the
@@ -211,15 +212,25 @@ def _repair_chain(store, repo, ws, target, readable, journal_checkpoints: dict) 
                                   "no complete checkpoint left: the next snapshot starts a new chain")}
 
 
+def _seen_boot(store) -> str | None:
+    try:
+        return json.loads((store.meta_dir / MARKER).read_text()).get("boot_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def rebooted(store) -> bool:
+    """Whether this store was used in an earlier boot: only then can what sat in the page
+    cache have been lost (a store without the marker is new, or was replaced)."""
+    seen = _seen_boot(store)
+    return seen is not None and seen != current_boot()
+
+
 def after_reboot(store, *, journal_checkpoints=None) -> dict | None:
     """`sweep` once per boot; the report when something was repaired, else None."""
     boot = current_boot()
     marker = store.meta_dir / MARKER
-    try:
-        seen = json.loads(marker.read_text()).get("boot_id")
-    except (OSError, ValueError, AttributeError):
-        seen = None
-    if boot is not None and seen == boot:
+    if boot is not None and _seen_boot(store) == boot:
         return None
     if store.maintenance.held_here():            # started from inside an operation of this
         return None                              # thread: the next start sweeps instead

@@ -1,15 +1,20 @@
-"""The journal: append-only, compare-and-swap, fsynced, tamper-evident.
+"""The journal: append-only, compare-and-swap, durable, tamper-evident.
 
 Each event is a commit whose first parent is the previous event, so git's
 object hashes chain the history.  The commit tree holds `state.json` (the
 derived state after the event) and, for file tools, the pre- and post-image
 blobs of declared paths, which keeps them reachable as long as the journal.
 
-After every append the head is mirrored to a *local checkpoint* file that
-lives beside the store (so it survives the store's deletion):
+Every append rewrites a *local checkpoint* (the witness) that lives beside the
+store, so it survives the store's deletion.  The witness is the one file an
+append fsyncs: it names the new head and carries the loose bytes of the
+objects not yet synced (journal_refs/carried.py), so a power cut that takes
+them or the ref's last updates is repaired at the next open.  The order is
+objects (page cache), witness (fsynced: the event is durable), ref.
 
     ref == checkpoint               fine
-    ref descends from checkpoint    crash lag between ref and file: healed
+    checkpoint descends from ref    the ref lost carried updates (crash, power cut): healed
+    ref descends from checkpoint    by one event: a crash of an older version: healed
     anything else                   tampering or corruption: the gate closes
 
 Damage below the head (an edited older event) is found by `verify`, which
@@ -17,9 +22,9 @@ walks the whole chain; it records what it found in `<store>/chronos/
 journal-alarm.json`, so every process's gate closes (open, refresh and append
 check that file) until a later verify of a repaired chain finds it clean.
 
-Crash points (CHRONOS_GIT_FAULT): mid_append (objects written, ref not
-moved: the event never happened), after_ref_update (ref moved, checkpoint
-not: healed on the next open).
+Crash points (CHRONOS_GIT_FAULT): mid_append (objects written, witness not:
+the event never happened), after_witness (witness durable, ref not moved:
+the event happened; the ref is moved forward at the next open or append).
 """
 from __future__ import annotations
 
@@ -33,12 +38,13 @@ from pathlib import Path
 import pygit2
 
 from ..engine import faults, locking
-from ..engine.durability import fsync_scope, settle_objects
+from ..engine.durability import settle_objects
 from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
 from ..engine.checkpoint import signature
 from ..engine.owner import ProcessIdentity
 from ..engine.powercut import loose_object_ok
+from . import carried
 from .events import SCHEMA, WITNESS_SCHEMA, Event, Genesis, canonical, message, parse_message
 from .operation import Operation
 from .state import JournalState, TransitionError
@@ -94,6 +100,9 @@ class Journal:
         self.healed: str | None = None
         self.unwritable: str | None = None   # why the last write failed (full disk, read-only store)
         self.me = ProcessIdentity.current()
+        # set before `open` when the machine rebooted since the store was last used: only then
+        # can carried objects and ref updates have been lost, so only then are they written back
+        self.after_power_cut = False
 
     # ------------------------------------------------------------------ open
     def open(self) -> "Journal":
@@ -131,21 +140,30 @@ class Journal:
             if not isinstance(w, dict) or w.get("schema") != WITNESS_SCHEMA or "journal_id" not in w:
                 raise ValueError("wrong schema")
             head, seq = w.get("head"), w.get("seq")
-            if not (head is None or (isinstance(head, str) and len(head) == 40
-                                     and all(c in "0123456789abcdef" for c in head))):
+            if not (head is None or carried.is_oid(head)):
                 raise ValueError("head is not a commit id")
             if not isinstance(seq, int) or isinstance(seq, bool) or seq < -1:
                 raise ValueError("seq is not an event number")
+            # older witnesses carry nothing: every event was fsynced when it was appended
+            w.setdefault("carried", {})
+            if not isinstance(w["carried"], dict):
+                raise ValueError("its carried objects are malformed")
+            for oid, text in w["carried"].items():
+                carried.decode(oid, text)
             return w
         except ValueError as exc:
             raise IntegrityError(f"local journal checkpoint {self.witness_path} is not valid ({exc}): "
                                  "it was edited or damaged") from None
 
-    def _write_witness(self, journal_id: str, head: str | None, seq: int) -> None:
-        data = canonical({"schema": WITNESS_SCHEMA, "journal_id": journal_id, "head": head,
-                          "seq": seq, "store": str(self.store.root)}).encode()
+    def _write_witness(self, journal_id: str, head: str | None, seq: int, *,
+                       carry: dict[str, str] | None = None) -> None:
+        doc = {"schema": WITNESS_SCHEMA, "journal_id": journal_id, "head": head, "seq": seq,
+               "store": str(self.store.root)}
+        if carry:
+            doc["carried"] = carry
         try:
-            atomic_write(self.witness_path, data, mode=0o600, durable=True, fault="witness_temp_written")
+            atomic_write(self.witness_path, canonical(doc).encode(), mode=0o600, durable=True,
+                         fault="witness_temp_written")
         except OSError as exc:
             raise JournalError(f"could not write the journal witness {self.witness_path}: "
                                f"{explain(exc, self.witness_path)}") from None
@@ -183,9 +201,11 @@ class Journal:
             raise IntegrityError(f"journal event {commit_id[:12]} is unreadable or corrupt ({exc})") from None
 
     def _open_locked(self) -> None:
-        tip = self._ref_tip()
         w = self._read_witness()
-        if tip is None:
+        tip, rewritten = self._ref_tip_or_damaged(w)
+        head, state, healed = self._reconcile(w, tip)
+        self.healed = "; ".join(n for n in (rewritten, healed) if n) or None
+        if head is None:
             if w is not None and w.get("head"):
                 raise IntegrityError(
                     f"the journal is missing from {self.store.root} but its local checkpoint "
@@ -199,22 +219,103 @@ class Journal:
             except JournalError as exc:     # a read-only or full store: readers still work
                 self.unwritable = str(exc)
             return
-        state = self._load_state_at(tip)
-        self.healed = self._check_witness(w, tip, state)
-        if self.healed:
-            try:
-                self._write_witness(state.journal_id, tip, state.seq)
-            except JournalError as exc:
-                self.unwritable = str(exc)
-                self.healed += f" (in memory only: {exc})"
-        self.head, self.state = tip, state
+        self.head, self.state = head, state
 
     def _genesis_locked(self, w: dict | None) -> None:
         journal_id = (w or {}).get("journal_id") or str(uuid.uuid4())
         if w is None:
             self._write_witness(journal_id, None, -1)
+            w = self._read_witness()
         self._append_locked({"kind": Genesis.kind, "operation_id": None, "journal_id": journal_id,
-                             "created_by": self.me.to_dict()}, blobs={})
+                             "created_by": self.me.to_dict()}, blobs={}, w=w)
+
+    def _ref_tip_or_damaged(self, w: dict | None) -> tuple[str | None, str | None]:
+        """(the ref's target, a note).  A ref a power cut left unreadable is rewritten to the
+        witness head (the newest event that was durable), as long as that event is whole."""
+        try:
+            return self._ref_tip(), None
+        except IntegrityError:
+            whead = (w or {}).get("head")
+            if not whead or not self.after_power_cut:
+                raise
+            try:
+                carried.restore(self._repo(), self.store.root / "objects", w["carried"])
+                self._load_state_at(whead)          # whole, or IntegrityError
+                (self.store.root / REF).unlink(missing_ok=True)
+                self._force_ref(whead)
+            except (OSError, ValueError, JournalError) as exc:
+                raise IntegrityError(f"the journal ref is unreadable and could not be rewritten: {exc}") from None
+            return whead, "the journal ref was unreadable (power cut); rewritten to the local checkpoint's head"
+
+    def _force_ref(self, head: str) -> None:
+        try:
+            self._repo().references.create(REF, pygit2.Oid(hex=head), force=True)
+        except (pygit2.GitError, OSError) as exc:
+            raise JournalError(f"could not move {REF} in {self.store.root}: "
+                               f"{explain(exc, self.store.root)}") from None
+
+    def _reconcile(self, w: dict | None, tip: str | None) -> tuple[str | None, JournalState, str | None]:
+        """The ref (`tip`) against the witness `w`: (head, state at head, a note of what was
+        healed).  A ref behind the witness by one carried event (a crash between the two
+        writes), or after a power cut by any carried events, is moved forward; after a power
+        cut, carried objects it took are written back first.  Anything a crash cannot
+        explain raises IntegrityError."""
+        notes = []
+        whead = (w or {}).get("head")
+        repo = self._repo()
+        if w and w["carried"] and self.after_power_cut:
+            try:
+                back = carried.restore(repo, self.store.root / "objects", w["carried"])
+            except (OSError, ValueError) as exc:
+                raise IntegrityError(f"journal objects carried by {self.witness_path} could not be "
+                                     f"written back: {exc}") from None
+            if back:
+                notes.append(f"{len(back)} journal object(s) lost in a power cut were written back "
+                             "from the local checkpoint")
+        if whead and tip != whead and self._behind_by_carried(repo, tip, whead, w["carried"],
+                                                              1 if not self.after_power_cut else None):
+            note = ("the journal ref had not taken its last update(s) (crash or power cut); "
+                    "moved forward to the local checkpoint")
+            try:
+                self._force_ref(whead)
+            except JournalError as exc:        # a read-only store: readers still see the event
+                self.unwritable = str(exc)
+                note += f" (in memory only: {exc})"
+            notes.append(note)
+            tip = whead
+        if tip is None:
+            return None, JournalState(), "; ".join(notes) or None
+        state = self._load_state_at(tip)
+        lag = self._check_witness(w, tip, state)
+        if lag:
+            # the ref ahead of the witness (a crash of an older version between the two):
+            # what the witness carried is synced before it is rewritten without it
+            try:
+                carried.sync(self.store.root, REF, w["carried"])
+                self._write_witness(state.journal_id, tip, state.seq)
+            except (JournalError, OSError) as exc:
+                self.unwritable = str(exc)
+                lag += f" (in memory only: {exc})"
+            notes.append(lag)
+        return tip, state, "; ".join(notes) or None
+
+    @staticmethod
+    def _behind_by_carried(repo, tip: str | None, whead: str, carry: dict, most: int | None) -> bool:
+        """Whether every event after `tip` up to `whead` (at `most` of them) is one the
+        witness carries."""
+        cid, n = whead, 0
+        try:
+            while cid != tip:
+                n += 1
+                if cid not in carry or (most is not None and n > most):
+                    return False
+                commit = _read(repo, cid)
+                cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+                if cid is None:
+                    return tip is None
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+        return True
 
     def _check_witness(self, w: dict | None, tip: str, state: JournalState) -> str | None:
         """The local checkpoint against the journal at `tip` (state `state`): IntegrityError
@@ -318,12 +419,18 @@ class Journal:
             try:
                 self._follow_ref()
                 self._check_alarm()
-                if self.head is not None:
-                    # this append will overwrite the witness: it must still be ours, or
-                    # deleting/editing it while a process runs would go unnoticed
-                    lag = self._check_witness(self._read_witness(), self.head, self.state)
-                    if lag:                  # bring it up first: it may never lag by two
-                        self._write_witness(self.state.journal_id, self.head, self.state.seq)
+                # this append will overwrite the witness: it must still be ours, or deleting or
+                # editing it while a process runs would go unnoticed
+                w = self._read_witness()
+                if self.head is not None or (w or {}).get("head"):
+                    head, state, healed = self._reconcile(w, self.head)
+                    if head is None:
+                        raise IntegrityError(f"the journal ref {REF} is missing but the local checkpoint "
+                                             f"{self.witness_path} records events: it was deleted")
+                    self.head, self.state = head, state
+                    if healed:
+                        self.healed = healed
+                        w = self._read_witness()
             except IntegrityError as exc:
                 self.integrity = str(exc)
                 self._integrity_from_alarm = isinstance(exc, _AlarmRaised)
@@ -333,41 +440,69 @@ class Journal:
                                       "(settled meanwhile)")
             self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
             if self.head is None:           # the genesis could not be written when we opened
-                self._genesis_locked(self._read_witness())
-            return self._append_locked({"kind": kind.kind, **fields}, blobs=blobs or {})
+                self._genesis_locked(w)
+                w = self._read_witness()
+            return self._append_locked({"kind": kind.kind, **fields}, blobs=blobs or {}, w=w)
 
-    def _append_locked(self, fields: dict, *, blobs: dict[str, str]) -> dict:
+    def _append_locked(self, fields: dict, *, blobs: dict[str, str], w: dict | None) -> dict:
         payload = {"schema": SCHEMA, "seq": self.state.seq + 1, "timestamp_ns": time.time_ns(), **fields}
         new_state = self.state.apply(payload)           # validates the transition
         repo = self._repo()
-        with fsync_scope(True):
-            try:
-                tb = repo.TreeBuilder()
-                tb.insert("state.json", repo.create_blob(new_state.to_json().encode()),
-                          pygit2.GIT_FILEMODE_BLOB)
-                for name, oid in sorted(blobs.items()):
-                    tb.insert(name, pygit2.Oid(hex=oid), pygit2.GIT_FILEMODE_BLOB)
-                settle_objects(self.store.root / "objects", blobs.values())
-                tree = tb.write()
-                sig = signature(payload["timestamp_ns"] / 1e9)
-                parents = [pygit2.Oid(hex=self.head)] if self.head else []
-                commit = repo.create_commit(None, sig, sig, message(payload), tree, parents)
-            except (pygit2.GitError, OSError) as exc:
-                self.unwritable = explain(exc, self.store.root)
-                raise JournalError(f"could not append to the journal in {self.store.root}: "
-                                   f"{self.unwritable}") from None
-            faults.hit("mid_append")
-            self._move_ref(repo, str(commit))
-        faults.hit("after_ref_update")
-        self.head, self.state = str(commit), new_state
         try:
-            self._write_witness(new_state.journal_id, str(commit), new_state.seq)
-            self.unwritable = None
-        except JournalError as exc:
-            # the event is durable (the ref moved); the witness lags like after a crash at
-            # `after_ref_update` and is brought up to date by the next append or open
-            self.unwritable = str(exc)
-        return {**payload, "id": str(commit)}
+            # written to the page cache only: the witness carries them until `sync`
+            state_blob = repo.create_blob(new_state.to_json().encode())
+            tb = repo.TreeBuilder()
+            tb.insert("state.json", state_blob, pygit2.GIT_FILEMODE_BLOB)
+            for name, oid in sorted(blobs.items()):
+                tb.insert(name, pygit2.Oid(hex=oid), pygit2.GIT_FILEMODE_BLOB)
+            tree = tb.write()
+            sig = signature(payload["timestamp_ns"] / 1e9)
+            parents = [pygit2.Oid(hex=self.head)] if self.head else []
+            commit = str(repo.create_commit(None, sig, sig, message(payload), tree, parents))
+            new, big = carried.carry(repo, [commit, tree, state_blob, *blobs.values()])
+            settle_objects(self.store.root / "objects", big)
+            carry = dict((w or {}).get("carried") or {}) if (w or {}).get("head") == self.head else {}
+            if len(carry) + len(new) > carried.CAP_OBJECTS:
+                carried.sync(self.store.root, REF, carry)
+                carry = {}
+        except (pygit2.GitError, OSError) as exc:
+            self.unwritable = explain(exc, self.store.root)
+            raise JournalError(f"could not append to the journal in {self.store.root}: "
+                               f"{self.unwritable}") from None
+        faults.hit("mid_append")
+        self._write_witness(new_state.journal_id, commit, new_state.seq, carry={**carry, **new})
+        faults.hit("after_witness")
+        # the event is durable; the ref follows (not fsynced: the witness carries it)
+        try:
+            self._move_ref(repo, commit)
+        except JournalError:
+            try:                             # not moved: the event must not count either
+                self._write_witness(self.state.journal_id, self.head, self.state.seq, carry=carry)
+            except JournalError as exc:
+                self.poisoned = f"the journal ref could not be moved and its witness not put back: {exc}"
+            raise
+        self.head, self.state = commit, new_state
+        self.unwritable = None
+        return {**payload, "id": commit}
+
+    def sync(self, *, min_objects: int = 0) -> bool:
+        """Make the carried objects and the ref durable where they are, and stop carrying them
+        (the outcome writer calls this when idle).  Whether it synced."""
+        with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
+            try:
+                w = self._read_witness()
+            except IntegrityError:
+                return False
+            if not w or w.get("head") != self.head or len(w["carried"]) <= max(min_objects, 0) \
+                    or self.integrity != "ok":
+                return False
+            try:
+                carried.sync(self.store.root, REF, w["carried"])
+                self._write_witness(w["journal_id"], w["head"], w["seq"])
+            except (OSError, JournalError) as exc:
+                self.unwritable = str(exc)
+                return False
+            return True
 
     def _move_ref(self, repo, new: str) -> None:
         """Compare-and-swap: the ref must still be where we last saw it."""
@@ -486,11 +621,19 @@ class Journal:
                     elif w is None:
                         witness_problems.append(f"local checkpoint {self.witness_path} is missing")
                     elif w.get("head") != tip:
-                        healed = self._heal_lag(repo, w, tip)
-                        if healed is None:
+                        try:
+                            head, state, healed = self._reconcile(w, tip)
+                        except IntegrityError as exc:
                             witness_problems.append(
                                 f"local checkpoint records head {str(w.get('head'))[:12]} "
-                                f"(seq {w.get('seq')}), the journal is at {str(tip)[:12]}")
+                                f"(seq {w.get('seq')}), the journal is at {str(tip)[:12]}: {exc}")
+                        else:
+                            if head is None:
+                                witness_problems.append(f"the journal is missing but local checkpoint "
+                                                        f"records head {str(w.get('head'))[:12]}")
+                            elif healed and head != self.head and self.integrity == "ok":
+                                self.head, self.state = head, state
+                            tip = head
                 except IntegrityError as exc:
                     witness_problems.append(str(exc))
             chain: list[str] = []
@@ -628,28 +771,6 @@ class Journal:
         except OSError:
             raise IntegrityError(problem) from None
         raise _AlarmRaised(f"the journal is damaged: {problem}")
-
-    def _heal_lag(self, repo, w: dict, tip: str | None) -> str | None:
-        """The local checkpoint consistently behind the ref (a crash between the two writes):
-        bring it up to date like `open` does.  None if it is anything else."""
-        whead = w.get("head")
-        try:
-            if not tip or not whead or not repo.descendant_of(tip, whead):
-                return None
-            if self._load_state_at(whead).seq != w.get("seq"):
-                return None
-            tip_state = self._load_state_at(tip)
-        except (ValueError, KeyError, pygit2.GitError, IntegrityError):
-            return None
-        if tip_state.journal_id != w.get("journal_id"):
-            return None
-        note = (f"local checkpoint was {tip_state.seq - w.get('seq', 0)} event(s) behind the journal "
-                "(crash between the two writes)")
-        try:
-            self._write_witness(tip_state.journal_id, tip, tip_state.seq)
-        except JournalError as exc:
-            return f"{note}; not healed now: {exc}"
-        return f"{note}; healed"
 
     def _check_exported(self, cp: dict, tip: str | None) -> str:
         if not isinstance(cp, dict) or cp.get("schema") != WITNESS_SCHEMA:

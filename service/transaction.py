@@ -41,6 +41,7 @@ from ..engine import faults, locking
 from ..engine.confine import split
 from ..engine.errors import ChronosError, StoreUnwritable, explain
 from ..journal_refs import events
+from ..journal_refs.carried import SYNC_AFTER_OBJECTS
 from ..journal_refs.evidence import ABSENT, UNKNOWN, content_id, is_blob_id
 from ..journal_refs.events import args_hash, fingerprint, sha256_hex
 from .calls import UNSET, Call, Declared, Outcome, Ticket
@@ -103,6 +104,11 @@ class ProtectedCalls:
             ticket, outcome = self._behind.get()
             try:
                 self.finish(ticket, outcome)          # never raises; a failure poisons the gate
+                if self._behind.unfinished_tasks == 1:
+                    # idle: make what the witness carries durable where it is, off the call's path
+                    self.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)
+            except Exception:                          # noqa: BLE001 (the next append syncs instead)
+                pass
             finally:
                 self._behind.task_done()
 

@@ -4,8 +4,9 @@ A power cut loses what sat in the page cache: a file whose data was not
 flushed comes back empty (its size written, its blocks not: ext4 with
 delayed allocation) or as zeros.  `cut` does that to what chronos-git leaves
 un-fsynced on purpose (snapshot objects, refs and the stat cache when
-`durable_snapshots` is off; the stat cache always) and, as the control, to
-the witness, which is fsynced and whose damage must be noticed.
+`durable_snapshots` is off; the stat cache and the journal objects and ref the
+witness carries, always) and, as the control, to the witness, which is
+fsynced and whose damage must be noticed.
 """
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ from pathlib import Path
 import pygit2
 
 from ..engine.powercut import MARKER
-from ..journal_refs.journal import witness_path_for
+from ..journal_refs.journal import REF, witness_path_for
 from .scenario import Outcome, Scenario
 
 
 def _journal_objects(store: Path) -> set[str]:
-    """Every object the journal reaches: fsynced on every append, so a power cut keeps them."""
+    """Every object the journal reaches: synced or carried by the witness (the `journal`
+    target damages what is carried)."""
     repo = pygit2.Repository(str(store))
     ref = repo.references.get("refs/chronos/journal")
     seen: set[str] = set()
@@ -76,6 +78,13 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
         victims = refs[-1:] if rng.random() < 0.5 else refs
     elif what == "index":
         victims = sorted((store / "worktrees").glob("*/index"))
+    elif what == "journal":
+        # what the witness carries was never fsynced: its loose objects and the journal ref
+        carried = json.loads(witness_path_for(store).read_text()).get("carried") or {}
+        objs = [store / "objects" / o[:2] / o[2:] for o in carried]
+        victims = [p for p in objs if p.exists()][:rng.randint(1, 6)]
+        if (store / REF).exists() and (not victims or rng.random() < 0.5):
+            victims.append(store / REF)
     elif what == "witness":
         w = witness_path_for(store)
         victims = [w] if w.exists() else []

@@ -36,7 +36,7 @@ RECIPES: dict[str, dict] = {
     "snapshot_after_commit": {"nth": 6},
     "watcher_handoff": {"background": True, "first": ["write", "shell", "shell"], "nth": 2},
     "after_intent": {"nth": 6}, "after_dispatch": {"nth": 6},
-    "mid_append": {"nth": 10}, "after_ref_update": {"nth": 10}, "witness_temp_written": {"nth": 10},
+    "mid_append": {"nth": 10}, "after_witness": {"nth": 10}, "witness_temp_written": {"nth": 10},
     "restore_after_safety": {"first": ["multi", "multi", "restore"]},
     "inflight_manifest_written": {"first": ["multi", "multi", "restore"], "nth": 3},
     "mid_restore": {"first": ["multi", "multi", "restore"], "nth": 2},
@@ -101,9 +101,12 @@ def run_crash(case: Case, s: Scenario) -> Outcome:
 POWER_TARGETS = {
     # durable_snapshots off: snapshot objects, refs and caches are not fsynced
     False: ("loose_truncate", "loose_zero", "pack_truncate", "pack_zero", "ref_truncate", "ref_zero",
-            "index_truncate", "index_zero", "witness_truncate", "witness_zero"),
-    # on: every object and ref is; the stat cache and the witness are what is left to break
-    True: ("index_truncate", "index_zero", "witness_truncate", "witness_zero"),
+            "index_truncate", "index_zero", "journal_truncate", "journal_zero", "witness_truncate",
+            "witness_zero"),
+    # on: every snapshot object and ref is; the stat cache, what the witness carries and the
+    # witness itself are what is left to break
+    True: ("index_truncate", "index_zero", "journal_truncate", "journal_zero", "witness_truncate",
+           "witness_zero"),
 }
 
 

@@ -297,23 +297,23 @@ def test_mid_append_of_genesis(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
-def test_after_ref_update_is_healed_on_next_open(cli, ws, store_dir):
+def test_after_witness_is_healed_on_next_open(cli, ws, store_dir):
+    """Killed after the witness (the event is durable) and before the ref moved."""
     init(cli, ws)
     cp_file = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
-    before = json.loads(cp_file.read_text())
+    ref0 = git(f"--git-dir={store_dir}", "rev-parse", "refs/chronos/journal").stdout.strip()
     r = cli("run", "--json", "--", PY, "-c", "open('ran.txt','w').write('x')", cwd=ws,
-            fault="after_ref_update")
+            fault="after_witness")
     assert r.rc == KILLED
     assert not (ws / "ran.txt").exists()
-    assert json.loads(cp_file.read_text()) == before               # the checkpoint lags
-    ref = git(f"--git-dir={store_dir}", "rev-parse", "refs/chronos/journal").stdout.strip()
-    assert ref != before["head"]
+    written = json.loads(cp_file.read_text())
+    assert written["head"] != ref0 and written["seq"] == 1
+    assert git(f"--git-dir={store_dir}", "rev-parse", "refs/chronos/journal").stdout.strip() == ref0
     st = status(cli)
     assert st["integrity"] == "ok"
-    assert st["healed"] and "healed" in st["healed"]
-    assert st["head"] == ref and st["events"] == 2
-    healed = json.loads(cp_file.read_text())
-    assert healed["head"] == ref and healed["seq"] == 1
+    assert st["healed"] and "moved forward" in st["healed"]
+    assert st["head"] == written["head"] and st["events"] == 2
+    assert git(f"--git-dir={store_dir}", "rev-parse", "refs/chronos/journal").stdout.strip() == written["head"]
     # the started event did become durable: its op is pending (owner died)
     (u,) = st["unresolved"]
     assert u["state"] == "pending"
@@ -321,17 +321,17 @@ def test_after_ref_update_is_healed_on_next_open(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
-def test_after_ref_update_of_genesis(cli, ws, store_dir):
-    r = cli("journal", "status", "--json", fault="after_ref_update")
+def test_after_witness_of_genesis(cli, ws, store_dir):
+    r = cli("journal", "status", "--json", fault="after_witness")
     assert r.rc == KILLED
     st = status(cli)
     assert st["integrity"] == "ok" and st["events"] == 1 and st["healed"]
     assert_sound(cli, store_dir)
 
 
-def test_after_ref_update_of_a_write_settles_not_applied(cli, ws, store_dir):
+def test_after_witness_of_a_write_settles_not_applied(cli, ws, store_dir):
     init(cli, ws)
-    r = cli("write", "--json", "a.txt", "--content", "zzz", cwd=ws, fault="after_ref_update")
+    r = cli("write", "--json", "a.txt", "--content", "zzz", cwd=ws, fault="after_witness")
     assert r.rc == KILLED
     st = status(cli)
     assert st["healed"] and [s["result"] for s in st["settled_at_start"]] == ["not_applied"]

@@ -397,11 +397,11 @@ def test_foreign_exported_checkpoint_does_not_close_the_gate(populate, svc, ws):
 
 
 def test_verify_heals_a_lag_that_appeared_after_open(populate, svc, cli, ws, store_dir):
-    """Another process crashed between ref update and checkpoint write after we opened."""
+    """Another process crashed between its witness write and its ref update after we opened."""
     populate()
     s = svc()
     assert s.journal_verify().wire()["status"] == "ok"
-    r = cli("run", "--json", "--", "true", cwd=ws, fault="after_ref_update")
+    r = cli("run", "--json", "--", "true", cwd=ws, fault="after_witness")
     assert r.rc == -9
     res = s.journal_verify().wire()
     assert res["status"] == "ok", res["problems"]

@@ -1,0 +1,130 @@
+"""Objects the witness carries until they are synced: what a power cut takes of them (and of
+the journal ref) comes back at the next start; the same damage without a reboot is tampering."""
+from __future__ import annotations
+
+import json
+
+import pygit2
+import pytest
+
+from chronos_git.journal_refs import carried
+from chronos_git.journal_refs.journal import REF
+
+from support.helpers import run_command
+
+
+def witness(store_dir) -> dict:
+    return json.loads((store_dir.parent / (store_dir.name + ".journal-checkpoint.json")).read_text())
+
+
+def chain(store_dir) -> list[str]:
+    repo = pygit2.Repository(str(store_dir))
+    out, cid = [], repo.references[REF].target
+    while cid is not None:
+        out.append(str(cid))
+        c = repo[cid]
+        cid = c.parent_ids[0] if c.parent_ids else None
+    return out
+
+
+def reboot(store_dir) -> None:
+    (store_dir / "chronos" / "boot.json").write_text(json.dumps({"boot_id": "the boot before the power cut"}))
+
+
+def zero(path) -> None:
+    path.chmod(0o644)
+    path.write_bytes(b"\0" * path.stat().st_size)
+
+
+@pytest.fixture
+def journal(svc, ws, store_dir):
+    s = svc()
+    for _ in range(3):
+        assert run_command(s, ws, ["true"])[0] == 0
+    s.flush()
+    return s
+
+
+def test_an_append_fsyncs_only_the_witness_which_carries_the_new_objects(journal, store_dir):
+    w = witness(store_dir)
+    head = chain(store_dir)
+    assert w["head"] == head[0] and w["seq"] == 6
+    # every event since the last sync is carried: its commit, tree and state blob
+    assert set(head) <= set(w["carried"])
+    for oid, text in w["carried"].items():
+        assert carried.decode(oid, text)
+
+
+def test_sync_makes_them_durable_in_place_and_stops_carrying_them(journal, store_dir):
+    assert journal.journal.sync() is True
+    w = witness(store_dir)
+    assert "carried" not in w and w["head"] == chain(store_dir)[0]
+    assert journal.journal.sync() is False             # nothing left to sync
+
+
+def test_the_witness_carries_a_bounded_number_of_objects(svc, ws, store_dir):
+    s = svc()
+    sizes = []
+    for _ in range(carried.CAP_OBJECTS // 4 + 4):
+        assert run_command(s, ws, ["true"])[0] == 0
+        sizes.append(len(witness(store_dir).get("carried", {})))
+    assert max(sizes) <= carried.CAP_OBJECTS
+    assert min(sizes[-10:]) < max(sizes)               # an append synced and started over
+    assert s.journal_verify().wire()["status"] == "ok"
+
+
+def test_a_power_cut_that_took_carried_objects_and_the_refs_last_updates_is_repaired(journal, cli,
+                                                                                     store_dir):
+    ids = chain(store_dir)                              # newest first
+    objects = store_dir / "objects"
+    # the cut: the last three events' commits zeroed or gone, the ref back four events
+    for k, oid in enumerate(ids[:3]):
+        p = objects / oid[:2] / oid[2:]
+        if k % 2:
+            p.unlink()
+        else:
+            zero(p)
+    (store_dir / REF).write_text(ids[4] + "\n")
+    reboot(store_dir)
+    st = cli("journal", "status", "--json").json
+    assert st["integrity"] == "ok", st
+    assert "written back" in st["healed"] and "moved forward" in st["healed"]
+    # every event is back (the sweep's power_cut_repair event follows them)
+    assert set(ids) <= set(chain(store_dir))
+    v = cli("journal", "verify", "--json")
+    assert v.rc == 0 and v.json["events"] >= 7, v.stdout
+
+
+def test_a_power_cut_that_left_the_ref_unreadable_is_repaired(journal, cli, store_dir):
+    head = chain(store_dir)[0]
+    (store_dir / REF).write_bytes(b"")
+    reboot(store_dir)
+    st = cli("journal", "status", "--json").json
+    assert st["integrity"] == "ok" and "unreadable" in st["healed"], st
+    assert head in chain(store_dir)
+    assert cli("journal", "verify", "--json").rc == 0
+
+
+def test_the_same_damage_without_a_reboot_is_tampering(journal, cli, store_dir):
+    ids = chain(store_dir)
+    (store_dir / REF).write_text(ids[2] + "\n")          # two events back: no crash does that
+    assert cli("journal", "verify", "--json").rc == 1
+    st = cli("journal", "status", "--json").json
+    assert st["integrity"] != "ok" and "rolled back" in st["integrity"]
+
+
+def test_a_deleted_carried_object_without_a_reboot_is_not_written_back(journal, cli, store_dir):
+    victim = chain(store_dir)[3]
+    (store_dir / "objects" / victim[:2] / victim[2:]).unlink()
+    v = cli("journal", "verify", "--json")
+    assert v.rc == 1 and "broken" in v.json["integrity"]
+
+
+def test_a_carried_object_edited_in_the_witness_closes_the_gate(journal, cli, store_dir):
+    path = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    w = witness(store_dir)
+    oid = next(iter(w["carried"]))
+    w["carried"][oid] = carried.encode(b"x")
+    path.write_text(json.dumps(w))
+    st = cli("journal", "status", "--json").json
+    assert st["integrity"] != "ok" and "not valid" in st["integrity"]
