@@ -219,13 +219,6 @@ def _seen_boot(store) -> str | None:
         return None
 
 
-def rebooted(store) -> bool:
-    """Whether this store was used in an earlier boot: only then can what sat in the page
-    cache have been lost (a store without the marker is new, or was replaced)."""
-    seen = _seen_boot(store)
-    return seen is not None and seen != current_boot()
-
-
 def after_reboot(store, *, journal_checkpoints=None) -> dict | None:
     """`sweep` once per boot; the report when something was repaired, else None."""
     boot = current_boot()

@@ -25,7 +25,8 @@ from ..engine.powercut import loose_object_ok
 
 MAX_BLOB = 64 * 1024          # a linked blob larger than this is fsynced, not carried
 SYNC_AFTER_OBJECTS = 24   # the outcome writer syncs once the witness carries this many (8 events)
-CAP_OBJECTS = 96          # an append syncs first when the witness would carry more
+CAP_OBJECTS = 96          # an append syncs first when the witness would carry more,
+CAP_BYTES = 256 * 1024    # or more than this many encoded bytes (the witness is rewritten each append)
 
 _TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 
@@ -70,6 +71,12 @@ def carry(repo, oids) -> tuple[dict[str, str], list[str]]:
         else:
             out[oid] = encode(loose_bytes(repo, oid))
     return out, big
+
+
+def full(carry: dict[str, str], new: dict[str, str]) -> bool:
+    """Whether carrying `new` on top of `carry` would pass a cap (then sync `carry` first)."""
+    return (len(carry) + len(new) > CAP_OBJECTS
+            or sum(map(len, carry.values())) + sum(map(len, new.values())) > CAP_BYTES)
 
 
 def restore(repo, objects_dir: Path, carried: dict[str, str]) -> list[str]:

@@ -43,7 +43,7 @@ from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
 from ..engine.checkpoint import signature
 from ..engine.owner import ProcessIdentity
-from ..engine.powercut import loose_object_ok
+from ..engine.powercut import current_boot, loose_object_ok
 from . import carried
 from .events import SCHEMA, WITNESS_SCHEMA, Event, Genesis, canonical, message, parse_message
 from .operation import Operation
@@ -77,6 +77,15 @@ def _read(repo, oid):
     return repo[oid]
 
 
+def _descends(repo, a: str, b: str) -> bool:
+    """Whether commit `a` descends from `b`; a witness naming a tree or a blob is damage."""
+    try:
+        return repo.descendant_of(a, b)
+    except (ValueError, pygit2.GitError) as exc:
+        raise IntegrityError(f"the journal and its local checkpoint cannot be compared ({exc}): "
+                             "one of them names something that is not a journal event") from None
+
+
 def witness_path_for(store_root: Path) -> Path:
     return store_root.parent / (store_root.name + ".journal-checkpoint.json")
 
@@ -100,9 +109,7 @@ class Journal:
         self.healed: str | None = None
         self.unwritable: str | None = None   # why the last write failed (full disk, read-only store)
         self.me = ProcessIdentity.current()
-        # set before `open` when the machine rebooted since the store was last used: only then
-        # can carried objects and ref updates have been lost, so only then are they written back
-        self.after_power_cut = False
+        self.boot = current_boot()       # carried objects are written back only in a later boot
 
     # ------------------------------------------------------------------ open
     def open(self) -> "Journal":
@@ -130,7 +137,9 @@ class Journal:
             raise IntegrityError(f"journal ref unreadable: {exc}") from None
         return str(ref.target) if ref is not None else None
 
-    def _read_witness(self) -> dict | None:
+    def _read_witness(self, *, whole: bool = False) -> dict | None:
+        """The witness, checked; `whole`: also every carried object's bytes against its name
+        (at open and in verify: an append only needs their shape)."""
         try:
             raw = self.witness_path.read_bytes()
         except FileNotFoundError:
@@ -146,10 +155,14 @@ class Journal:
                 raise ValueError("seq is not an event number")
             # older witnesses carry nothing: every event was fsynced when it was appended
             w.setdefault("carried", {})
-            if not isinstance(w["carried"], dict):
+            if not (w.get("boot") is None or isinstance(w.get("boot"), str)):
+                raise ValueError("boot is not a boot id")
+            if not isinstance(w["carried"], dict) or not all(
+                    carried.is_oid(k) and isinstance(v, str) for k, v in w["carried"].items()):
                 raise ValueError("its carried objects are malformed")
-            for oid, text in w["carried"].items():
-                carried.decode(oid, text)
+            if whole:
+                for oid, text in w["carried"].items():
+                    carried.decode(oid, text)
             return w
         except ValueError as exc:
             raise IntegrityError(f"local journal checkpoint {self.witness_path} is not valid ({exc}): "
@@ -161,6 +174,7 @@ class Journal:
                "store": str(self.store.root)}
         if carry:
             doc["carried"] = carry
+            doc["boot"] = self.boot
         try:
             atomic_write(self.witness_path, canonical(doc).encode(), mode=0o600, durable=True,
                          fault="witness_temp_written")
@@ -197,11 +211,11 @@ class Journal:
             commit = _read(repo, commit_id)
             blob = _read(repo, _read(repo, commit.tree_id)["state.json"].id)
             return JournalState.from_json(blob.data)
-        except (KeyError, ValueError, pygit2.GitError) as exc:
+        except (KeyError, ValueError, AttributeError, TypeError, pygit2.GitError) as exc:
             raise IntegrityError(f"journal event {commit_id[:12]} is unreadable or corrupt ({exc})") from None
 
     def _open_locked(self) -> None:
-        w = self._read_witness()
+        w = self._read_witness(whole=True)
         tip, rewritten = self._ref_tip_or_damaged(w)
         head, state, healed = self._reconcile(w, tip)
         self.healed = "; ".join(n for n in (rewritten, healed) if n) or None
@@ -236,7 +250,7 @@ class Journal:
             return self._ref_tip(), None
         except IntegrityError:
             whead = (w or {}).get("head")
-            if not whead or not self.after_power_cut:
+            if not whead or not self._power_cut_since(w):
                 raise
             try:
                 carried.restore(self._repo(), self.store.root / "objects", w["carried"])
@@ -254,16 +268,26 @@ class Journal:
             raise JournalError(f"could not move {REF} in {self.store.root}: "
                                f"{explain(exc, self.store.root)}") from None
 
+    def _power_cut_since(self, w: dict | None) -> bool:
+        """Whether the machine may have lost its page cache since the witness was written:
+        it names another boot (or the boot is unknown).  Only then are carried objects
+        written back and may the ref lag by more than the one event a crash leaves."""
+        return bool(w and w["carried"]) and (self.boot is None or w.get("boot") != self.boot)
+
     def _reconcile(self, w: dict | None, tip: str | None) -> tuple[str | None, JournalState, str | None]:
         """The ref (`tip`) against the witness `w`: (head, state at head, a note of what was
         healed).  A ref behind the witness by one carried event (a crash between the two
         writes), or after a power cut by any carried events, is moved forward; after a power
         cut, carried objects it took are written back first.  Anything a crash cannot
         explain raises IntegrityError."""
-        notes = []
         whead = (w or {}).get("head")
+        power_cut = self._power_cut_since(w)
+        if (tip is not None and tip == whead == self.head and not power_cut
+                and w["seq"] == self.state.seq and w["journal_id"] == self.state.journal_id):
+            return tip, self.state, None          # an append's usual case: nothing to load
+        notes = []
         repo = self._repo()
-        if w and w["carried"] and self.after_power_cut:
+        if w and w["carried"] and power_cut:
             try:
                 back = carried.restore(repo, self.store.root / "objects", w["carried"])
             except (OSError, ValueError) as exc:
@@ -273,7 +297,7 @@ class Journal:
                 notes.append(f"{len(back)} journal object(s) lost in a power cut were written back "
                              "from the local checkpoint")
         if whead and tip != whead and self._behind_by_carried(repo, tip, whead, w["carried"],
-                                                              1 if not self.after_power_cut else None):
+                                                              None if power_cut else 1):
             note = ("the journal ref had not taken its last update(s) (crash or power cut); "
                     "moved forward to the local checkpoint")
             try:
@@ -291,9 +315,11 @@ class Journal:
             # the ref ahead of the witness (a crash of an older version between the two):
             # what the witness carried is synced before it is rewritten without it
             try:
-                carried.sync(self.store.root, REF, w["carried"])
+                commit = repo[tip]
+                carried.sync(self.store.root, REF, [*w["carried"], tip, str(commit.tree_id),
+                                                    *(str(e.id) for e in commit.tree)])
                 self._write_witness(state.journal_id, tip, state.seq)
-            except (JournalError, OSError) as exc:
+            except (JournalError, OSError, pygit2.GitError) as exc:
                 self.unwritable = str(exc)
                 lag += f" (in memory only: {exc})"
             notes.append(lag)
@@ -310,6 +336,8 @@ class Journal:
                 if cid not in carry or (most is not None and n > most):
                     return False
                 commit = _read(repo, cid)
+                if not isinstance(commit, pygit2.Commit):
+                    return False
                 cid = str(commit.parent_ids[0]) if commit.parent_ids else None
                 if cid is None:
                     return tip is None
@@ -347,7 +375,7 @@ class Journal:
             raise IntegrityError(
                 f"the journal head {tip[:12]} does not contain the checkpointed event "
                 f"{whead[:12]} (seq {w.get('seq')}): the journal was replaced or its history rewritten")
-        if repo.descendant_of(tip, whead):
+        if _descends(repo, tip, whead):
             wseq = self._load_state_at(whead).seq
             if w.get("seq") != wseq:
                 raise IntegrityError(
@@ -362,7 +390,7 @@ class Journal:
                     "moved back or replaced with an older copy")
             return ("the journal ref was one event ahead of its witness (a crash between the two "
                     "writes); healed")
-        if repo.descendant_of(whead, tip):
+        if _descends(repo, whead, tip):
             raise IntegrityError(
                 f"the journal ref was rolled back: it points at {tip[:12]} (seq {state.seq}) but the "
                 f"local checkpoint records {whead[:12]} (seq {w.get('seq')})")
@@ -396,7 +424,7 @@ class Journal:
         if tip is None:
             raise IntegrityError(f"the journal ref {REF} disappeared (last seen at {self.head[:12]})")
         repo = self._repo()
-        if self.head is not None and not repo.descendant_of(tip, self.head):
+        if self.head is not None and not _descends(repo, tip, self.head):
             raise IntegrityError(f"the journal ref moved to {tip[:12]}, which does not descend from "
                                  f"{self.head[:12]}: history was rolled back or rewritten")
         state = self._load_state_at(tip)
@@ -462,8 +490,8 @@ class Journal:
             new, big = carried.carry(repo, [commit, tree, state_blob, *blobs.values()])
             settle_objects(self.store.root / "objects", big)
             carry = dict((w or {}).get("carried") or {}) if (w or {}).get("head") == self.head else {}
-            if len(carry) + len(new) > carried.CAP_OBJECTS:
-                carried.sync(self.store.root, REF, carry)
+            if carried.full(carry, new):
+                self._sync_carried(carry)
                 carry = {}
         except (pygit2.GitError, OSError) as exc:
             self.unwritable = explain(exc, self.store.root)
@@ -497,12 +525,24 @@ class Journal:
                     or self.integrity != "ok":
                 return False
             try:
-                carried.sync(self.store.root, REF, w["carried"])
+                self._sync_carried(w["carried"])
                 self._write_witness(w["journal_id"], w["head"], w["seq"])
             except (OSError, JournalError) as exc:
                 self.unwritable = str(exc)
                 return False
             return True
+
+    def _sync_carried(self, carry: dict) -> None:
+        """fsync what the witness carries, and the ref, where they are.  Only while the ref is
+        at the witness head: a lagging ref made durable would read as a rollback later."""
+        try:
+            at_head = self._ref_tip() == self.head
+        except IntegrityError:
+            at_head = False
+        if not at_head:
+            raise JournalError(f"the journal ref is not at {str(self.head)[:12]}; what the witness "
+                               "carries stays carried until it is")
+        carried.sync(self.store.root, REF, carry)
 
     def _move_ref(self, repo, new: str) -> None:
         """Compare-and-swap: the ref must still be where we last saw it."""
@@ -615,7 +655,7 @@ class Journal:
                     tip = None
                     problems.append(str(exc))
                 try:
-                    w = self._read_witness()
+                    w = self._read_witness(whole=True)
                     if w is None and tip is None:
                         pass                # no journal yet (nothing could be written so far)
                     elif w is None:

@@ -166,7 +166,6 @@ class Chronos:
         """Once per boot, before anything reads the store: what a power cut broke (engine.powercut)."""
         if not self.core.store_exists():
             return None
-        self.core.journal.after_power_cut = powercut.rebooted(self.core.store)
 
         def known() -> dict[str, list[str]]:
             out: dict[str, list[str]] = {}

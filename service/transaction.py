@@ -104,13 +104,15 @@ class ProtectedCalls:
             ticket, outcome = self._behind.get()
             try:
                 self.finish(ticket, outcome)          # never raises; a failure poisons the gate
-                if self._behind.unfinished_tasks == 1:
-                    # idle: make what the witness carries durable where it is, off the call's path
-                    self.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)
-            except Exception:                          # noqa: BLE001 (the next append syncs instead)
-                pass
             finally:
                 self._behind.task_done()
+            if self._behind.unfinished_tasks == 0:
+                # idle: make what the witness carries durable where it is, off the call's path
+                # (the next call's gate check and snapshot need not wait for it)
+                try:
+                    self.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)
+                except Exception:                   # noqa: BLE001 (an append past the cap syncs instead)
+                    pass
 
     def settle_behind(self) -> None:
         """Wait until every write-behind outcome of this process is recorded.  Not while this

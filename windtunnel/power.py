@@ -82,7 +82,8 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
         # what the witness carries was never fsynced: its loose objects and the journal ref
         carried = json.loads(witness_path_for(store).read_text()).get("carried") or {}
         objs = [store / "objects" / o[:2] / o[2:] for o in carried]
-        victims = [p for p in objs if p.exists()][:rng.randint(1, 6)]
+        objs = [p for p in objs if p.exists()]
+        victims = rng.sample(objs, min(len(objs), rng.randint(1, 6)))
         if (store / REF).exists() and (not victims or rng.random() < 0.5):
             victims.append(store / REF)
     elif what == "witness":
@@ -97,10 +98,19 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
 
 
 def reboot(store: Path) -> None:
-    """What the machine's restart after the cut looks like to the store: a new boot id."""
+    """What the machine's restart after the cut looks like to the store: the boot id it and
+    the witness recorded is not this boot's."""
     marker = store / "chronos" / MARKER
     if marker.exists():
         marker.write_text(json.dumps({"boot_id": "the boot before the power cut"}))
+    w = witness_path_for(store)
+    try:
+        doc = json.loads(w.read_text())
+    except (OSError, ValueError):
+        return                                       # a damaged witness stays as damaged
+    if isinstance(doc, dict) and doc.get("boot"):
+        doc["boot"] = "the boot before the power cut"
+        w.write_text(json.dumps(doc))
 
 
 def _pack_objects(idx: Path) -> set[str]:

@@ -3,6 +3,7 @@ the journal ref) comes back at the next start; the same damage without a reboot 
 from __future__ import annotations
 
 import json
+import os
 
 import pygit2
 import pytest
@@ -28,7 +29,9 @@ def chain(store_dir) -> list[str]:
 
 
 def reboot(store_dir) -> None:
-    (store_dir / "chronos" / "boot.json").write_text(json.dumps({"boot_id": "the boot before the power cut"}))
+    """The machine restarted: the boot the marker and the witness recorded is not this one."""
+    from chronos_git.windtunnel.power import reboot as windtunnel_reboot
+    windtunnel_reboot(store_dir)
 
 
 def zero(path) -> None:
@@ -128,3 +131,46 @@ def test_a_carried_object_edited_in_the_witness_closes_the_gate(journal, cli, st
     path.write_text(json.dumps(w))
     st = cli("journal", "status", "--json").json
     assert st["integrity"] != "ok" and "not valid" in st["integrity"]
+
+
+def test_the_write_back_does_not_depend_on_the_stores_boot_marker(journal, cli, store_dir):
+    """A first start after the reboot swept the store (marker now says this boot) and was killed
+    before its journal opened: the next start still writes back what the witness carries."""
+    ids = chain(store_dir)
+    victim = store_dir / "objects" / ids[1][:2] / ids[1][2:]
+    victim.unlink()
+    reboot(store_dir)
+    from chronos_git.engine.powercut import current_boot
+    (store_dir / "chronos" / "boot.json").write_text(json.dumps({"boot_id": current_boot()}))
+    st = cli("journal", "status", "--json").json
+    assert st["integrity"] == "ok" and "written back" in st["healed"], st
+    assert cli("journal", "verify", "--json").rc == 0
+
+
+def test_a_witness_naming_a_tree_is_a_clear_integrity_error(journal, cli, store_dir):
+    path = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    w = witness(store_dir)
+    tree = str(pygit2.Repository(str(store_dir))[chain(store_dir)[1]].tree_id)
+    w["head"] = tree
+    path.write_text(json.dumps(w))
+    v = cli("journal", "verify", "--json")
+    assert v.rc == 1 and v.json["status"] == "error" and "Traceback" not in v.stderr, v.stderr
+    st = cli("journal", "status", "--json")
+    assert st.json["integrity"] != "ok" and "Traceback" not in st.stderr, st.stderr
+
+
+def test_sync_leaves_everything_carried_while_the_ref_lags(journal, store_dir):
+    ids = chain(store_dir)
+    (store_dir / REF).write_text(ids[1] + "\n")           # a crash between witness and ref
+    before = witness(store_dir)["carried"]
+    assert journal.journal.sync() is False
+    assert witness(store_dir)["carried"] == before
+
+
+def test_big_linked_blobs_keep_the_witness_small(svc, ws, store_dir):
+    s = svc()
+    for i in range(12):                                  # incompressible, just under MAX_BLOB
+        s.write_file(str(ws), f"big{i}.bin", os.urandom(60_000))
+    path = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    assert path.stat().st_size < 320 * 1024                # 12 × 80 KiB without the byte cap
+    assert s.journal_verify().wire()["status"] == "ok"
