@@ -26,6 +26,7 @@ from .alerts import failure_hint, model_block, protection_notice, recovery_alert
 log = logging.getLogger("chronos_git")
 
 HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "on_session_end")
+MIDDLEWARE = ("tool_execution", "llm_execution")
 OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
                        "chronos_status", "chronos_verify"})
 _active: contextvars.ContextVar[tuple] = contextvars.ContextVar("chronos_git_active", default=())
@@ -46,6 +47,7 @@ def register(ctx) -> None:
     ctx.register_hook("on_session_end", plugin.on_session_end)
     atexit.register(plugin.drain_pushes)
     ctx.register_middleware("tool_execution", plugin.tool_execution)
+    ctx.register_middleware("llm_execution", plugin.llm_execution)
     section = getattr(ctx, "register_system_prompt_section", None)
     if callable(section):            # newer hosts: the alert goes into the session's system prompt
         try:
@@ -197,6 +199,17 @@ class Plugin:
                                "the outcome of this call could not be recorded; further protected calls "
                                "are blocked in this process until an operator checks `hermes chronos-git journal status`")
         return result
+
+    def llm_execution(self, request=None, next_call=None, **kwargs):
+        """Around each model request: Hermes is about to wait on the network, so the outcomes
+        behind are written now, while its thread sleeps (ProtectedCalls.release_behind)."""
+        svc = self._svc
+        if svc is not None:
+            try:
+                svc.calls.release_behind()
+            except Exception as exc:          # never in the way of the model request
+                log.info("chronos-git: outcomes not released: %s", exc)
+        return next_call(request)
 
     def on_transform_tool_result(self, tool_name=None, result=None, tool_call_id=None, status=None, **kwargs):
         """After a failed protected call, tell the model exactly how to inspect or undo it."""

@@ -50,6 +50,8 @@ from .gate import Gate
 from .results import CallRecord, RunResult, WriteResult
 from .snapshots import Snapshots
 
+RELEASE_AFTER_S = 0.2      # an outcome behind waits at most this long for `release_behind`
+
 
 @dataclass
 class Transaction:
@@ -69,6 +71,7 @@ class ProtectedCalls:
         self._behind: queue.Queue = queue.Queue()              # write-behind outcomes, in order
         self._writer: threading.Thread | None = None
         self._writer_guard = threading.Lock()
+        self._released = threading.Event()     # the host waits on the network: write what is behind
 
     @contextmanager
     def protect(self, call: Call, *, gate: bool = True, budget_s: float | None = None,
@@ -94,14 +97,22 @@ class ProtectedCalls:
                 self._writer = threading.Thread(target=self._write_outcomes, name="chronos-git-outcomes",
                                                 daemon=True)
                 self._writer.start()
+        self._released.clear()
         self._behind.put((ticket, outcome))
         return CallRecord(operation_id=ticket.operation_id, pre_checkpoint=ticket.pre_checkpoint,
                           post_checkpoint=None, snapshot=ticket.snapshot, recorded=True,
                           gate_warning=ticket.gate_warning, outcome="returned", status="ok")
 
+    def release_behind(self) -> None:
+        """The host is about to wait for its model (Hermes' `pre_api_request`): the outcomes
+        behind are written now, while its own thread sleeps, instead of competing with it
+        for the GIL while it builds that request."""
+        self._released.set()
+
     def _write_outcomes(self) -> None:
         while True:
             ticket, outcome = self._behind.get()
+            self._released.wait(RELEASE_AFTER_S)      # a host without the hook: written anyway
             try:
                 self.finish(ticket, outcome)          # never raises; a failure poisons the gate
             finally:
@@ -119,6 +130,7 @@ class ProtectedCalls:
         thread holds a lock: the writer's post-snapshot may need it (a restore settles before
         it takes its workspace's lock)."""
         if self._writer is not None and not locking.holding_exclusive():
+            self._released.set()
             self._behind.join()
 
     # ------------------------------------------------------------- intent

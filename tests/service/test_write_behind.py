@@ -126,3 +126,35 @@ def test_a_restore_while_an_outcome_is_still_behind_does_not_deadlock(tmp_path, 
     assert res.status == "ok" and (ws / "a.txt").read_bytes() == b"zero\n"
     kinds = [e["kind"] for e in svc.journal.events(4)]
     assert kinds[:2] == ["returned", "started"] and kinds[2] == "returned"   # the write's outcome, then the restore
+
+
+def test_an_outcome_behind_waits_for_the_host_to_go_to_the_network(tmp_path, ws, monkeypatch):
+    """Written when released (Hermes' model request), not while Hermes builds that request."""
+    from chronos_git.service import transaction
+    monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 30.0)
+    svc = Chronos.get(tmp_path / "store", Settings())
+    svc.snapshot(str(ws), "baseline")
+    with svc.protect(_write_call(ws, "a.txt", b"one\n"), write_behind=True) as t:
+        (ws / "a.txt").write_bytes(b"one\n")
+        t.outcome = Outcome(status="ok")
+    svc.calls._behind.all_tasks_done.acquire()
+    try:                                               # not written on its own
+        assert not svc.calls._behind.all_tasks_done.wait_for(
+            lambda: svc.calls._behind.unfinished_tasks == 0, timeout=0.5)
+    finally:
+        svc.calls._behind.all_tasks_done.release()
+    svc.calls.release_behind()
+    svc.calls._behind.join()                           # released: written without settle_behind
+    assert svc.journal.events(1)[0]["kind"] == "returned"
+
+
+def test_an_outcome_behind_is_written_anyway_without_a_release(tmp_path, ws, monkeypatch):
+    from chronos_git.service import transaction
+    monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 0.05)
+    svc = Chronos.get(tmp_path / "store", Settings())
+    svc.snapshot(str(ws), "baseline")
+    with svc.protect(_write_call(ws, "a.txt", b"one\n"), write_behind=True) as t:
+        (ws / "a.txt").write_bytes(b"one\n")
+        t.outcome = Outcome(status="ok")
+    svc.calls._behind.join()                           # no release, no settle: the timeout
+    assert svc.journal.events(1)[0]["kind"] == "returned"

@@ -75,7 +75,7 @@ def test_manifest_declares_exactly_what_register_registers(tmp_path):
     assert MANIFEST["requires_hermes"] == ">=0.19"
     assert set(MANIFEST["provides_tools"]) == set(ctx.tools) == set(SCHEMAS)
     assert set(MANIFEST["provides_hooks"]) == set(ctx.hooks) == set(hermes_glue.HOOKS)
-    assert MANIFEST["provides_middleware"] == list(ctx.middleware) == ["tool_execution"]
+    assert MANIFEST["provides_middleware"] == list(ctx.middleware) == list(hermes_glue.MIDDLEWARE)
     assert set(ctx.commands) == {"chronos"} and set(ctx.cli) == {"chronos-git"}
     assert not (tmp_path / "store").exists(), "register() must not touch the store"
 
@@ -183,6 +183,24 @@ def test_middleware_journals_once_even_when_nested(plugin):
     events = p.svc().journal_log(None).wire()["events"]
     assert [e["kind"] for e in events if e.get("tool") == "write_file"] == ["started"]
     assert sum(1 for e in events if e["kind"] == "returned") == 1
+
+
+def test_the_model_request_releases_the_outcomes_behind(plugin, monkeypatch):
+    """The llm_execution middleware passes the request through once and lets the outcome
+    writer run while Hermes waits on the network."""
+    from chronos_git.service import transaction
+    monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 30.0)
+    ctx, p, ws = plugin()
+    _mw(p, "terminal", {"command": "true"}, lambda args: json.dumps({"output": "", "exit_code": 0}))
+    calls = p.svc().calls
+    assert calls._behind.unfinished_tasks == 1                      # held for the release
+    sent = []
+    out = p.llm_execution(request={"messages": []}, next_call=lambda r: sent.append(r) or "response",
+                          task_id="s1", session_id="s1")
+    assert out == "response" and sent == [{"messages": []}]
+    calls._behind.join()
+    kinds = [e["kind"] for e in p.svc().journal_log(3).wire()["events"]]
+    assert kinds[0] == "returned"
 
 
 def test_duplicate_guard_answers_from_the_journal(plugin):
