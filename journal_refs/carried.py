@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import zlib
 from pathlib import Path
 
@@ -31,8 +32,11 @@ CAP_BYTES = 256 * 1024    # or more than this many encoded bytes (the witness is
 _TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 
 
+_OID = re.compile(r"[0-9a-f]{40}")
+
+
 def is_oid(s) -> bool:
-    return isinstance(s, str) and len(s) == 40 and all(c in "0123456789abcdef" for c in s)
+    return isinstance(s, str) and _OID.fullmatch(s) is not None
 
 
 def loose_bytes(repo, oid: str) -> bytes:

@@ -515,7 +515,8 @@ class Journal:
 
     def sync(self, *, min_objects: int = 0) -> bool:
         """Make the carried objects and the ref durable where they are, and stop carrying them
-        (the outcome writer calls this when idle).  Whether it synced."""
+        (the outcome writer calls this when idle).  The fsyncs run outside the journal's lock,
+        so the next call's gate check and intent do not wait for them.  Whether it synced."""
         with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
             try:
                 w = self._read_witness()
@@ -525,9 +526,29 @@ class Journal:
                     or self.integrity != "ok":
                 return False
             try:
-                self._sync_carried(w["carried"])
-                self._write_witness(w["journal_id"], w["head"], w["seq"])
-            except (OSError, JournalError) as exc:
+                if self._ref_tip() != self.head:
+                    return False            # a lagging ref made durable would read as a rollback
+            except IntegrityError:
+                return False
+            oids = list(w["carried"])
+        try:
+            with self.store.writing():      # a compaction does not move them meanwhile
+                carried.sync(self.store.root, REF, oids)   # the ref: at least at that head now
+        except OSError as exc:
+            self.unwritable = explain(exc, self.store.root)
+            return False
+        with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
+            try:
+                w = self._read_witness()
+            except IntegrityError:
+                return False
+            if not w or w.get("head") != self.head or self.integrity != "ok":
+                return False                # another process appended: it carries them on
+            synced = set(oids)
+            try:
+                self._write_witness(w["journal_id"], w["head"], w["seq"],
+                                    carry={o: t for o, t in w["carried"].items() if o not in synced})
+            except JournalError as exc:
                 self.unwritable = str(exc)
                 return False
             return True

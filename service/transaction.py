@@ -16,9 +16,10 @@ this process (`journal.poisoned`) and the record says so.
 
 Write-behind (`protect(call, write_behind=True)`, the Hermes host): for an
 ok outcome, the post-checkpoint and the outcome append run on this process's
-outcome writer after the caller has its result, and the next `begin` (or
-`flush`) waits for them first, so the journal's order and the gate are as
-before.  What it changes for a crash: a kill in the few milliseconds between
+outcome writer after the caller has its result, once the host releases it
+(`release_behind`: Hermes is about to wait on its model) or after
+RELEASE_AFTER_S, and the next `begin` (or `flush`) waits for them first, so
+the journal's order and the gate are as before.  What it changes for a crash: a kill in the few milliseconds between
 the result reaching Hermes and the outcome being durable leaves the call
 where `after_dispatch` leaves it (a file call settles as completed by
 evidence, anything else waits for an operator), now also when Hermes had
