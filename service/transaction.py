@@ -18,9 +18,11 @@ Write-behind (`protect(call, write_behind=True)`, the Hermes host): for an
 ok outcome, the post-checkpoint and the outcome append run on this process's
 outcome writer after the caller has its result, once the host releases it
 (`release_behind`: Hermes is about to wait on its model) or after
-RELEASE_AFTER_S, and the next `begin` (or `flush`) waits for them first, so
-the journal's order and the gate are as before.  What it changes for a crash: a kill in the few milliseconds between
-the result reaching Hermes and the outcome being durable leaves the call
+RELEASE_AFTER_S after it was queued, and the next `begin` (or `flush`) waits
+for them first, so the journal's order and the gate are as before.  What it
+changes for a crash: a kill between the result reaching Hermes and the
+outcome being durable (Hermes' time until its next model request, at most
+RELEASE_AFTER_S, plus the writer's few milliseconds) leaves the call
 where `after_dispatch` leaves it (a file call settles as completed by
 evidence, anything else waits for an operator), now also when Hermes had
 shown the result to the model (which dies with the same process).
@@ -72,7 +74,9 @@ class ProtectedCalls:
         self._behind: queue.Queue = queue.Queue()              # write-behind outcomes, in order
         self._writer: threading.Thread | None = None
         self._writer_guard = threading.Lock()
-        self._released = threading.Event()     # the host waits on the network: write what is behind
+        self._release = threading.Condition()  # the host waits on the network: write what is behind
+        self._generation = 0                    # releases so far; an outcome waits for a later one
+        self._settling = 0                      # threads in settle_behind: no outcome waits
 
     @contextmanager
     def protect(self, call: Call, *, gate: bool = True, budget_s: float | None = None,
@@ -98,22 +102,27 @@ class ProtectedCalls:
                 self._writer = threading.Thread(target=self._write_outcomes, name="chronos-git-outcomes",
                                                 daemon=True)
                 self._writer.start()
-        self._released.clear()
-        self._behind.put((ticket, outcome))
+        with self._release:
+            generation = self._generation
+        self._behind.put((ticket, outcome, generation, time.monotonic() + RELEASE_AFTER_S))
         return CallRecord(operation_id=ticket.operation_id, pre_checkpoint=ticket.pre_checkpoint,
                           post_checkpoint=None, snapshot=ticket.snapshot, recorded=True,
                           gate_warning=ticket.gate_warning, outcome="returned", status="ok")
 
     def release_behind(self) -> None:
-        """The host is about to wait for its model (Hermes' `pre_api_request`): the outcomes
-        behind are written now, while its own thread sleeps, instead of competing with it
-        for the GIL while it builds that request."""
-        self._released.set()
+        """The host is about to wait for its model (Hermes' `llm_execution` middleware): the
+        outcomes behind are written now, while its own thread sleeps, instead of competing
+        with it for the GIL while it builds that request."""
+        with self._release:
+            self._generation += 1
+            self._release.notify_all()
 
     def _write_outcomes(self) -> None:
         while True:
-            ticket, outcome = self._behind.get()
-            self._released.wait(RELEASE_AFTER_S)      # a host without the hook: written anyway
+            ticket, outcome, generation, deadline = self._behind.get()
+            with self._release:                       # a host without the middleware: by the deadline
+                self._release.wait_for(lambda: self._generation > generation or self._settling,
+                                       timeout=max(0.0, deadline - time.monotonic()))
             try:
                 self.finish(ticket, outcome)          # never raises; a failure poisons the gate
             finally:
@@ -131,8 +140,14 @@ class ProtectedCalls:
         thread holds a lock: the writer's post-snapshot may need it (a restore settles before
         it takes its workspace's lock)."""
         if self._writer is not None and not locking.holding_exclusive():
-            self._released.set()
-            self._behind.join()
+            with self._release:
+                self._settling += 1
+                self._release.notify_all()
+            try:
+                self._behind.join()
+            finally:
+                with self._release:
+                    self._settling -= 1
 
     # ------------------------------------------------------------- intent
     def begin(self, call: Call, *, gate: bool = True, budget_s: float | None = None) -> Ticket:

@@ -128,33 +128,69 @@ def test_a_restore_while_an_outcome_is_still_behind_does_not_deadlock(tmp_path, 
     assert kinds[:2] == ["returned", "started"] and kinds[2] == "returned"   # the write's outcome, then the restore
 
 
-def test_an_outcome_behind_waits_for_the_host_to_go_to_the_network(tmp_path, ws, monkeypatch):
-    """Written when released (Hermes' model request), not while Hermes builds that request."""
+def _one_write_behind(tmp_path, ws, monkeypatch, release_after_s: float):
+    """A service whose outcome writer waits `release_after_s` for a release, and one ok
+    write-behind call made with it."""
     from chronos_git.service import transaction
-    monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 30.0)
+    monkeypatch.setattr(transaction, "RELEASE_AFTER_S", release_after_s)
     svc = Chronos.get(tmp_path / "store", Settings())
     svc.snapshot(str(ws), "baseline")
     with svc.protect(_write_call(ws, "a.txt", b"one\n"), write_behind=True) as t:
         (ws / "a.txt").write_bytes(b"one\n")
         t.outcome = Outcome(status="ok")
-    svc.calls._behind.all_tasks_done.acquire()
-    try:                                               # not written on its own
-        assert not svc.calls._behind.all_tasks_done.wait_for(
-            lambda: svc.calls._behind.unfinished_tasks == 0, timeout=0.5)
-    finally:
-        svc.calls._behind.all_tasks_done.release()
+    return svc
+
+
+def test_an_outcome_behind_waits_for_the_host_to_go_to_the_network(tmp_path, ws, monkeypatch):
+    """Written when released (Hermes' model request), not while Hermes builds that request."""
+    svc = _one_write_behind(tmp_path, ws, monkeypatch, 30.0)
+    behind = svc.calls._behind
+    with behind.all_tasks_done:                        # not written on its own
+        assert not behind.all_tasks_done.wait_for(lambda: behind.unfinished_tasks == 0, timeout=0.5)
     svc.calls.release_behind()
-    svc.calls._behind.join()                           # released: written without settle_behind
+    behind.join()                                      # released: written without settle_behind
     assert svc.journal.events(1)[0]["kind"] == "returned"
 
 
 def test_an_outcome_behind_is_written_anyway_without_a_release(tmp_path, ws, monkeypatch):
-    from chronos_git.service import transaction
-    monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 0.05)
-    svc = Chronos.get(tmp_path / "store", Settings())
-    svc.snapshot(str(ws), "baseline")
-    with svc.protect(_write_call(ws, "a.txt", b"one\n"), write_behind=True) as t:
-        (ws / "a.txt").write_bytes(b"one\n")
-        t.outcome = Outcome(status="ok")
+    svc = _one_write_behind(tmp_path, ws, monkeypatch, 0.05)
     svc.calls._behind.join()                           # no release, no settle: the timeout
     assert svc.journal.events(1)[0]["kind"] == "returned"
+
+
+def test_queued_outcomes_share_one_deadline(tmp_path, ws, monkeypatch):
+    """Without a release, a batch of outcomes is written within one RELEASE_AFTER_S of being
+    queued, not one per outcome."""
+    import time
+    from chronos_git.service import transaction
+    monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 0.3)
+    svc = Chronos.get(tmp_path / "store", Settings())
+    svc.snapshot(str(ws), "baseline")
+    tickets = [svc.calls.begin(_write_call(ws, f"f{i}.txt", b"x\n")) for i in range(4)]
+    t0 = time.monotonic()
+    for t in tickets:                                  # a parallel batch: all begun, then finished
+        svc.calls._finish_behind(t, Outcome(status="ok"))
+    svc.calls._behind.join()
+    assert time.monotonic() - t0 < 4 * 0.3 - 0.2       # one deadline (0.3 s), not four (1.2 s)
+
+
+def test_a_settle_is_not_undone_by_an_outcome_queued_meanwhile(tmp_path, ws, monkeypatch):
+    """A thread waiting in settle_behind lets every outcome through, also one queued after it
+    started waiting (another call of the same batch finishing)."""
+    import time
+    from chronos_git.service import transaction
+    monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 30.0)
+    svc = Chronos.get(tmp_path / "store", Settings())
+    svc.snapshot(str(ws), "baseline")
+    late = svc.calls.begin(_write_call(ws, "b.txt", b"two\n"))    # a batch: both begun first
+    hold = _hold_outcomes(svc)
+    with svc.protect(_write_call(ws, "a.txt", b"one\n"), write_behind=True) as t:
+        t.outcome = Outcome(status="ok")
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (svc.calls.settle_behind(), done.set()))
+    waiter.start()                                    # releases a.txt's outcome, held in finish
+    time.sleep(0.1)
+    svc.calls._finish_behind(late, Outcome(status="ok"))           # queued while it waits
+    hold.set()
+    assert done.wait(5), "settle_behind waited for a release that had already been given"
+    waiter.join()
