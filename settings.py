@@ -87,7 +87,7 @@ class Settings(BaseModel):
     store_args: bool = Field(False, description="Keep raw arguments of non-file tools in the journal (default: hashes only).")
     duplicate_guard: bool = Field(False, description="Answer an identical completed call of this session from the journal instead of running it again.")
     compact_grace_s: float = Field(3600, ge=0, description="Unreferenced objects younger than this survive compaction.")
-    durable_snapshots: bool = Field(False, description="fsync snapshot objects too (the journal is always fsynced).")
+    durable_snapshots: bool = Field(False, description="fsync snapshot objects too (the journal is always durable).")
     seed_from_git: bool = Field(True, description="A first snapshot of a git work tree takes the blob ids its index vouches for and links its packs (read-only).")
     store_dir: str | None = Field(None, description="Store location (default <HERMES_HOME>/plugin-data/chronos-git); ~ and $VAR are expanded.")
     host_id: str | None = Field(None, description="This machine's name on remotes (default: derived from the machine id and the profile).")
