@@ -15,7 +15,7 @@ import pygit2
 from pygit2 import GitError
 
 from . import faults, fifo_guard, locking, perms
-from .checkpoint import Checkpoint, CheckpointMeta, signature
+from .checkpoint import Checkpoint, CheckpointMeta, signature, write_commit
 from .confine import EXCLUDE_PATTERN
 from .durability import fsync_scope
 from .errors import CheckpointNotFound, PathError, StoreError, StoreUnwritable, WorkspaceRefused
@@ -558,13 +558,20 @@ class Workspace:
     def _commit(self, repo, tree, meta: CheckpointMeta, tip) -> pygit2.Oid:
         sig = signature(meta.time)
         parents = [tip.id] if tip is not None else []
+        # not create_commit: it freshens the tree's pack (write_commit says why)
+        cid = write_commit(repo, tree, parents, sig, meta.to_message())
         try:
-            cid = repo.create_commit(self.ref, sig, sig, meta.to_message(), tree, parents)
+            ref = repo.references.get(self.ref)
+            if ref is None:
+                repo.references.create(self.ref, cid, force=False)
+            elif tip is None or ref.target != tip.id:
+                raise GitError(f"the checkpoint ref {self.ref} moved underneath the workspace lock")
+            else:
+                ref.set_target(cid)          # compare-and-swap against the value just read
         except GitError as exc:
             if "corrupted" not in str(exc):
                 raise
             # a torn ref file (its tip came from HEAD, see _tip_commit): replace it whole
-            cid = repo.create_commit(None, sig, sig, meta.to_message(), tree, parents)
             (self.store.root / self.ref).unlink(missing_ok=True)
             repo.references.create(self.ref, cid, force=True)
         faults.hit("snapshot_after_commit")

@@ -879,3 +879,24 @@ def test_read_all_stops_early_only_on_its_first_read(monkeypatch):
     chunks = [b"a" * 100, b"b" * size, b""]
     monkeypatch.setattr(fsutil.os, "read", lambda fd, n: chunks.pop(0))
     assert fsutil.read_all(0, size) == b"a" * 100 + b"b" * size
+
+
+def test_write_commit_is_create_commit_without_freshening_the_tree(tmp_path):
+    """Byte for byte the commit libgit2 writes (signatures with offsets, parents, non-ASCII),
+    and the pack that holds its tree keeps its mtime."""
+    import os
+    import pygit2
+    from chronos_git.engine.checkpoint import signature, write_commit
+    repo = pygit2.init_repository(str(tmp_path / "r"), bare=True)
+    tb = repo.TreeBuilder()
+    tb.insert("a", repo.create_blob(b"x"), pygit2.GIT_FILEMODE_BLOB)
+    tree = tb.write()
+    for sig in (signature(1796197339.5), pygit2.Signature("n", "e@x", 100, -330)):
+        root = repo.create_commit(None, sig, sig, "first\n\nKey: v\n{\"a\":1}", tree, [])
+        assert write_commit(repo, tree, [], sig, "first\n\nKey: v\n{\"a\":1}") == root
+        assert write_commit(repo, tree, [root], sig, "ünïcode ✓") == \
+            repo.create_commit(None, sig, sig, "ünïcode ✓", tree, [root])
+    loose = tmp_path / "r" / "objects" / str(tree)[:2] / str(tree)[2:]
+    os.utime(loose, ns=(10**18, 10**18))
+    write_commit(repo, tree, [], signature(5.0), "new")
+    assert loose.stat().st_mtime_ns == 10**18            # create_commit would have touched it
