@@ -38,7 +38,8 @@ def fsync_scope(enabled: bool = True):
 _synced_packs: set[tuple[str, int]] = set()
 
 
-def _fsync_file(path: Path) -> bool:
+def fsync_file(path: Path) -> bool:
+    """fsync the file at `path`; False if it is not there."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -60,7 +61,7 @@ def settle_objects(objects_dir: Path, oids) -> None:
     dirs, packed = set(), False
     for oid in oids:
         p = objects_dir / oid[:2] / oid[2:]
-        if _fsync_file(p):
+        if fsync_file(p):
             dirs.add(p.parent)
         else:
             packed = True
@@ -76,7 +77,7 @@ def settle_objects(objects_dir: Path, oids) -> None:
                 key = (f.name, f.stat().st_size)
             except FileNotFoundError:
                 continue
-            if key not in _synced_packs and _fsync_file(f):
+            if key not in _synced_packs and fsync_file(f):
                 _synced_packs.add(key)
                 synced = True
         if synced:

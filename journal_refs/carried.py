@@ -20,7 +20,7 @@ import re
 import zlib
 from pathlib import Path
 
-from ..engine.durability import settle_objects
+from ..engine.durability import fsync_file, settle_objects
 from ..engine.fsutil import atomic_write, fsync_dir
 from ..engine.powercut import loose_object_ok
 
@@ -102,8 +102,7 @@ def restore(repo, objects_dir: Path, carried: dict[str, str]) -> list[str]:
         path.parent.mkdir(exist_ok=True)
         if path.exists():
             os.chmod(path, 0o644)
-        atomic_write(path, raw, mode=0o444, durable=True)
-        fsync_dir(path.parent)
+        atomic_write(path, raw, mode=0o444, durable=True)      # file and directory fsynced
         done.append(oid)
     return done
 
@@ -112,12 +111,5 @@ def sync(store_root: Path, ref: str, oids) -> None:
     """Make `oids` (loose or packed) and the journal ref durable where they are now."""
     settle_objects(store_root / "objects", oids)
     for p in (store_root / ref, store_root / "packed-refs"):
-        try:
-            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        fsync_dir(p.parent)
+        if fsync_file(p):
+            fsync_dir(p.parent)

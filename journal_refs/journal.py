@@ -525,10 +525,7 @@ class Journal:
             if not w or w.get("head") != self.head or len(w["carried"]) <= max(min_objects, 0) \
                     or self.integrity != "ok":
                 return False
-            try:
-                if self._ref_tip() != self.head:
-                    return False            # a lagging ref made durable would read as a rollback
-            except IntegrityError:
+            if not self._ref_at_head():
                 return False
             oids = list(w["carried"])
         try:
@@ -553,14 +550,17 @@ class Journal:
                 return False
             return True
 
-    def _sync_carried(self, carry: dict) -> None:
-        """fsync what the witness carries, and the ref, where they are.  Only while the ref is
-        at the witness head: a lagging ref made durable would read as a rollback later."""
+    def _ref_at_head(self) -> bool:
+        """Whether the ref is at the head this journal holds.  What the witness carries is
+        synced only then: a lagging ref made durable would read as a rollback later."""
         try:
-            at_head = self._ref_tip() == self.head
+            return self._ref_tip() == self.head
         except IntegrityError:
-            at_head = False
-        if not at_head:
+            return False
+
+    def _sync_carried(self, carry: dict) -> None:
+        """fsync what the witness carries, and the ref, where they are (the ref at the head)."""
+        if not self._ref_at_head():
             raise JournalError(f"the journal ref is not at {str(self.head)[:12]}; what the witness "
                                "carries stays carried until it is")
         carried.sync(self.store.root, REF, carry)
