@@ -77,6 +77,14 @@ def _read(repo, oid):
     return repo[oid]
 
 
+def _read_commit(repo, oid) -> pygit2.Commit:
+    """A journal event: a ref or a witness naming a tree or a blob is damage (ValueError)."""
+    obj = _read(repo, oid)
+    if not isinstance(obj, pygit2.Commit):
+        raise ValueError(f"object {str(oid)[:12]} is a {obj.type_str}, not a journal event")
+    return obj
+
+
 def _descends(repo, a: str, b: str) -> bool:
     """Whether commit `a` descends from `b`; a witness naming a tree or a blob is damage."""
     try:
@@ -208,10 +216,10 @@ class Journal:
     def _load_state_at(self, commit_id: str) -> JournalState:
         repo = self._repo()
         try:
-            commit = _read(repo, commit_id)
+            commit = _read_commit(repo, commit_id)
             blob = _read(repo, _read(repo, commit.tree_id)["state.json"].id)
             return JournalState.from_json(blob.data)
-        except (KeyError, ValueError, AttributeError, TypeError, pygit2.GitError) as exc:
+        except (KeyError, ValueError, pygit2.GitError) as exc:
             raise IntegrityError(f"journal event {commit_id[:12]} is unreadable or corrupt ({exc})") from None
 
     def _open_locked(self) -> None:
@@ -335,9 +343,7 @@ class Journal:
                 n += 1
                 if cid not in carry or (most is not None and n > most):
                     return False
-                commit = _read(repo, cid)
-                if not isinstance(commit, pygit2.Commit):
-                    return False
+                commit = _read_commit(repo, cid)
                 cid = str(commit.parent_ids[0]) if commit.parent_ids else None
                 if cid is None:
                     return tip is None
@@ -620,7 +626,7 @@ class Journal:
         repo = self._repo()
         cid = self.head
         while cid and (limit is None or len(out) < limit):
-            commit = _read(repo, cid)
+            commit = _read_commit(repo, cid)
             payload, _ = parse_message(commit.message)
             if names is None or payload["kind"] in names:
                 out.append({**payload, "id": cid})
@@ -702,7 +708,7 @@ class Journal:
             try:
                 while cid:
                     chain.append(cid)
-                    commit = _read(repo, cid)
+                    commit = _read_commit(repo, cid)
                     cid = str(commit.parent_ids[0]) if commit.parent_ids else None
             except (KeyError, ValueError, pygit2.GitError) as exc:
                 chain_problems.append(f"the chain is broken at event {cid[:12] if cid else '?'}: {exc}")
@@ -756,7 +762,7 @@ class Journal:
     @staticmethod
     def _check_event(repo, cid: str, state: JournalState, *, first: bool) -> JournalState:
         """One event re-hashed, parsed and replayed on `state`: the state after it, or an error."""
-        commit = _read(repo, cid)
+        commit = _read_commit(repo, cid)
         _typ, data = repo.odb.read(cid)
         if hashlib.sha1(b"commit %d\0" % len(data) + data).hexdigest() != cid:
             raise ValueError("object hash mismatch")
@@ -810,7 +816,7 @@ class Journal:
         try:
             while cid and cid != base:
                 chain.append(cid)
-                commit = _read(repo, cid)
+                commit = _read_commit(repo, cid)
                 cid = str(commit.parent_ids[0]) if commit.parent_ids else None
         except (KeyError, ValueError, pygit2.GitError) as exc:
             self._damage(f"the chain is broken at event {cid[:12] if cid else '?'}: {exc}", tip)

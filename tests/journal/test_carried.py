@@ -174,3 +174,13 @@ def test_big_linked_blobs_keep_the_witness_small(svc, ws, store_dir):
     path = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
     assert path.stat().st_size < 320 * 1024                # 12 × 80 KiB without the byte cap
     assert s.journal_verify().wire()["status"] == "ok"
+
+
+def test_a_journal_ref_naming_a_tree_is_an_integrity_error(journal, cli, store_dir):
+    tree = str(pygit2.Repository(str(store_dir))[chain(store_dir)[0]].tree_id)
+    (store_dir / REF).write_text(tree + "\n")
+    v = cli("journal", "verify", "--json")
+    assert v.rc == 1 and v.json.get("code") != "internal" and v.json["integrity"] != "ok", v.stdout
+    assert "not a journal event" in v.json["integrity"]
+    st = cli("journal", "status", "--json").json
+    assert "not a journal event" in st["integrity"] and "attribute" not in st["integrity"]
