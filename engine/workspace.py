@@ -412,7 +412,7 @@ class Workspace:
         from .bulk import import_tree
 
         def tell(phase: str, done: int, total: int) -> None:
-            self._progress(phase, done, total)          # for `health`
+            self.note_progress(phase, done, total)          # for `health`
             if progress is not None:
                 progress(phase, done, total)            # for whoever asked (a CLI progress bar)
 
@@ -460,7 +460,7 @@ class Workspace:
             return self._index_tree
         return None
 
-    def _progress(self, phase: str, done: int, total: int) -> None:
+    def note_progress(self, phase: str, done: int, total: int) -> None:
         self.progress = {"phase": phase, "files_done": done, "files_total": total, "time": time.time()}
 
     def note_restored(self, removed: list[str], written: list[str]) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..engine import consolidate, retention
 from ..journal_refs import IntegrityError, events
+from . import offload
 from .core import Core
 from .remotes import pinned_tips
 from .results import (CheckpointInfo, CompactResult, ConsolidateResult, Consolidation, HealthResult,
@@ -151,8 +152,16 @@ class Maintenance:
             def run():
                 consolidate.lower_priority()     # the agent's own work goes first
                 try:
-                    job["last"] = consolidate.consolidate(self.core.store, progress=tell)
-                except Exception as exc:       # reported by health; the list stays for a retry
+                    try:                         # in a child process: no GIL shared with the agent
+                        job["runs_in"] = "a child process"
+                        job["last"] = offload.run("consolidate", self.core.store_dir, self.core.store.config,
+                                                  progress=tell)
+                    except offload.Unavailable as exc:
+                        job["runs_in"] = f"this process: {exc}"
+                        job["last"] = consolidate.consolidate(self.core.store, progress=tell)
+                except offload.Failed as exc:   # reported by health; the list stays for a retry
+                    job["error"] = str(exc)
+                except Exception as exc:
                     job["error"] = f"{type(exc).__name__}: {exc}"
 
             job["thread"] = threading.Thread(target=run, name="chronos-git-consolidate", daemon=True)
@@ -174,7 +183,7 @@ class Maintenance:
             return None
         return Consolidation(pending_packs=pending, running=running, progress=job.get("progress"),
                              last=ConsolidateResult(**job["last"]) if job.get("last") else None,
-                             error=job.get("error"))
+                             error=job.get("error"), runs_in=job.get("runs_in"))
 
     # ------------------------------------------------------------ protection
     def protection(self) -> Protection:

@@ -178,6 +178,7 @@ class BackgroundJob(Model):
     finished: float | None
     error: str | None
     progress: dict | None
+    runs_in: str | None = None      # "a child process", or "this process: <why no child>"
 
 
 class WorkspaceInfo(Model):
@@ -444,6 +445,7 @@ class Consolidation(Model):
     progress: dict | None = None
     last: ConsolidateResult | None = None
     error: str | None = None
+    runs_in: str | None = None      # as BackgroundJob.runs_in
 
 
 class JournalSummary(Model):

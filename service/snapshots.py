@@ -7,6 +7,7 @@ import threading
 import time
 
 from ..engine.checkpoint import CheckpointMeta
+from . import offload
 from .calls import Call
 from .core import Core
 
@@ -25,9 +26,10 @@ class Snapshots:
         self._bg_lock = threading.Lock()
         self.after_import = None                   # called after a first (bulk) import (Chronos wires it)
 
-    def imported(self, res) -> None:
-        """A snapshot finished: if it was a first import, what it left to do can start."""
-        if res is not None and res.report.get("scan") == "bulk" and self.after_import is not None:
+    def imported(self, scan: str | None) -> None:
+        """A snapshot finished (`scan`: how, from its report): if it was a first import, what
+        it left to do can start."""
+        if scan == "bulk" and self.after_import is not None:
             self.after_import()
 
     def for_call(self, call: Call, when: str, budget_s: float | None) -> dict:
@@ -60,7 +62,7 @@ class Snapshots:
                 res = ws.snapshot(meta, deadline=time.monotonic() + budget if budget else None)
         except Exception as exc:
             return self._note(ws, {"kind": "failed", "error": f"{type(exc).__name__}: {exc}"})
-        self.imported(res)
+        self.imported(res.report.get("scan"))
         return self._note(ws, {"checkpoint": res.checkpoint.id if res.checkpoint else None,
                                "kind": res.report["kind"], "partial": res.partial, "created": res.created,
                                "scan": res.report.get("scan"),
@@ -97,11 +99,14 @@ class Snapshots:
             if job is not None and job["thread"].is_alive():
                 return
 
+            first = meta or CheckpointMeta(
+                description="first checkpoint of the workspace" if kind == "baseline" else "turn start")
+
             def run():
                 try:
-                    self.imported(ws.snapshot(meta or CheckpointMeta(
-                        description="first checkpoint of the workspace" if kind == "baseline" else "turn start"),
-                        force_scan=True))
+                    if kind == "baseline" and self._first_in_child(ws, first, job):
+                        return
+                    self.imported(ws.snapshot(first, force_scan=True).report.get("scan"))
                 except Exception as exc:
                     job["error"] = f"{type(exc).__name__}: {exc}"
                 finally:
@@ -111,6 +116,28 @@ class Snapshots:
                 target=run, name=f"chronos-git-{kind}", daemon=True)}
             self._bg[ws.id] = job
             job["thread"].start()
+
+    def _first_in_child(self, ws, meta: CheckpointMeta, job: dict) -> bool:
+        """The first snapshot (a bulk import of the whole tree) in a child process at low
+        priority, so that it does not hold up the agent's calls on the GIL; False when no
+        child could run it (the caller takes it here)."""
+        params = {"workspace": os.fsdecode(ws.root_bytes),
+                  "meta": {k: getattr(meta, k) for k in ("description", "kind", "tool", "session_id",
+                                                         "turn_id", "tool_call_id")}}
+        job["runs_in"] = "a child process"
+        try:
+            res = offload.run("first_snapshot", self.core.store_dir, self.core.store.config, params,
+                              progress=ws.note_progress)
+        except offload.Unavailable as exc:
+            job["runs_in"] = f"this process: {exc}"
+            return False
+        except offload.Failed as exc:
+            job["error"] = str(exc)
+            return True
+        ws.progress = res.get("progress") or ws.progress
+        ws.last_bulk, ws.last_seed = res.get("last_bulk"), res.get("last_seed")
+        self.imported(res.get("scan"))
+        return True
 
     def wait(self, ws, timeout: float | None = None) -> bool:
         """Wait for this workspace's background snapshot; True when none is running."""
@@ -127,7 +154,8 @@ class Snapshots:
         if job is None:
             return None
         return {"kind": job["kind"], "running": job["thread"].is_alive(), "started": job["started"],
-                "finished": job.get("finished"), "error": job.get("error"), "progress": ws.progress}
+                "finished": job.get("finished"), "error": job.get("error"), "progress": ws.progress,
+                "runs_in": job.get("runs_in")}
 
     def turn_checkpoint(self, workspace: str, *, session_id: str | None = None,
                         turn_id: str | None = None) -> dict:
@@ -144,7 +172,7 @@ class Snapshots:
             self._start(ws, "turn" if ws.has_checkpoint() else "baseline", meta)
             return {"kind": "background"}
         res = ws.snapshot(meta, force_scan=True)
-        self.imported(res)
+        self.imported(res.report.get("scan"))
         return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created}
 
     def flush(self) -> None:

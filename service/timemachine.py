@@ -97,7 +97,7 @@ class TimeMachine:
         meta = CheckpointMeta(description=message, kind="manual", tool=tool, session_id=session_id,
                               turn_id=turn_id, tool_call_id=tool_call_id)
         res = ws.snapshot(meta, paths=paths, progress=progress)
-        self.snapshots.imported(res)
+        self.snapshots.imported(res.report.get("scan"))
         self._maybe_compact(ws)
         return SnapshotResult(workspace=os.fsdecode(ws.root_bytes), **res.to_dict(),
                               checkpoint_info=CheckpointInfo(**res.checkpoint.summary()) if res.checkpoint else None)

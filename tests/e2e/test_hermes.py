@@ -52,9 +52,13 @@ def test_file_and_terminal_calls_are_checkpointed_and_journaled(henv):
             "mode": "replace", "path": "__WS__/a.txt", "old_string": "hello", "new_string": "hello world"}}]},
         {"tool_calls": [{"name": "terminal", "id": "call_term1",
                          "arguments": {"command": "echo hi > __WS__/c.txt"}}]},
+        {"tool_calls": [{"name": "chronos_status", "id": "call_status1", "arguments": {}}]},
         {"content": "all done"}]}])
     r = henv.chat("do the work")
     assert r.returncode == 0, r.stderr
+    # the workspace's first snapshot ran in a child process, not on a thread of Hermes
+    status = henv.tool_results_seen()[-1]
+    assert "a child process" in status and "this process:" not in status, status
     assert (henv.ws / "b.txt").read_text() == "bee\n"
     assert (henv.ws / "a.txt").read_text() == "hello world\n"
     assert (henv.ws / "c.txt").read_text() == "hi\n"

@@ -1,0 +1,186 @@
+"""Long background work of a long-lived host, run in a child process at low priority.
+
+Why a process and not a thread: in the host's process, a thread that imports a big
+tree or consolidates its packs shares the GIL with the agent.  Every time Hermes'
+thread lets the GIL go (a read, a socket, an fsync) it waits behind the busy threads
+to get it back: on the kernel tree that added ~100 ms to each call of a workspace's
+first session.  A child has an interpreter of its own, and at nice 10 the kernel
+gives the agent the cores first.  The store is already shared safely between
+processes (flock locks, an index file re-read when its stamp changes), as it is when
+an operator runs the CLI beside Hermes.
+
+The child dies with the thread that started it (PR_SET_PDEATHSIG), as the thread
+died with its process: a job cut off is one of the crash points the store recovers
+from (see docs/design.md).  When no child can be started (no usable interpreter, the
+package cannot be loaded there), `Unavailable` says so and the caller runs the job
+in-process as before.
+
+Protocol: the child writes one JSON document per line on stdout: `{"ready": true}`
+once the package is loaded, `{"progress": [phase, done, total]}` now and then, and
+last `{"result": {...}}` or `{"error": "..."}`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..engine.config import EngineConfig
+
+NICE = 10                        # the same as the in-process consolidation thread's
+PROGRESS_EVERY_S = 0.1
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_CHILD_PACKAGE = "_chronos_git_offload"
+
+# Loads the package from its folder under a private name (Hermes loads it as
+# hermes_plugins.chronos_git, pip as chronos_git; the child needs neither), then runs
+# `child()` below.  argv: package folder, sys.path as JSON, the job as JSON.
+_BOOT = (
+    "import importlib.util, json, sys\n"
+    "where = sys.argv[1]\n"
+    "sys.path[:0] = [p for p in json.loads(sys.argv[2]) if p not in sys.path]\n"
+    f"spec = importlib.util.spec_from_file_location({_CHILD_PACKAGE!r}, where + '/__init__.py',"
+    " submodule_search_locations=[where])\n"
+    "mod = importlib.util.module_from_spec(spec)\n"
+    f"sys.modules[{_CHILD_PACKAGE!r}] = mod\n"
+    "spec.loader.exec_module(mod)\n"
+    f"importlib.import_module({_CHILD_PACKAGE!r} + '.service.offload').child(sys.argv[3])\n"
+)
+
+
+class Unavailable(Exception):
+    """No child could run the job: the caller runs it in this process."""
+
+
+class Failed(Exception):
+    """The job ran in the child and failed, or the child died while running it."""
+
+
+def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = None,
+        progress=None) -> dict:
+    """Run `job` (a name in JOBS) on the store in a child process and return its result;
+    `progress(phase, done, total)` hears the child's progress on this thread."""
+    spec = {"job": job, "store": os.fsdecode(store_dir), "parent": os.getpid(),
+            "config": _config_wire(config), "params": params or {}}
+    with tempfile.TemporaryFile() as errors:
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(_PACKAGE_DIR), json.dumps(sys.path), json.dumps(spec)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, close_fds=True)
+        except OSError as exc:
+            raise Unavailable(f"cannot start {sys.executable}: {exc}") from None
+        ready, answer = False, None
+        try:
+            for line in proc.stdout:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue                     # not ours (a library printing): ignore
+                if not isinstance(msg, dict):
+                    continue
+                if msg.get("ready"):
+                    ready = True
+                elif "progress" in msg and progress is not None:
+                    progress(*msg["progress"])
+                elif "result" in msg or "error" in msg:
+                    answer = msg
+        finally:
+            proc.stdout.close()
+            code = proc.wait()
+        if answer is not None and "result" in answer:
+            return answer["result"]
+        if answer is not None:
+            raise Failed(str(answer["error"]))
+        errors.seek(0)
+        lines = errors.read()[-4000:].decode("utf-8", "replace").strip().splitlines()
+        tail = lines[-1][:300] if lines else ""          # a traceback's last line says what went wrong
+        how = f"signal {-code}" if code < 0 else f"exit code {code}"
+        if not ready:
+            raise Unavailable(f"the child process could not load chronos-git ({how}): {tail}")
+        raise Failed(f"the background process ended with {how} before it finished" + (f": {tail}" if tail else ""))
+
+
+def _config_wire(config: EngineConfig) -> dict:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
+def _config(wire: dict) -> EngineConfig:
+    names = {f.name for f in dataclasses.fields(EngineConfig)}
+    cfg = {k: v for k, v in wire.items() if k in names}
+    if "ignored_patterns" in cfg:
+        cfg["ignored_patterns"] = tuple(cfg["ignored_patterns"])
+    return EngineConfig(**cfg)
+
+
+# ------------------------------------------------------------------ the child
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL when the thread that started us ends (Linux); a no-op elsewhere."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)             # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:                                 # it ended before prctl took
+        sys.exit(1)
+
+
+class _Say:
+    """Progress lines, at most one per PROGRESS_EVERY_S unless the phase changes."""
+
+    def __init__(self):
+        self.last, self.phase = 0.0, None
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if phase != self.phase or done >= total or now - self.last >= PROGRESS_EVERY_S:
+            self.last, self.phase = now, phase
+            _emit({"progress": [phase, done, total]})
+
+
+def _emit(msg: dict) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def _first_snapshot(store, params: dict, say) -> dict:
+    from ..engine.checkpoint import CheckpointMeta
+    ws = store.workspace(params["workspace"])
+    res = ws.snapshot(CheckpointMeta(**params["meta"]), force_scan=True, progress=say)
+    return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created,
+            "partial": res.partial, "scan": res.report.get("scan"), "progress": ws.progress,
+            "last_bulk": ws.last_bulk, "last_seed": ws.last_seed}
+
+
+def _consolidate(store, params: dict, say) -> dict:
+    from ..engine import consolidate
+    return consolidate.consolidate(store, progress=say)
+
+
+JOBS = {"first_snapshot": _first_snapshot, "consolidate": _consolidate}
+
+
+def child(spec_json: str) -> None:
+    """The child's side (see _BOOT): run one job and say how it went on stdout."""
+    spec = json.loads(spec_json)
+    _die_with_parent(spec.get("parent", 0))
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, NICE)         # before any thread: they inherit it
+    except OSError:
+        pass
+    _emit({"ready": True})
+    code = 0
+    try:
+        from ..engine.store import Store
+        store = Store.open(spec["store"], _config(spec["config"]), create=False)
+        _emit({"result": JOBS[spec["job"]](store, spec["params"], _Say())})
+    except Exception as exc:
+        _emit({"error": f"{type(exc).__name__}: {exc}"})
+        code = 1
+    sys.exit(code)

@@ -1,0 +1,158 @@
+"""A long-lived host runs a workspace's first import and its consolidation in a child
+process at low priority (service/offload.py): the agent's thread shares no GIL with
+them.  When no child can run, the work is done in-process as before; a child that dies
+is reported and the next start completes the work; a child dies with its host."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from chronos_git.engine.workspace import Workspace
+from chronos_git.service import Chronos, offload
+from chronos_git.settings import Settings
+
+FILES = 300
+
+
+@pytest.fixture
+def tree(tmp_path):
+    ws = tmp_path / "ws"
+    for d in range(10):
+        (ws / f"d{d}").mkdir(parents=True)
+        for f in range(FILES // 10):
+            (ws / f"d{d}" / f"f{f}.txt").write_text(f"{d}/{f}\n")
+    return ws
+
+
+def _host(tmp_path) -> Chronos:
+    svc = Chronos.get(tmp_path / "store", Settings())
+    svc.background = True
+    return svc
+
+
+def _first(svc, tree) -> dict:
+    assert svc.turn_checkpoint(str(tree)) == {"kind": "background"}
+    ws = svc.store.workspace(tree)
+    assert svc.snapshots.wait(ws, 120)
+    return svc.health(str(tree)).wire()["workspace"]["background"]
+
+
+def test_the_first_import_and_its_consolidation_run_in_a_child(tmp_path, tree, monkeypatch):
+    def not_here(*a, **k):
+        raise AssertionError("the bulk import ran in the host's process")
+    monkeypatch.setattr(Workspace, "_bulk_import", not_here)
+    svc = _host(tmp_path)
+    state = _first(svc, tree)
+    assert state.get("error") is None and state["runs_in"] == "a child process"
+    assert state["progress"]["files_done"] == state["progress"]["files_total"] == FILES
+    first = svc.log(str(tree), None).wire()["checkpoints"][-1]
+    assert first["files"] == FILES
+    assert svc.maintenance.wait_consolidated(120)
+    cons = svc.health(str(tree)).wire()["consolidation"]
+    assert cons["runs_in"] == "a child process" and cons.get("error") is None
+    assert cons["pending_packs"] == 0 and cons["last"]["objects"] >= FILES
+    # the host's next call sees the child's checkpoint and index: a stat walk, no re-import
+    (tree / "d0" / "f0.txt").write_text("changed\n")
+    snap = svc.snapshot(str(tree), "after").wire()
+    assert snap["created"] and snap["scan"] in ("scan", "watched") and snap["files"] == FILES
+
+
+@pytest.mark.parametrize("how", ["no interpreter", "package does not load"])
+def test_without_a_child_the_first_import_runs_in_the_host(tmp_path, tree, monkeypatch, how):
+    if how == "no interpreter":
+        monkeypatch.setattr(offload.sys, "executable", str(tmp_path / "no-python"))
+    else:
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        monkeypatch.setattr(offload, "_PACKAGE_DIR", empty)
+    svc = _host(tmp_path)
+    state = _first(svc, tree)
+    assert state.get("error") is None and state["runs_in"].startswith("this process: ")
+    assert svc.log(str(tree), None).wire()["checkpoints"][-1]["files"] == FILES
+    assert svc.maintenance.wait_consolidated(120)
+    assert svc.health(str(tree)).wire()["consolidation"]["runs_in"].startswith("this process: ")
+
+
+def test_a_child_killed_mid_import_is_reported_and_the_next_import_completes(tmp_path, tree, monkeypatch):
+    monkeypatch.setenv("CHRONOS_GIT_FAULT", "bulk_mid_pack")        # armed in the child only
+    svc = _host(tmp_path)
+    state = _first(svc, tree)
+    assert state["runs_in"] == "a child process"
+    assert "signal 9" in state["error"], state
+    assert svc.log(str(tree), None).wire()["checkpoints"] == []
+    monkeypatch.delenv("CHRONOS_GIT_FAULT")
+    state = _first(svc, tree)
+    assert state.get("error") is None
+    assert svc.log(str(tree), None).wire()["checkpoints"][-1]["files"] == FILES
+    # the killed child's half-written temp pack is garbage only: the next compaction sweeps it
+    packs = Path(svc.core.store_dir) / "objects" / "pack"
+    temps = lambda: [p for p in os.listdir(packs) if not p.endswith((".pack", ".idx", ".rev", ".keep"))]  # noqa: E731
+    assert all(p.startswith("tmp_pack_chronos_") for p in temps())
+    svc.compact()
+    assert temps() == []
+
+
+def _children(store: Path) -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"_chronos_git_offload" in a for a in argv) and any(os.fsencode(store) in a for a in argv):
+            out.append(int(pid))
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])    # field 19
+
+
+def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
+    store = tmp_path / "store"
+    ws = Chronos.get(store, Settings()).store.workspace(tree)
+    with ws.lock():                     # the child waits for the workspace lock held here
+        host = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+            import time
+            from chronos_git.service import Chronos
+            from chronos_git.settings import Settings
+            svc = Chronos.get({str(store)!r}, Settings())
+            svc.background = True
+            svc.turn_checkpoint({str(tree)!r})
+            print("started", flush=True)
+            time.sleep(120)
+        """)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert host.stdout.readline().strip() == "started"
+            deadline = time.monotonic() + 30
+            while not (kids := _children(store)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(kids) == 1, "no child process started"
+            while _nice(kids[0]) != offload.NICE and time.monotonic() < deadline:
+                time.sleep(0.05)                                # it sets it once it has started
+            assert _nice(kids[0]) == offload.NICE
+            host.send_signal(signal.SIGKILL)
+            host.wait(10)
+            deadline = time.monotonic() + 10
+            while not _gone(kids[0]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _gone(kids[0]), "the child outlived its host"
+        finally:
+            host.kill()
+            host.wait()
+            for pid in _children(store):
+                os.kill(pid, signal.SIGKILL)
