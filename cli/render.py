@@ -567,8 +567,7 @@ def _health(res: r.HealthResult):
         ("last snapshot", _last_snapshot(res.last_snapshot) if res.last_snapshot else "none yet"),
         ("workspace", f"{_name(w.root)}: {w.checkpoints} checkpoint(s)"
                       + (f", newest {_checkpoint(w.latest)}" if w.latest else "") if w else None),
-        ("", f"first snapshot running: {w.background.progress or ''}" if w and w.background and
-         w.background.running else None),
+        ("", _first_snapshot(w.background) if w and w.background else None),
         ("", _seed_text(w.first_snapshot_seed) if w and w.first_snapshot_seed else None),
         ("budget", _budget(res.store_budget) if res.store_budget else None),
         ("consolidation", _consolidation(res.consolidation) if res.consolidation else None),
@@ -587,6 +586,19 @@ def _budget(b: r.StoreBudget) -> str:
     return used
 
 
+def _first_snapshot(b: r.BackgroundJob) -> Text | None:
+    """This process's background first snapshot: running (where), or what went wrong."""
+    where = f" on a thread ({_name(b.runs_in)})" if b.runs_in and b.runs_in.startswith("this process") else ""
+    if b.running:
+        p = b.progress or {}
+        done = f": {p.get('phase')} {p.get('files_done')}/{p.get('files_total')} files" if p.get("files_total") else ""
+        return Text(f"first snapshot running{where or ' in a child process'}{done}")
+    if b.error:
+        return Text(f"the first snapshot failed{where}: {_name(b.error)} (the next call starts it again)",
+                    style="yellow")
+    return Text(f"first snapshot taken{where}") if where else None
+
+
 def _seed_text(seed: dict) -> str:
     if seed.get("seeded_files"):
         return (f"first snapshot took {seed['seeded_files']} file(s) from the workspace's git index "
@@ -601,7 +613,9 @@ def _consolidation(c: r.Consolidation) -> Text:
     if c.running:
         p = c.progress or {}
         done = f", {p.get('phase')} {p.get('objects_done')}/{p.get('objects_total')} objects" if p else ""
-        return Text(f"compressing a first import in the background ({c.pending_packs} pack(s){done})")
+        where = (f"on a thread ({_name(c.runs_in)})" if c.runs_in and c.runs_in.startswith("this process")
+                 else "in a child process")
+        return Text(f"compressing a first import in the background, {where} ({c.pending_packs} pack(s){done})")
     if c.pending_packs:
         return Text(f"{c.pending_packs} pack(s) of a first import not compressed yet (the next start or "
                     "`chronos-git compact` does it)")

@@ -97,10 +97,14 @@ def _forget(store, done: set[str]) -> None:
             _list_path(store).unlink(missing_ok=True)
 
 
+BACKGROUND_NICE = 10
+
+
 def lower_priority() -> None:
-    """This thread at nice 10 (Linux: threads are tasks): background work yields the CPU."""
+    """This thread at nice 10 (Linux: threads are tasks; those it starts inherit it):
+    background work yields the CPU."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
     except (OSError, AttributeError):
         pass
 

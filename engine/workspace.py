@@ -269,6 +269,17 @@ class Workspace:
             self._changes_lost(paths, "a snapshot that took the watcher's changes ran out of its budget")
         return res
 
+    def hand_over_watch(self) -> None:
+        """Another process is about to walk the whole tree (a first import in a child): it
+        covers what the watcher saw so far, so a new watch period starts now.  `walk_lost`
+        when that walk does not finish: the next snapshot walks again."""
+        if self._watcher is not None:
+            self._watcher.take()
+            faults.hit("watcher_handoff")
+
+    def walk_lost(self, why: str) -> None:
+        self._changes_lost(None, why)
+
     def _changes_lost(self, paths, why: str) -> None:
         """The watcher's dirty set was taken (every snapshot that is not declared takes it)
         but not all of it reached a checkpoint: only a walk finds those paths again."""

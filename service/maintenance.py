@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..engine import consolidate, retention
 from ..journal_refs import IntegrityError, events
-from . import offload
+from ..engine import offload
 from .core import Core
 from .remotes import pinned_tips
 from .results import (CheckpointInfo, CompactResult, ConsolidateResult, Consolidation, HealthResult,
@@ -136,8 +136,9 @@ class Maintenance:
         return ConsolidateResult(**consolidate.consolidate(self.core.store, progress=progress))
 
     def consolidate_in_background(self) -> bool:
-        """Start consolidating on a daemon thread when something is pending; True if started.
-        A process that exits first leaves the list: the next one resumes it."""
+        """Start consolidating when something is pending (in a child process, watched by a
+        daemon thread; on the thread itself when no child can run); True if started.  A
+        process that exits first leaves the list: the next one resumes it."""
         if not self.core.store_exists() or not consolidate.pending(self.core.store):
             return False
         with self._consolidate_guard:

@@ -7,7 +7,7 @@ import threading
 import time
 
 from ..engine.checkpoint import CheckpointMeta
-from . import offload
+from ..engine import offload
 from .calls import Call
 from .core import Core
 
@@ -123,15 +123,19 @@ class Snapshots:
         child could run it (the caller takes it here)."""
         params = {"workspace": os.fsdecode(ws.root_bytes),
                   "meta": {k: getattr(meta, k) for k in ("description", "kind", "tool", "session_id",
-                                                         "turn_id", "tool_call_id")}}
+                                                         "turn_id", "tool_call_id", "time")}}
         job["runs_in"] = "a child process"
+        ws.hand_over_watch()
         try:
             res = offload.run("first_snapshot", self.core.store_dir, self.core.store.config, params,
                               progress=ws.note_progress)
         except offload.Unavailable as exc:
             job["runs_in"] = f"this process: {exc}"
             return False
-        except offload.Failed as exc:
+        except BaseException as exc:
+            ws.walk_lost("the first import in a child process did not finish")
+            if not isinstance(exc, offload.Failed):
+                raise
             job["error"] = str(exc)
             return True
         ws.progress = res.get("progress") or ws.progress

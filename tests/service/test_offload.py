@@ -1,5 +1,5 @@
 """A long-lived host runs a workspace's first import and its consolidation in a child
-process at low priority (service/offload.py): the agent's thread shares no GIL with
+process at low priority (engine/offload.py): the agent's thread shares no GIL with
 them.  When no child can run, the work is done in-process as before; a child that dies
 is reported and the next start completes the work; a child dies with its host."""
 from __future__ import annotations
@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from chronos_git.engine.workspace import Workspace
-from chronos_git.service import Chronos, offload
+from chronos_git.cli import render
+from chronos_git.engine import offload
+from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 
 FILES = 300
@@ -34,6 +36,7 @@ def tree(tmp_path):
 def _host(tmp_path) -> Chronos:
     svc = Chronos.get(tmp_path / "store", Settings())
     svc.background = True
+    svc.start()                      # as the plugin does before a turn's first checkpoint
     return svc
 
 
@@ -49,6 +52,10 @@ def test_the_first_import_and_its_consolidation_run_in_a_child(tmp_path, tree, m
         raise AssertionError("the bulk import ran in the host's process")
     monkeypatch.setattr(Workspace, "_bulk_import", not_here)
     svc = _host(tmp_path)
+    with svc.store.workspace(tree).lock():         # the child waits for this: health sees it run
+        assert svc.turn_checkpoint(str(tree)) == {"kind": "background"}
+        time.sleep(0.3)
+        assert "first snapshot running in a child process" in render.text(svc.health(str(tree)))
     state = _first(svc, tree)
     assert state.get("error") is None and state["runs_in"] == "a child process"
     assert state["progress"]["files_done"] == state["progress"]["files_total"] == FILES
@@ -59,22 +66,50 @@ def test_the_first_import_and_its_consolidation_run_in_a_child(tmp_path, tree, m
     assert cons["runs_in"] == "a child process" and cons.get("error") is None
     assert cons["pending_packs"] == 0 and cons["last"]["objects"] >= FILES
     # the host's next call sees the child's checkpoint and index: a stat walk, no re-import
+    # the watcher was handed over before the child walked: no second walk of the tree
     (tree / "d0" / "f0.txt").write_text("changed\n")
     snap = svc.snapshot(str(tree), "after").wire()
-    assert snap["created"] and snap["scan"] in ("scan", "watched") and snap["files"] == FILES
+    assert snap["created"] and snap["scan"] == "watched" and snap["files"] == FILES
+    changed = svc.diff(str(tree), first["id"], snap["checkpoint"]).wire()["files"]
+    assert [f["path"] for f in changed] == ["d0/f0.txt"]
 
 
-@pytest.mark.parametrize("how", ["no interpreter", "package does not load"])
+def test_the_child_imports_nothing_from_the_agent_s_working_folder(tmp_path, tree, monkeypatch):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    marker = tmp_path / "shadowed"
+    for name in ("json", "signal", "pygit2"):
+        (cwd / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    monkeypatch.chdir(cwd)
+    monkeypatch.syspath_prepend(str(tmp_path / "not-a-folder"))
+    monkeypatch.setattr(sys, "path", sys.path + [tmp_path / "a-path-object"])    # another plugin's doing
+    svc = _host(tmp_path)
+    state = _first(svc, tree)
+    assert state.get("error") is None and state["runs_in"] == "a child process"
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("how", ["no interpreter", "interpreter unknown", "package does not load",
+                                 "interpreter hangs"])
 def test_without_a_child_the_first_import_runs_in_the_host(tmp_path, tree, monkeypatch, how):
     if how == "no interpreter":
         monkeypatch.setattr(offload.sys, "executable", str(tmp_path / "no-python"))
-    else:
+    elif how == "interpreter unknown":
+        monkeypatch.setattr(offload.sys, "executable", None)
+    elif how == "package does not load":
         empty = tmp_path / "empty"
         empty.mkdir()
         monkeypatch.setattr(offload, "_PACKAGE_DIR", empty)
+    else:                                   # a wrapper or a frozen host binary: never says ready
+        stall = tmp_path / "stall"
+        stall.write_text("#!/bin/sh\nexec sleep 60\n")
+        stall.chmod(0o755)
+        monkeypatch.setattr(offload.sys, "executable", str(stall))
+        monkeypatch.setattr(offload, "READY_S", 1.0)
     svc = _host(tmp_path)
     state = _first(svc, tree)
     assert state.get("error") is None and state["runs_in"].startswith("this process: ")
+    assert "first snapshot taken on a thread (this process: " in render.text(svc.health(str(tree)))
     assert svc.log(str(tree), None).wire()["checkpoints"][-1]["files"] == FILES
     assert svc.maintenance.wait_consolidated(120)
     assert svc.health(str(tree)).wire()["consolidation"]["runs_in"].startswith("this process: ")
@@ -86,6 +121,8 @@ def test_a_child_killed_mid_import_is_reported_and_the_next_import_completes(tmp
     state = _first(svc, tree)
     assert state["runs_in"] == "a child process"
     assert "signal 9" in state["error"], state
+    assert "the first snapshot failed: the background process ended with signal 9" in render.text(
+        svc.health(str(tree)))
     assert svc.log(str(tree), None).wire()["checkpoints"] == []
     monkeypatch.delenv("CHRONOS_GIT_FAULT")
     state = _first(svc, tree)
@@ -127,24 +164,28 @@ def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
     ws = Chronos.get(store, Settings()).store.workspace(tree)
     with ws.lock():                     # the child waits for the workspace lock held here
         host = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-            import time
+            import signal, time
             from chronos_git.service import Chronos
             from chronos_git.settings import Settings
+            signal.signal(signal.SIGINT, lambda *a: None)   # an agent survives an interrupted turn
             svc = Chronos.get({str(store)!r}, Settings())
             svc.background = True
             svc.turn_checkpoint({str(tree)!r})
             print("started", flush=True)
             time.sleep(120)
-        """)], stdout=subprocess.PIPE, text=True)
+        """)], stdout=subprocess.PIPE, text=True, start_new_session=True)
         try:
             assert host.stdout.readline().strip() == "started"
             deadline = time.monotonic() + 30
             while not (kids := _children(store)) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert len(kids) == 1, "no child process started"
-            while _nice(kids[0]) != offload.NICE and time.monotonic() < deadline:
+            while _nice(kids[0]) != offload.BACKGROUND_NICE and time.monotonic() < deadline:
                 time.sleep(0.05)                                # it sets it once it has started
-            assert _nice(kids[0]) == offload.NICE
+            assert _nice(kids[0]) == offload.BACKGROUND_NICE
+            os.killpg(host.pid, signal.SIGINT)                  # Ctrl-C in the agent's terminal
+            time.sleep(0.5)
+            assert not _gone(kids[0]), "a Ctrl-C meant for the agent killed the child"
             host.send_signal(signal.SIGKILL)
             host.wait(10)
             deadline = time.monotonic() + 10

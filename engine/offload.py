@@ -11,11 +11,12 @@ an operator runs the CLI beside Hermes.
 
 The child dies with the thread that started it (PR_SET_PDEATHSIG), as the thread
 died with its process: a job cut off is one of the crash points the store recovers
-from (see docs/design.md).  When no child can be started (no usable interpreter, the
-package cannot be loaded there), `Unavailable` says so and the caller runs the job
-in-process as before.
+from (see docs/design.md).  It runs in a session of its own, so a Ctrl-C meant for
+the agent does not reach it.  When no child can be started (no usable interpreter,
+the package does not load there within READY_S), `Unavailable` says so and the caller
+runs the job in-process as before.
 
-Protocol: the child writes one JSON document per line on stdout: `{"ready": true}`
+Protocol, on a pipe of the child's own: one JSON document a line, `{"ready": true}`
 once the package is loaded, `{"progress": [phase, done, total]}` now and then, and
 last `{"result": {...}}` or `{"error": "..."}`.
 """
@@ -28,19 +29,23 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from ..engine.config import EngineConfig
+from .config import EngineConfig
+from .consolidate import BACKGROUND_NICE
 
-NICE = 10                        # the same as the in-process consolidation thread's
+READY_S = 30.0                   # a child that has not loaded the package by then never will
 PROGRESS_EVERY_S = 0.1
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _CHILD_PACKAGE = "_chronos_git_offload"
 
 # Loads the package from its folder under a private name (Hermes loads it as
 # hermes_plugins.chronos_git, pip as chronos_git; the child needs neither), then runs
-# `child()` below.  argv: package folder, sys.path as JSON, the job as JSON.
+# `child()` below.  argv: package folder, the host's sys.path as JSON, the job as JSON.
+# The interpreter runs isolated (-I: no working folder, PYTHON* variables or user site
+# on the path), in "/": a file in the agent's workspace is never imported.
 _BOOT = (
     "import importlib.util, json, sys\n"
     "where = sys.argv[1]\n"
@@ -50,7 +55,7 @@ _BOOT = (
     "mod = importlib.util.module_from_spec(spec)\n"
     f"sys.modules[{_CHILD_PACKAGE!r}] = mod\n"
     "spec.loader.exec_module(mod)\n"
-    f"importlib.import_module({_CHILD_PACKAGE!r} + '.service.offload').child(sys.argv[3])\n"
+    f"importlib.import_module({_CHILD_PACKAGE!r} + '.engine.offload').child(sys.argv[3])\n"
 )
 
 
@@ -65,45 +70,70 @@ class Failed(Exception):
 def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = None,
         progress=None) -> dict:
     """Run `job` (a name in JOBS) on the store in a child process and return its result;
-    `progress(phase, done, total)` hears the child's progress on this thread."""
+    `progress(phase, done, total)` hears the child's progress on this thread.  The child
+    reports on a pipe of its own: a library printing to stdout cannot garble it."""
+    if not sys.executable:
+        raise Unavailable("this Python does not know its interpreter (sys.executable is empty)")
     spec = {"job": job, "store": os.fsdecode(store_dir), "parent": os.getpid(),
             "config": _config_wire(config), "params": params or {}}
-    with tempfile.TemporaryFile() as errors:
+    try:
+        errors = tempfile.TemporaryFile()
+    except OSError as exc:
+        raise Unavailable(f"no temporary file for the child's errors: {exc}") from None
+    with errors:
+        r, w = os.pipe()
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(_PACKAGE_DIR), json.dumps(sys.path), json.dumps(spec)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, close_fds=True)
-        except OSError as exc:
+            spec["fd"] = w
+            argv = [os.fsdecode(sys.executable), "-I", "-c", _BOOT, os.fsdecode(_PACKAGE_DIR),
+                    json.dumps([p for p in sys.path if isinstance(p, str) and p]), json.dumps(spec)]
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
+                                    pass_fds=(w,), cwd="/", start_new_session=True)   # no Ctrl-C from the terminal
+        except (OSError, TypeError, ValueError) as exc:
+            os.close(r)
             raise Unavailable(f"cannot start {sys.executable}: {exc}") from None
-        ready, answer = False, None
-        try:
-            for line in proc.stdout:
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    continue                     # not ours (a library printing): ignore
-                if not isinstance(msg, dict):
-                    continue
-                if msg.get("ready"):
-                    ready = True
-                elif "progress" in msg and progress is not None:
-                    progress(*msg["progress"])
-                elif "result" in msg or "error" in msg:
-                    answer = msg
         finally:
-            proc.stdout.close()
+            os.close(w)
+        ready = threading.Event()
+        timer = threading.Timer(READY_S, lambda: ready.is_set() or proc.kill())
+        timer.daemon = True
+        timer.start()
+        answer = None
+        try:
+            with os.fdopen(r, "rb") as pipe:
+                for line in pipe:
+                    try:
+                        msg = json.loads(line)
+                    except ValueError:
+                        continue
+                    if not isinstance(msg, dict):
+                        continue
+                    if msg.get("ready"):
+                        ready.set()
+                    elif "progress" in msg and progress is not None:
+                        progress(*msg["progress"])
+                    elif "result" in msg or "error" in msg:
+                        answer = msg
+        finally:
+            timer.cancel()
             code = proc.wait()
         if answer is not None and "result" in answer:
             return answer["result"]
         if answer is not None:
             raise Failed(str(answer["error"]))
-        errors.seek(0)
-        lines = errors.read()[-4000:].decode("utf-8", "replace").strip().splitlines()
-        tail = lines[-1][:300] if lines else ""          # a traceback's last line says what went wrong
+        tail = _last_line(errors)
         how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        if not ready:
-            raise Unavailable(f"the child process could not load chronos-git ({how}): {tail}")
+        if not ready.is_set():
+            raise Unavailable(f"the child process did not load chronos-git within {READY_S:.0f} s ({how})"
+                              + (f": {tail}" if tail else ""))
         raise Failed(f"the background process ended with {how} before it finished" + (f": {tail}" if tail else ""))
+
+
+def _last_line(f) -> str:
+    """The last line the child wrote on stderr (a traceback's says what went wrong)."""
+    f.seek(0, os.SEEK_END)
+    f.seek(max(0, f.tell() - 4000))
+    lines = f.read().decode("utf-8", "replace").strip().splitlines()
+    return lines[-1][:300] if lines else ""
 
 
 def _config_wire(config: EngineConfig) -> dict:
@@ -131,26 +161,27 @@ def _die_with_parent(parent: int) -> None:
         sys.exit(1)
 
 
-class _Say:
-    """Progress lines, at most one per PROGRESS_EVERY_S unless the phase changes."""
+class _Report:
+    """The child's end of the pipe: one JSON document a line; progress at most once per
+    PROGRESS_EVERY_S unless the phase changes or it is done."""
 
-    def __init__(self):
+    def __init__(self, fd: int):
+        self.out = os.fdopen(fd, "w")
         self.last, self.phase = 0.0, None
+
+    def send(self, msg: dict) -> None:
+        self.out.write(json.dumps(msg) + "\n")
+        self.out.flush()
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
         if phase != self.phase or done >= total or now - self.last >= PROGRESS_EVERY_S:
             self.last, self.phase = now, phase
-            _emit({"progress": [phase, done, total]})
-
-
-def _emit(msg: dict) -> None:
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
+            self.send({"progress": [phase, done, total]})
 
 
 def _first_snapshot(store, params: dict, say) -> dict:
-    from ..engine.checkpoint import CheckpointMeta
+    from .checkpoint import CheckpointMeta
     ws = store.workspace(params["workspace"])
     res = ws.snapshot(CheckpointMeta(**params["meta"]), force_scan=True, progress=say)
     return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created,
@@ -159,7 +190,7 @@ def _first_snapshot(store, params: dict, say) -> dict:
 
 
 def _consolidate(store, params: dict, say) -> dict:
-    from ..engine import consolidate
+    from . import consolidate
     return consolidate.consolidate(store, progress=say)
 
 
@@ -167,20 +198,21 @@ JOBS = {"first_snapshot": _first_snapshot, "consolidate": _consolidate}
 
 
 def child(spec_json: str) -> None:
-    """The child's side (see _BOOT): run one job and say how it went on stdout."""
+    """The child's side (see _BOOT): run one job and say how it went on the pipe."""
     spec = json.loads(spec_json)
     _die_with_parent(spec.get("parent", 0))
+    report = _Report(spec["fd"])
     try:
-        os.setpriority(os.PRIO_PROCESS, 0, NICE)         # before any thread: they inherit it
+        os.setpriority(os.PRIO_PROCESS, 0, BACKGROUND_NICE)     # before any thread: they inherit it
     except OSError:
         pass
-    _emit({"ready": True})
+    report.send({"ready": True})
     code = 0
     try:
-        from ..engine.store import Store
+        from .store import Store
         store = Store.open(spec["store"], _config(spec["config"]), create=False)
-        _emit({"result": JOBS[spec["job"]](store, spec["params"], _Say())})
+        report.send({"result": JOBS[spec["job"]](store, spec["params"], report)})
     except Exception as exc:
-        _emit({"error": f"{type(exc).__name__}: {exc}"})
+        report.send({"error": f"{type(exc).__name__}: {exc}"})
         code = 1
     sys.exit(code)
