@@ -113,6 +113,9 @@ def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = N
                         progress(*msg["progress"])
                     elif "result" in msg or "error" in msg:
                         answer = msg
+        except BaseException:
+            proc.kill()                 # nobody reads its pipe any more: it must not wait on it
+            raise
         finally:
             timer.cancel()
             code = proc.wait()

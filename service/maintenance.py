@@ -7,9 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..engine import consolidate, retention
+from ..engine import consolidate, offload, retention
 from ..journal_refs import IntegrityError, events
-from ..engine import offload
 from .core import Core
 from .remotes import pinned_tips
 from .results import (CheckpointInfo, CompactResult, ConsolidateResult, Consolidation, HealthResult,
