@@ -586,17 +586,22 @@ def _budget(b: r.StoreBudget) -> str:
     return used
 
 
+def _on_a_thread(runs_in: str | None) -> str:
+    """Where background work runs, when not in a child process (and why)."""
+    return f"on a thread ({_name(runs_in)})" if runs_in and runs_in.startswith("this process") else ""
+
+
 def _first_snapshot(b: r.BackgroundJob) -> Text | None:
     """This process's background first snapshot: running (where), or what went wrong."""
-    where = f" on a thread ({_name(b.runs_in)})" if b.runs_in and b.runs_in.startswith("this process") else ""
+    thread = _on_a_thread(b.runs_in)
     if b.running:
         p = b.progress or {}
         done = f": {p.get('phase')} {p.get('files_done')}/{p.get('files_total')} files" if p.get("files_total") else ""
-        return Text(f"first snapshot running{where or ' in a child process'}{done}")
+        return Text(f"first snapshot running {thread or 'in a child process'}{done}")
     if b.error:
-        return Text(f"the first snapshot failed{where}: {_name(b.error)} (the next call starts it again)",
-                    style="yellow")
-    return Text(f"first snapshot taken{where}") if where else None
+        return Text(f"the first snapshot failed{' ' + thread if thread else ''}: {_name(b.error)} "
+                    "(the next call starts it again)", style="yellow")
+    return Text(f"first snapshot taken {thread}") if thread else None
 
 
 def _seed_text(seed: dict) -> str:
@@ -613,8 +618,7 @@ def _consolidation(c: r.Consolidation) -> Text:
     if c.running:
         p = c.progress or {}
         done = f", {p.get('phase')} {p.get('objects_done')}/{p.get('objects_total')} objects" if p else ""
-        where = (f"on a thread ({_name(c.runs_in)})" if c.runs_in and c.runs_in.startswith("this process")
-                 else "in a child process")
+        where = _on_a_thread(c.runs_in) or "in a child process"
         return Text(f"compressing a first import in the background, {where} ({c.pending_packs} pack(s){done})")
     if c.pending_packs:
         return Text(f"{c.pending_packs} pack(s) of a first import not compressed yet (the next start or "

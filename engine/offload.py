@@ -75,7 +75,7 @@ def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = N
     if not sys.executable:
         raise Unavailable("this Python does not know its interpreter (sys.executable is empty)")
     spec = {"job": job, "store": os.fsdecode(store_dir), "parent": os.getpid(),
-            "config": _config_wire(config), "params": params or {}}
+            "config": dataclasses.asdict(config), "params": params or {}}
     try:
         errors = tempfile.TemporaryFile()
     except OSError as exc:
@@ -139,16 +139,9 @@ def _last_line(f) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _config_wire(config: EngineConfig) -> dict:
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-
-
 def _config(wire: dict) -> EngineConfig:
-    names = {f.name for f in dataclasses.fields(EngineConfig)}
-    cfg = {k: v for k, v in wire.items() if k in names}
-    if "ignored_patterns" in cfg:
-        cfg["ignored_patterns"] = tuple(cfg["ignored_patterns"])
-    return EngineConfig(**cfg)
+    """The host's EngineConfig (dataclasses.asdict, through JSON: the tuple came as a list)."""
+    return EngineConfig(**{**wire, "ignored_patterns": tuple(wire["ignored_patterns"])})
 
 
 # ------------------------------------------------------------------ the child
