@@ -465,3 +465,95 @@ def test_the_bounded_pack_builder_still_deltifies_a_large_file(store, ws, store_
     deltas, _blobs = _delta_blobs(store_dir)
     assert deltas >= 1
     assert retention.store_size(store) < 30 << 20         # one copy of the file, not two
+
+
+def _two_versions_of_150_names(store, ws):
+    """Two versions of 150 files of one size: only a blob's name says which belong together."""
+    import random
+    rnd = random.Random(11)
+    bodies = {f"m{i:03d}.dat": bytearray(rnd.randbytes(4096)) for i in range(150)}
+    for i, (name, body) in enumerate(bodies.items()):
+        (ws / f"d{i}").mkdir()
+        (ws / f"d{i}" / name).write_bytes(body)
+    snap(store, ws, "v1")
+    for i, (name, body) in enumerate(bodies.items()):
+        body[rnd.randrange(4096)] ^= 0xFF
+        (ws / f"d{i}" / name).write_bytes(body)
+    snap(store, ws, "v2")
+    return [str(pygit2.hash(bytes(b))) for b in bodies.values()]
+
+
+def test_a_big_compaction_packs_in_parts_that_keep_their_deltas(store, ws, store_dir, monkeypatch):
+    """Past PART_MIN_BYTES, one builder per core packs a run of the delta search's order: the
+    parts are cut only between names, so the deltas survive, and later compactions keep them."""
+    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    latest = _two_versions_of_150_names(store, ws)
+    rep = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    parts = _packs(store_dir)
+    assert len(parts) == len(retention._shares(2)) == 6
+    assert retention.compacted_packs(store) == set(parts)
+    assert not list((store_dir / "objects" / "pack").glob("tmp-compact-*"))
+    fsck_ok(store_dir)
+    deltas, blobs = _delta_blobs(store_dir)
+    assert blobs >= 300 and deltas >= 0.9 * 150, (deltas, blobs)
+    repo = pygit2.Repository(str(store_dir))
+    assert all(b in repo for b in latest)
+    held = [(store_dir / "objects" / "pack" / f"{p}.idx").read_bytes()[8 + 255 * 4:8 + 256 * 4] for p in parts]
+    assert rep["objects_packed"] == sum(int.from_bytes(n, "big") for n in held)     # each object once
+    monkeypatch.setattr(retention, "KEEP_BYTES", 0)
+    (ws / "d0" / "new.txt").write_text("one more\n")
+    snap(store, ws, "v3")
+    again = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    assert again["packs_kept"] == 6 and set(parts) <= set(_packs(store_dir))
+    fsck_ok(store_dir)
+
+
+def test_parts_are_runs_of_the_delta_order_cut_between_names(store, ws, store_dir, monkeypatch):
+    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
+    for i in range(40):
+        (ws / f"same{i % 4}").mkdir(exist_ok=True)
+        (ws / f"same{i % 4}" / f"n{i % 10}.c").write_bytes(os.urandom(100 + 50 * i))
+    cp = snap(store, ws, "v1").checkpoint.id
+    repo = pygit2.Repository(str(store_dir))
+    names: dict = {}
+    oids = retention._walk(repo, [pygit2.Oid(hex=cp)], [], set(), names)
+    parts = retention._parts(repo, oids, names, retention._shares(2))
+    assert len(parts) > 1
+    assert sorted(o.raw for p in parts for o in p) == sorted(o.raw for o in oids)
+    key = {o: (int(repo.odb.read_header(o)[0]), retention._name_hash(names.get(o))) for o in oids}
+    owner = {}
+    for n, part in enumerate(parts):
+        for o in part:
+            assert owner.setdefault(key[o], n) == n, "one name's objects split over two parts"
+    # git's name hash: only the last 16 characters count, whitespace not at all
+    assert retention._name_hash(b"drivers/x/" + b"sixteen-chars..c") == retention._name_hash(b"fs/" + b"sixteen-chars..c")
+    assert retention._name_hash(b"a.c") != retention._name_hash(b"a.h")
+    assert retention._name_hash(b"a b.c") == retention._name_hash(b"ab.c")
+    # below the bound, one part
+    monkeypatch.setattr(retention, "PART_MIN_BYTES", 1 << 40)
+    assert retention._parts(repo, oids, names, retention._shares(2)) == [oids]
+
+
+def test_a_part_that_fails_fails_the_compaction_and_loses_nothing(store, ws, store_dir, monkeypatch):
+    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    latest = _two_versions_of_150_names(store, ws)
+    before = sorted(p.name for p in (store_dir / "objects").rglob("*") if p.is_file())
+    real, calls = retention._build, []
+
+    def flaky(*a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise pygit2.GitError("disk full (injected)")
+        return real(*a, **k)
+    monkeypatch.setattr(retention, "_build", flaky)
+    with pytest.raises(pygit2.GitError, match="injected"):
+        retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    after = sorted(p.name for p in (store_dir / "objects").rglob("*") if p.is_file())
+    assert after == before                  # nothing deleted, no part left behind
+    repo = pygit2.Repository(str(store_dir))
+    assert all(b in repo for b in latest)
+    monkeypatch.setattr(retention, "_build", real)
+    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    fsck_ok(store_dir)
