@@ -23,8 +23,8 @@ only held up for the short bookkeeping steps:
                  loose objects (unreachable ones only past a grace period)
 
 Packing is geometric: a pack an earlier compaction wrote (or a delta pack
-adopted from the user's git), at least KEEP_BYTES big and still mostly
-reachable, is kept as it is, so a routine compaction packs only what is new
+adopted from the user's git), at least KEEP_BYTES big or one of the parts a
+big packing is split into, and still mostly reachable, is kept as it is, so a routine compaction packs only what is new
 and a retention cut does not rewrite the whole store.  The first compaction
 of a store (and of any pack whose content has mostly been dropped) packs
 everything with deltas.  Kept packs are listed in `chronos/packs.json`.
@@ -367,7 +367,7 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-KEEP_BYTES = 16 << 20        # smaller packs are merged into the next one
+KEEP_BYTES = 16 << 20        # smaller packs are merged into the next one (unless a part)
 KEEP_REACHABLE = 0.8         # below this share of reachable objects a pack is rewritten
 
 
@@ -375,31 +375,37 @@ def _packs_list(store) -> Path:
     return store.meta_dir / "packs.json"
 
 
-def compacted_packs(store) -> set[str]:
-    """Packs written by a compaction (or adopted delta packs): candidates to keep."""
+def _listed(store, key: str) -> set[str]:
     try:
-        names = json.loads(_packs_list(store).read_text()).get("compacted", [])
+        names = json.loads(_packs_list(store).read_text()).get(key, [])
     except (OSError, ValueError, AttributeError):
         return set()
     return {n for n in names if isinstance(n, str) and n.startswith("pack-") and "/" not in n}
 
 
-def note_compacted_packs(store, stems: set[str], *, only: bool = False) -> None:
-    """Record packs as compacted (`only`: the list becomes exactly these)."""
+def compacted_packs(store) -> set[str]:
+    """Packs written by a compaction (or adopted delta packs): candidates to keep."""
+    return _listed(store, "compacted")
+
+
+def note_compacted_packs(store, stems: set[str], *, only: bool = False, parts: set[str] = frozenset()) -> None:
+    """Record packs as compacted (`only`: the list becomes exactly these).  `parts`: packs
+    written as the parts of one big packing, kept later whatever their size."""
     names = set(stems) if only else compacted_packs(store) | set(stems)
     pack_dir = store.root / "objects" / "pack"
     names = {n for n in names if (pack_dir / f"{n}.idx").exists()}
-    atomic_write(_packs_list(store), json.dumps({"compacted": sorted(names)}).encode(), mode=0o600)
+    doc = {"compacted": sorted(names), "parts": sorted((_listed(store, "parts") | set(parts)) & names)}
+    atomic_write(_packs_list(store), json.dumps(doc).encode(), mode=0o600)
 
 
 def _packs_to_keep(store, old_packs: list[Path], reachable: list[pygit2.Oid]) -> tuple[set[str], set[bytes]]:
     """(stems, their object ids) of the old packs this compaction leaves as they are."""
     from .usergit import Unusable, read_idx
-    listed = compacted_packs(store)
+    listed, parts = compacted_packs(store), _listed(store, "parts")
     candidates = []
     for pack in old_packs:
         try:
-            if pack.stem in listed and pack.stat().st_size >= KEEP_BYTES:
+            if pack.stem in listed and (pack.stem in parts or pack.stat().st_size >= KEEP_BYTES):
                 candidates.append(pack)
         except FileNotFoundError:
             pass
@@ -523,7 +529,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             reachable = [o for o in reachable if o.raw not in kept_ids]
         pack_dir = store.root / "objects" / "pack"
         pack_dir.mkdir(exist_ok=True)
-        ours = _write_pack(repo, reachable, pack_dir, names)
+        packed = _write_pack(repo, reachable, pack_dir, names)
+        ours = set(packed)
         say(f"packed {len(reachable)} objects" + (f", kept {len(kept)} pack(s) as they are" if kept else ""))
         faults.hit("mid_compact")
 
@@ -534,7 +541,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             repo = pygit2.Repository(str(store.root))
             extra = [o for o in _walk(repo, commits_c, trees_c, seen, names) if o.raw not in kept_ids]
             ours |= _write_pack(repo, extra, pack_dir, names)
-            note_compacted_packs(store, kept | ours, only=True)   # before anything is deleted
+            # before anything is deleted; several packs from one packing are its parts
+            note_compacted_packs(store, kept | ours, only=True, parts=packed if len(packed) > 1 else set())
             now = time.time()
             removed_loose = 0
             for path, hexid in old_loose:
