@@ -46,6 +46,7 @@ POINTS = {
     # retention and compaction (engine/retention.py)
     "compact_decided": "retention decided and journaled, nothing cut",
     "retention_after_shallow": "the retention cut (shallow) written, nothing packed",
+    "compact_pack_before_idx": "a new pack (one part of a big one) renamed into place, its .idx not",
     "mid_compact": "the new pack written, old packs and loose objects not deleted",
     "compact_mid_delete": "some redundant loose objects deleted, old packs not",
     # consolidating a first import (engine/consolidate.py)

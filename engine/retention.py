@@ -24,8 +24,9 @@ only held up for the short bookkeeping steps:
 
 Packing is geometric: a pack an earlier compaction wrote (or a delta pack
 adopted from the user's git), at least KEEP_BYTES big or one of the parts a
-big packing is split into, and still mostly reachable, is kept as it is, so a routine compaction packs only what is new
-and a retention cut does not rewrite the whole store.  The first compaction
+big packing is split into, and still mostly reachable, is kept as it is, so a
+routine compaction packs only what is new and a retention cut does not
+rewrite the whole store.  The first compaction
 of a store (and of any pack whose content has mostly been dropped) packs
 everything with deltas.  Kept packs are listed in `chronos/packs.json`.
 
@@ -252,7 +253,11 @@ except ImportError:
 # and indexes every object there): on the first compaction of a kernel tree that was 69 of
 # 113 s.  The parts are runs of the delta search's own order, so they lose almost no delta.
 PART_MIN_BYTES = 64 << 20          # below this much content: one pack from one builder
-MAX_BUILDERS = 4                   # at once (each holds its own delta window and cache)
+# each builder has its own delta cache and window (the bounds in the store's config are per
+# builder) and holds a big object, its base and their delta index: two at most, and one
+# where any object is big
+MAX_BUILDERS = 2
+SOLO_OBJECT_BYTES = 16 << 20
 _SPACE = frozenset(b" \t\n\v\f\r")
 
 
@@ -277,28 +282,50 @@ def _shares(workers: int) -> list[float]:
 def _parts(repo, oids: list, names: dict, shares: list[float]) -> list[list]:
     """`oids` as runs of about `shares` of their bytes, in the delta search's order (type, then
     name hash), each cut where that key changes: a delta is only sought between neighbours in
-    that order, so the parts lose almost no delta.  One run below PART_MIN_BYTES in all."""
+    that order, so the parts lose almost no delta.  One run below PART_MIN_BYTES in all, or
+    when an object is above SOLO_OBJECT_BYTES."""
     if len(shares) <= 1:
         return [oids]
     odb = repo.odb
     keyed, total = [], 0
     for oid in oids:
         kind, size = odb.read_header(oid)
+        if size > SOLO_OBJECT_BYTES:
+            return [oids]
         keyed.append((int(kind), _name_hash(names.get(oid)), size, oid))
         total += size
     if total < PART_MIN_BYTES:
         return [oids]
     keyed.sort(key=lambda k: (k[0], k[1]), reverse=True)
-    ends = [sum(shares[:i + 1]) * total for i in range(len(shares) - 1)]
-    parts, run, done = [], [], 0
+    group: dict = {}                    # bytes per (type, name hash): what a cut cannot split
+    for kind, h, size, _ in keyed:
+        group[kind, h] = group.get((kind, h), 0) + size
+    goals = [share * total for share in shares]
+    parts, run, run_bytes = [], [], 0
     for i, (kind, h, size, oid) in enumerate(keyed):
-        if run and len(parts) < len(ends) and done >= ends[len(parts)] and (kind, h) != keyed[i - 1][:2]:
-            parts.append(run)
-            run = []
+        if run and len(parts) < len(goals) - 1 and (kind, h) != keyed[i - 1][:2]:
+            # the size of this run decides, not the running total: a name bigger than its
+            # share makes one part of its own (cut before it once the run is half full), and
+            # the next part still gets its own share; the last part takes the rest
+            goal = goals[len(parts)]
+            if run_bytes >= goal or (run_bytes >= goal / 2 and run_bytes + group[kind, h] > 1.5 * goal):
+                parts.append((run_bytes, run))
+                run, run_bytes = [], 0
         run.append(oid)
-        done += size
-    parts.append(run)
-    return parts
+        run_bytes += size
+    parts.append((run_bytes, run))
+    if len(parts) > 1 and parts[-1][0] < min(goals) / 2:      # a crumb: into its neighbour
+        crumb = parts.pop()
+        parts[-1] = (parts[-1][0] + crumb[0], parts[-1][1] + crumb[1])
+    return [run for _, run in parts]
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _build(repo_path: str, oids: list, names: dict, scratch: Path, threads: int) -> None:
@@ -320,13 +347,14 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
     if not oids:
         return set()
     import tempfile
-    workers = min(os.cpu_count() or 1, MAX_BUILDERS)
+    cores = _cores()
+    workers = min(cores, MAX_BUILDERS)
     entry_names = entry_names or {}
     parts = _parts(repo, list(oids), entry_names, _shares(workers))
     scratch = Path(tempfile.mkdtemp(prefix="tmp-compact-", dir=pack_dir))
     try:
         if len(parts) == 1:
-            _build(repo.path, parts[0], entry_names, scratch, workers)   # its delta search on every core
+            _build(repo.path, parts[0], entry_names, scratch, cores)   # its delta search on every core
         else:
             todo = list(enumerate(parts))          # the biggest first
             failed: list[BaseException] = []
@@ -343,11 +371,19 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
                         _build(repo.path, part, entry_names, scratch / str(i), 1)
                     except BaseException as exc:     # re-raised below, on the caller's thread
                         failed.append(exc)
-            threads = [threading.Thread(target=work, name=f"chronos-pack-{i}") for i in range(workers)]
+            # daemon threads: a builder cannot be stopped inside libgit2, and a Ctrl-C must not
+            # wait for it.  One left running takes no further part and writes only into the
+            # scratch directory, which is deleted below; nothing is renamed into place but here.
+            threads = [threading.Thread(target=work, name=f"chronos-pack-{i}", daemon=True)
+                       for i in range(workers)]
             for t in threads:
                 t.start()
-            for t in threads:
-                t.join()
+            try:
+                for t in threads:
+                    t.join()
+            except BaseException as exc:
+                failed.append(exc)
+                raise
             if failed:
                 raise failed[0]
         names = set()
@@ -360,6 +396,8 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
                 with open(f, "rb") as fh:
                     os.fsync(fh.fileno())
                 os.replace(f, target)
+                if f.suffix == ".pack":
+                    faults.hit("compact_pack_before_idx")
             names.add(f.stem)
         fsync_dir(pack_dir)
         return names
@@ -367,7 +405,8 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-KEEP_BYTES = 16 << 20        # smaller packs are merged into the next one (unless a part)
+KEEP_BYTES = 16 << 20        # smaller packs are merged into the next one,
+PART_KEEP_BYTES = 1 << 20    # unless one of the parts of a big packing (and not a crumb)
 KEEP_REACHABLE = 0.8         # below this share of reachable objects a pack is rewritten
 
 
@@ -380,6 +419,8 @@ def _listed(store, key: str) -> set[str]:
         names = json.loads(_packs_list(store).read_text()).get(key, [])
     except (OSError, ValueError, AttributeError):
         return set()
+    if not isinstance(names, list):
+        return set()                # a damaged list keeps nothing: the packs are packed again
     return {n for n in names if isinstance(n, str) and n.startswith("pack-") and "/" not in n}
 
 
@@ -405,7 +446,8 @@ def _packs_to_keep(store, old_packs: list[Path], reachable: list[pygit2.Oid]) ->
     candidates = []
     for pack in old_packs:
         try:
-            if pack.stem in listed and (pack.stem in parts or pack.stat().st_size >= KEEP_BYTES):
+            size = pack.stat().st_size
+            if pack.stem in listed and (size >= KEEP_BYTES or pack.stem in parts and size >= PART_KEEP_BYTES):
                 candidates.append(pack)
         except FileNotFoundError:
             pass
@@ -540,9 +582,11 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             commits_c, trees_c = _roots(store)
             repo = pygit2.Repository(str(store.root))
             extra = [o for o in _walk(repo, commits_c, trees_c, seen, names) if o.raw not in kept_ids]
-            ours |= _write_pack(repo, extra, pack_dir, names)
+            extra_packed = _write_pack(repo, extra, pack_dir, names)
+            ours |= extra_packed
             # before anything is deleted; several packs from one packing are its parts
-            note_compacted_packs(store, kept | ours, only=True, parts=packed if len(packed) > 1 else set())
+            parts = {n for p in (packed, extra_packed) if len(p) > 1 for n in p}
+            note_compacted_packs(store, kept | ours, only=True, parts=parts)
             now = time.time()
             removed_loose = 0
             for path, hexid in old_loose:

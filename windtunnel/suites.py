@@ -48,6 +48,7 @@ RECIPES: dict[str, dict] = {
     "replay_mid_write": {"prep": ("after_intent", ["multi"]), "first": ["replay"]},
     "compact_decided": {"first": _WRITES8 + ["compact"]},
     "retention_after_shallow": {"first": _WRITES8 + ["compact"]},
+    "compact_pack_before_idx": {"first": _WRITES8 + ["compact"]},
     "mid_compact": {"first": _WRITES8 + ["compact"]},
     "compact_mid_delete": {"first": _WRITES8 + ["compact"]},
     "consolidate_mid_copy": {"first": ["write", "consolidate"]},

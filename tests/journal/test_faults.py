@@ -512,6 +512,32 @@ def test_stale_git_lock_of_the_journal_ref_does_not_block(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
+def test_a_pack_renamed_without_its_index_is_swept_by_the_next_compaction(cli, ws, store_dir):
+    settings = {"max_checkpoints": 0, "compact_grace_s": 0}
+    init(cli, ws)
+    for i in range(5):
+        (ws / "a.txt").write_text(f"version {i}\n")
+        assert cli("snapshot", "--json", "-m", f"v{i}", cwd=ws, settings=settings).rc == 0
+    r = cli("compact", "--json", settings=settings, fault="compact_pack_before_idx")
+    assert r.rc == KILLED
+    pack_dir = store_dir / "objects" / "pack"
+
+    def orphans():
+        return [p for p in pack_dir.glob("pack-*.pack") if not p.with_suffix(".idx").exists()]
+    assert len(orphans()) == 1                  # the state the point names
+    st = status(cli)
+    assert st["integrity"] == "ok" and st["gate"] == "open"
+    assert_sound(cli, store_dir)
+    again = cli("compact", "--json", settings=settings)
+    assert again.rc == 0, again.stdout
+    assert orphans() == [] and not list(pack_dir.glob("tmp-compact-*"))
+    assert_sound(cli, store_dir)
+    kept = _checkpoints(cli, ws)
+    assert len(kept) == 5
+    assert cli("restore", kept[-1], "--json", cwd=ws).rc == 0
+    assert (ws / "a.txt").read_text() == "version 0\n"
+
+
 def test_mid_compact_drop_is_still_journaled(cli, ws, store_dir):
     """Phase A cuts old checkpoints off before the crash point: the decision must already be in
     the journal (a later compact finds nothing left to drop and cannot record it)."""
