@@ -248,7 +248,7 @@ except ImportError:
     _native = None
 
 
-# A big compaction packs in parts, one builder per core.  libgit2's builder searches for deltas
+# A big compaction packs in parts, two builders at once.  libgit2's builder searches for deltas
 # on every core but writes on one (it compresses, recomputes the deltas it did not cache, hashes
 # and indexes every object there): on the first compaction of a kernel tree that was 69 of
 # 113 s.  The parts are runs of the delta search's own order, so they lose almost no delta.
@@ -357,7 +357,7 @@ def _write_pack(repo, oids, pack_dir: Path, entry_names: dict | None = None) -> 
         if len(parts) == 1:
             _build(repo.path, parts[0], entry_names, scratch, cores)   # its delta search on every core
         else:
-            todo = list(enumerate(parts))          # the biggest first
+            todo = list(enumerate(parts))          # the biggest shares first
             failed: list[BaseException] = []
             lock = threading.Lock()
 
@@ -432,7 +432,7 @@ def compacted_packs(store) -> set[str]:
 
 def note_compacted_packs(store, stems: set[str], *, only: bool = False, parts: set[str] = frozenset()) -> None:
     """Record packs as compacted (`only`: the list becomes exactly these).  `parts`: packs
-    written as the parts of one big packing, kept later whatever their size."""
+    written as the parts of one big packing, kept later down to PART_KEEP_BYTES."""
     names = set(stems) if only else compacted_packs(store) | set(stems)
     pack_dir = store.root / "objects" / "pack"
     names = {n for n in names if (pack_dir / f"{n}.idx").exists()}
