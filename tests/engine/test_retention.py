@@ -432,17 +432,7 @@ def _delta_blobs(store_dir) -> tuple[int, int]:
 def test_compaction_tells_the_delta_search_each_blob_s_name(store, ws, store_dir):
     """Two versions of 150 files, all of one size: only the name says which blobs belong
     together (git's rule), so nearly every second version packs as a delta of its first."""
-    import random
-    rnd = random.Random(11)
-    bodies = {f"m{i:03d}.dat": bytearray(rnd.randbytes(4096)) for i in range(150)}
-    for i, (name, body) in enumerate(bodies.items()):
-        (ws / f"d{i}").mkdir()
-        (ws / f"d{i}" / name).write_bytes(body)
-    snap(store, ws, "v1")
-    for i, (name, body) in enumerate(bodies.items()):
-        body[rnd.randrange(4096)] ^= 0xFF          # same size, one byte changed
-        (ws / f"d{i}" / name).write_bytes(body)
-    snap(store, ws, "v2")
+    _two_versions_of_150_names(store, ws)
     retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     fsck_ok(store_dir)
     deltas, blobs = _delta_blobs(store_dir)
@@ -468,7 +458,8 @@ def test_the_bounded_pack_builder_still_deltifies_a_large_file(store, ws, store_
 
 
 def _two_versions_of_150_names(store, ws):
-    """Two versions of 150 files of one size: only a blob's name says which belong together."""
+    """Two versions of 150 files of one size (the second one byte changed): only a blob's
+    name says which belong together.  Returns the second versions' ids."""
     import random
     rnd = random.Random(11)
     bodies = {f"m{i:03d}.dat": bytearray(rnd.randbytes(4096)) for i in range(150)}
@@ -477,7 +468,7 @@ def _two_versions_of_150_names(store, ws):
         (ws / f"d{i}" / name).write_bytes(body)
     snap(store, ws, "v1")
     for i, (name, body) in enumerate(bodies.items()):
-        body[rnd.randrange(4096)] ^= 0xFF
+        body[rnd.randrange(4096)] ^= 0xFF          # same size, one byte changed
         (ws / f"d{i}" / name).write_bytes(body)
     snap(store, ws, "v2")
     return [str(pygit2.hash(bytes(b))) for b in bodies.values()]

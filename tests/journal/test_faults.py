@@ -401,12 +401,17 @@ def test_mid_restore_is_never_silent(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
-def test_mid_compact_keeps_store_sound_and_checkpoints_restorable(cli, ws, store_dir):
-    settings = {"max_checkpoints": 2, "compact_grace_s": 0}
+def _five_versions(cli, ws, settings):
+    """A journal and five checkpoints of a.txt ("version 0" to "version 4")."""
     init(cli, ws)
     for i in range(5):
         (ws / "a.txt").write_text(f"version {i}\n")
         assert cli("snapshot", "--json", "-m", f"v{i}", cwd=ws, settings=settings).rc == 0
+
+
+def test_mid_compact_keeps_store_sound_and_checkpoints_restorable(cli, ws, store_dir):
+    settings = {"max_checkpoints": 2, "compact_grace_s": 0}
+    _five_versions(cli, ws, settings)
     assert len(_checkpoints(cli, ws)) == 5
     r = cli("compact", "--json", settings=settings, fault="mid_compact")
     assert r.rc == KILLED
@@ -514,10 +519,7 @@ def test_stale_git_lock_of_the_journal_ref_does_not_block(cli, ws, store_dir):
 
 def test_a_pack_renamed_without_its_index_is_swept_by_the_next_compaction(cli, ws, store_dir):
     settings = {"max_checkpoints": 0, "compact_grace_s": 0}
-    init(cli, ws)
-    for i in range(5):
-        (ws / "a.txt").write_text(f"version {i}\n")
-        assert cli("snapshot", "--json", "-m", f"v{i}", cwd=ws, settings=settings).rc == 0
+    _five_versions(cli, ws, settings)
     r = cli("compact", "--json", settings=settings, fault="compact_pack_before_idx")
     assert r.rc == KILLED
     pack_dir = store_dir / "objects" / "pack"
@@ -542,10 +544,7 @@ def test_mid_compact_drop_is_still_journaled(cli, ws, store_dir):
     """Phase A cuts old checkpoints off before the crash point: the decision must already be in
     the journal (a later compact finds nothing left to drop and cannot record it)."""
     settings = {"max_checkpoints": 2, "compact_grace_s": 0}
-    init(cli, ws)
-    for i in range(5):
-        (ws / "a.txt").write_text(f"version {i}\n")
-        assert cli("snapshot", "--json", "-m", f"v{i}", cwd=ws, settings=settings).rc == 0
+    _five_versions(cli, ws, settings)
     before = _checkpoints(cli, ws)
     assert cli("compact", "--json", settings=settings, fault="mid_compact").rc == KILLED
     assert cli("compact", "--json", settings=settings).rc == 0
