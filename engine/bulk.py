@@ -46,7 +46,8 @@ LEVEL = 0                                   # stored blocks: ~1 GB/s; compaction
 class _Entry:
     path: bytes
     mode: int
-    st: os.stat_result
+    st: os.stat_result | None     # None until read when the listing's own stat was enough
+    size: int = 0                 # as listed: for the size cap and the read-ahead chunks
     sha: bytes = b""
     exact: bool = False          # blob id and mode as git's index has them (its cache tree holds)
 
@@ -278,46 +279,51 @@ def _listing(repo: pygit2.Repository):
 
 def _list_files(diff, root: bytes, cap: int, report: ScanReport,
                 stats: dict[bytes, os.stat_result] | None = None) -> list[_Entry]:
-    """Every file of the listing with its lstat (taken from `stats` where a helper already
-    took it).  A first snapshot has no earlier permission record, so only bits that differ
-    from git's are noted."""
+    """Every file of the listing.  Its kind and size are libgit2's (the walk lstat'ed every
+    file); the full stat comes from the worker's fstat of the file it reads, unless a helper
+    already took it (`stats`).  A first snapshot has no earlier permission record, so only
+    bits that differ from git's are noted (by _read where the stat is taken there)."""
     stats = stats or {}
     out: list[_Entry] = []
     append, perms, dirs = out.append, report.perms, set()
     prefix = root.rstrip(b"/") + b"/"
     lstat, isreg, islnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
     for delta in diff.deltas:
-        p = delta.new_file.raw_path
+        f = delta.new_file
+        p = f.raw_path
         if p.endswith(b"/"):
             if os.path.lexists(prefix + p + b".git"):
                 report.nested(os.fsdecode(p[:-1]))
             continue
         st = stats.get(p)
-        if st is None:
-            try:
-                st = lstat(prefix + p)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            except OSError as exc:
-                report.omit(os.fsdecode(p), exc)
-                continue
-        m = st.st_mode
-        if isreg(m):
-            if cap and st.st_size > cap:
-                report.skip(os.fsdecode(p), "too_large", st.st_size)
-                continue
-            mode, default = (MODE_EXEC, 0o755) if m & stat.S_IXUSR else (MODE_FILE, 0o644)
-            if m & 0o7777 != default:
-                perms[os.fsdecode(p)] = m & 0o7777
-        elif islnk(m):
-            mode = MODE_LINK
+        if st is None and f.mode in (MODE_FILE, MODE_EXEC, MODE_LINK):
+            mode, size = f.mode, f.size
         else:
-            report.skip(os.fsdecode(p), f"special_file: {special_kind(m)}")
+            if st is None:
+                try:
+                    st = lstat(prefix + p)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                except OSError as exc:
+                    report.omit(os.fsdecode(p), exc)
+                    continue
+            m, size = st.st_mode, st.st_size
+            if isreg(m):
+                mode, default = (MODE_EXEC, 0o755) if m & stat.S_IXUSR else (MODE_FILE, 0o644)
+                if m & 0o7777 != default:
+                    perms[os.fsdecode(p)] = m & 0o7777
+            elif islnk(m):
+                mode = MODE_LINK
+            else:
+                report.skip(os.fsdecode(p), f"special_file: {special_kind(m)}")
+                continue
+        if cap and mode != MODE_LINK and size > cap:
+            report.skip(os.fsdecode(p), "too_large", size)
             continue
         cut = p.rfind(b"/")
         if cut > 0:
             dirs.add(p[:cut])
-        append(_Entry(p, mode, st))
+        append(_Entry(p, mode, st, size))
     _note_dir_perms(perms, prefix, dirs)
     return out
 
@@ -342,13 +348,18 @@ def _note_dir_perms(perms: dict, prefix: bytes, dirs: set[bytes]) -> None:
 _O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def _read(root: bytes, e: _Entry, report: ScanReport) -> bytes | None:
+def _read(root: bytes, e: _Entry, report: ScanReport, cap: int = 0) -> bytes | None:
     """The bytes to store for `e`, or None (reported in `skipped`): a file that became a
-    FIFO, socket or device since it was listed is never waited on."""
-    full = os.path.join(root, e.path)
+    FIFO, socket or device since it was listed is never waited on.  Where the listing took
+    no stat, the stat taken here before the read is the entry's (as git stats, then reads)."""
+    full = root + b"/" + e.path
     rel = os.fsdecode(e.path)
     try:
         if e.mode == MODE_LINK:
+            if e.st is None:
+                e.st = os.lstat(full)
+                if not stat.S_ISLNK(e.st.st_mode):
+                    e.st = None        # no longer a link: the next scan takes it as it is
             return os.readlink(full)
         fd = os.open(full, _O_READ)
         try:
@@ -356,10 +367,21 @@ def _read(root: bytes, e: _Entry, report: ScanReport) -> bytes | None:
             if not stat.S_ISREG(st.st_mode):
                 report.skip(rel, f"special_file: {special_kind(st.st_mode)}")
                 return None
+            if cap and st.st_size > cap:
+                report.skip(rel, "too_large", st.st_size)
+                return None
             data = read_all(fd, st.st_size)
         finally:
             os.close(fd)
-        if (st.st_mtime_ns, st.st_size, st.st_ino) != (e.st.st_mtime_ns, e.st.st_size, e.st.st_ino) \
+        listed = e.st
+        if listed is None:
+            m = st.st_mode
+            e.mode, default = (MODE_EXEC, 0o755) if m & stat.S_IXUSR else (MODE_FILE, 0o644)
+            if m & 0o7777 != default:
+                report.perms[rel] = m & 0o7777
+            if len(data) == st.st_size:
+                e.st = st
+        elif (st.st_mtime_ns, st.st_size, st.st_ino) != (listed.st_mtime_ns, listed.st_size, listed.st_ino) \
                 or len(data) != st.st_size:
             e.st = None            # changed while we read: let the next scan re-hash it
         return data
@@ -414,7 +436,7 @@ def _seed(known, entries: list[_Entry], pack_dir: str, durable: bool,
             e.sha = sha
             e.exact = indexed[e.path][1] == e.mode
             seeded += 1
-            nbytes += e.st.st_size
+            nbytes += e.size
         else:
             rest.append(e)
     res.seeded += seeded
@@ -505,7 +527,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
         def work(chunk: list[_Entry]) -> list[tuple]:
             out = []
             for e in chunk:
-                data = _read(root, e, report)
+                data = _read(root, e, report, cap)
                 if data is not None:
                     out.append((e, *_object(BLOB, data), len(data)))
             return out
@@ -515,7 +537,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
         chunks, cur, size = [], [], 0
         for e in todo:
             cur.append(e)
-            size += e.st.st_size
+            size += e.size
             if size >= CHUNK_BYTES or len(cur) >= 256:
                 chunks.append(cur)
                 cur, size = [], 0

@@ -77,7 +77,7 @@ class Known:
                 continue
             sha, imode, key = item
             st = e.st
-            if (imode == MODE_LINK) != (e.mode == MODE_LINK) or st.st_mtime_ns >= limit:
+            if st is None or (imode == MODE_LINK) != (e.mode == MODE_LINK) or st.st_mtime_ns >= limit:
                 continue
             if key == (st.st_ctime_ns, st.st_mtime_ns, st.st_ino & M32, st.st_uid, st.st_gid, st.st_size & M32):
                 out[id(e)] = sha

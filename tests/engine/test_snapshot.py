@@ -828,6 +828,40 @@ def test_a_declared_snapshot_in_a_new_process_keeps_files_an_unsaved_cache_lacks
     assert svc.diff(str(ws)).files == []
 
 
+def test_first_import_takes_what_it_read_not_what_was_listed(svc, ws, store_dir, monkeypatch):
+    """The first import's listing keeps libgit2's kind and size; the stat is the reader's.
+    A file that grows past the cap, turns executable or loses permissions between the two is
+    taken as read, and the index's stat data vouch for exactly those bytes."""
+    from chronos_git.engine import bulk
+    s = svc(max_file_size_mb=0.001)          # 1048 bytes
+    (ws / "grows.bin").write_bytes(b"g" * 100)
+    (ws / "run.sh").write_text("#!/bin/sh\n")
+    (ws / "key.pem").write_text("k\n")
+    real = bulk._list_files
+
+    def list_then_change(*a, **kw):
+        entries = real(*a, **kw)
+        (ws / "grows.bin").write_bytes(b"G" * 2000)
+        os.chmod(ws / "run.sh", 0o755)
+        os.chmod(ws / "key.pem", 0o600)
+        return entries
+
+    monkeypatch.setattr(bulk, "_list_files", list_then_change)
+    first = s.snapshot(str(ws), "one").wire()
+    assert {"path": "grows.bin", "reason": "too_large", "size": 2000} in first["skipped"]
+    entries = tree_entries(store_dir, first["checkpoint"])
+    assert b"grows.bin" not in entries
+    assert entries[b"run.sh"][0] == pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+    os.unlink(ws / "key.pem")
+    s.restore(str(ws), first["checkpoint"])          # the bits were recorded as read
+    assert stat.S_IMODE(os.stat(ws / "key.pem").st_mode) == 0o600
+    monkeypatch.setattr(bulk, "_list_files", real)
+    (ws / "key.pem").write_text("changed\n")          # same size: the stat must tell
+    second = s.snapshot(str(ws), "two").wire()
+    assert second["created"]
+    assert tree_entries(store_dir, second["checkpoint"])[b"key.pem"][1] == b"changed\n"
+
+
 def test_first_import_frames_every_size_git_can_read(engine, ws, store_dir):
     """The first import writes blobs as stored deflate blocks of its own framing: empty, one
     block, exactly one full block, several blocks; git must read each back byte for byte."""
