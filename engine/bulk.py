@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pygit2
 
-from . import faults, usergit
+from . import faults, packers, usergit
 from .fsutil import atomic_write, read_all
 from .scan import ScanReport, find_omissions, special_kind
 
@@ -39,6 +39,7 @@ MODE_FILE, MODE_EXEC, MODE_LINK, MODE_DIR = 0o100644, 0o100755, 0o120000, 0o4000
 CHUNK_BYTES = 1 << 20
 PACK_BYTES = 64 << 20                       # one pack per 64 MiB: its object count is known up front
 WINDOW_CHUNKS = 64                          # at most ~64 MiB read ahead
+FORK_MIN_BYTES = PACK_BYTES                 # below one pack's worth, children cost more than they save
 LEVEL = 0                                   # stored blocks: ~1 GB/s; compaction recompresses with deltas later
 
 
@@ -521,45 +522,57 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
         cached = _cached_trees(known, held, repo.odb)
     t_seed = time.monotonic()
     say("packing", len(kept), len(entries))
-    writer = _PackWriter(pack_dir, durable)
     total = res.bytes
-    try:
-        def work(chunk: list[_Entry]) -> list[tuple]:
-            out = []
-            for e in chunk:
-                data = _read(root, e, report, cap)
-                if data is not None:
-                    out.append((e, *_object(BLOB, data), len(data)))
-            return out
-
-        # chunks of ~1 MiB keep per-task overhead low; a window of chunks in flight keeps
-        # the workers (read, hash, frame: GIL released) busy while this thread writes
-        chunks, cur, size = [], [], 0
-        for e in todo:
-            cur.append(e)
-            size += e.size
-            if size >= CHUNK_BYTES or len(cur) >= 256:
-                chunks.append(cur)
-                cur, size = [], 0
-        if cur:
+    # chunks of ~1 MiB keep per-task overhead low and deal the work out evenly
+    chunks, cur, size = [], [], 0
+    for e in todo:
+        cur.append(e)
+        size += e.size
+        if size >= CHUNK_BYTES or len(cur) >= 256:
             chunks.append(cur)
-        with ThreadPoolExecutor(max_workers=workers or max(2, os.cpu_count() or 2)) as pool:
-            inflight: deque = deque()
-            nxt = 0
-            while nxt < len(chunks) or inflight:
-                while nxt < len(chunks) and len(inflight) < WINDOW_CHUNKS:
-                    inflight.append(pool.submit(work, chunks[nxt]))
-                    nxt += 1
-                for e, sha, packed, n in inflight.popleft().result():
-                    e.sha = sha
-                    writer.add(sha, packed)
-                    total += n
-                    kept.append(e)
-                say("packing", len(kept), len(entries))
+            cur, size = [], 0
+    if cur:
+        chunks.append(cur)
+
+    def pack_one(chunk: list[_Entry], writer: _PackWriter, rep: ScanReport) -> list[tuple]:
+        """Read, hash and pack one chunk: (position, blob id, mode, stat, bytes) per file."""
+        rows = []
+        for pos, e in enumerate(chunk):
+            data = _read(root, e, rep, cap)
+            if data is not None:
+                sha, packed = _object(BLOB, data)
+                writer.add(sha, packed)
+                rows.append((pos, sha, e.mode, e.st, len(data)))
+        return rows
+
+    def take(k: int, rows: list[tuple], rep: ScanReport) -> None:
+        nonlocal total
+        chunk = chunks[k]
+        for pos, sha, mode, st, n in rows:
+            e = chunk[pos]
+            e.sha, e.mode, e.st = sha, mode, st
+            kept.append(e)
+            total += n
+        if rep is not report:
+            for item in rep.skipped:
+                report.skip(item["path"], item["reason"], item.get("size"))
+            report.perms.update(rep.perms)
+        say("packing", len(kept), len(entries))
+
+    procs = min(workers or packers.cores(), len(chunks))
+    forked = procs >= 2 and sum(e.size for e in todo) >= FORK_MIN_BYTES and packers.usable(procs)
+    if forked:
+        hashlib.sha1()                 # in the method cache before the fork: the children only read it
+        child_packs = packers.run(chunks, procs, lambda: _PackWriter(pack_dir, durable), pack_one, take)
+    writer = _PackWriter(pack_dir, durable)
+    try:
+        if not forked:
+            child_packs = []
+            _pack_on_threads(chunks, max(2, procs), writer, pack_one, take, report)
         t_blobs = time.monotonic()
         say("trees", len(kept), len(entries))
         root_sha, tree_ext = _trees(kept, writer, cached)
-        res.packs = writer.finish()
+        res.packs = child_packs + writer.finish()
     except BaseException:
         writer.abort()
         raise
@@ -572,6 +585,35 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
                    "blobs": round(t_blobs - t_seed, 3), "trees_pack": round(t_pack - t_blobs, 3),
                    "index": round(t_index - t_pack, 3)}
     return res
+
+
+def _pack_on_threads(chunks: list, workers: int, writer: _PackWriter, pack_one, take,
+                     report: ScanReport) -> None:
+    """Where no child can be forked: the chunks on a thread pool (read, hash, frame
+    release the GIL), a window of them in flight, the packs written by `writer`."""
+    class _Here:                       # pack_one's writer: the entry comes back to this thread
+        def __init__(self):
+            self.rows = []
+
+        def add(self, sha, packed):
+            self.rows.append(packed)
+
+    def work(chunk):
+        here = _Here()
+        return pack_one(chunk, here, report), here.rows
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        inflight: deque = deque()
+        nxt = 0
+        while nxt < len(chunks) or inflight:
+            while nxt < len(chunks) and len(inflight) < WINDOW_CHUNKS:
+                inflight.append((nxt, pool.submit(work, chunks[nxt])))
+                nxt += 1
+            k, fut = inflight.popleft()
+            rows, packed = fut.result()
+            for row, entry in zip(rows, packed):
+                writer.add(row[1], entry)
+            take(k, rows, report)
 
 
 def _trees(entries: list[_Entry], writer: _PackWriter, cached: _CachedTrees | None = None) -> tuple[bytes, bytes]:

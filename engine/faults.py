@@ -71,6 +71,11 @@ _hits = 0
 _guard = threading.Lock()
 
 
+def armed() -> str | None:
+    """The point armed in this process (the wind tunnel, the tests), if any."""
+    return _ARMED[0] if _ARMED is not None else None
+
+
 def hit(point: str) -> None:
     global _hits
     if _ARMED is None or _ARMED[0] != point:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .config import EngineConfig
 from .consolidate import BACKGROUND_NICE
+from .packers import die_with_parent
 
 READY_S = 30.0                   # a child that has not loaded the package by then never will
 PROGRESS_EVERY_S = 0.1
@@ -145,18 +146,6 @@ def _config(wire: dict) -> EngineConfig:
 
 
 # ------------------------------------------------------------------ the child
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL when the thread that started us ends (Linux); a no-op elsewhere."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)             # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:                                 # it ended before prctl took
-        sys.exit(1)
-
-
 class _Report:
     """The child's end of the pipe: one JSON document a line; progress at most once per
     PROGRESS_EVERY_S unless the phase changes or it is done."""
@@ -196,7 +185,7 @@ JOBS = {"first_snapshot": _first_snapshot, "consolidate": _consolidate}
 def child(spec_json: str) -> None:
     """The child's side (see _BOOT): run one job and say how it went on the pipe."""
     spec = json.loads(spec_json)
-    _die_with_parent(spec.get("parent", 0))
+    die_with_parent(spec.get("parent", 0))
     report = _Report(spec["fd"])
     try:
         os.setpriority(os.PRIO_PROCESS, 0, BACKGROUND_NICE)     # before any thread: they inherit it

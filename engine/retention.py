@@ -48,6 +48,7 @@ import pygit2
 from . import faults, locking
 from .checkpoint import CheckpointMeta
 from .fsutil import atomic_write, fsync_dir, tree_size
+from .packers import cores as _cores
 
 
 def _shallow_path(store) -> Path:
@@ -319,14 +320,6 @@ def _parts(repo, oids: list, names: dict, shares: list[float]) -> list[list]:
         crumb = parts.pop()
         parts[-1] = (parts[-1][0] + crumb[0], parts[-1][1] + crumb[1])
     return [run for _, run in parts]
-
-
-def _cores() -> int:
-    """The cores this process may run on (a container's CPU set, not the host's)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _build(repo_path: str, oids: list, names: dict, scratch: Path, threads: int) -> None:

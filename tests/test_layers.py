@@ -89,5 +89,7 @@ def test_no_module_reaches_into_another_modules_privates():
                 where = f"{f.relative_to(REPO)}:{node.lineno} .{node.attr}"
                 if where.endswith(".{0}".format("_repo")) and "engine/ignore.py" in where:
                     continue                  # pygit2's own handle: documented in engine/ignore.py
+                if node.attr == "_exit" and isinstance(node.value, ast.Name) and node.value.id == "os":
+                    continue                  # public, despite its name: a forked child's only exit
                 bad.append(where)
     assert not bad, "\n".join(bad)

@@ -71,3 +71,16 @@ def run_command(svc, workspace, argv, **kw) -> tuple[int | None, dict]:
     """`svc.run_command` as (exit code, the record as its JSON document)."""
     res = svc.run_command(str(workspace), argv, **kw)
     return res.exit_code, res.wire()
+
+
+def fifo_after_listing(monkeypatch, path: Path) -> None:
+    """The first import's listing done, `path` (a listed file) becomes a FIFO before it is read."""
+    from chronos_git.engine import bulk
+    real = bulk._list_files
+
+    def list_then_swap(*a, **kw):
+        entries = real(*a, **kw)
+        os.unlink(path)
+        os.mkfifo(path)
+        return entries
+    monkeypatch.setattr(bulk, "_list_files", list_then_swap)

@@ -20,11 +20,10 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from chronos_git.engine import bulk
 from chronos_git.engine.checkpoint import CheckpointMeta
 from chronos_git.engine.config import EngineConfig
 from chronos_git.engine.store import Store
-from support.helpers import git, tree_fingerprint
+from support.helpers import fifo_after_listing, git, tree_fingerprint
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root (tmpfs mounts, chattr +i)")
@@ -400,15 +399,7 @@ def _in_thread(fn, timeout: float):
 
 
 def test_a_file_that_becomes_a_fifo_after_listing_never_hangs_the_first_snapshot(ws, store_dir, monkeypatch):
-    real = bulk._list_files
-
-    def list_then_swap(*a, **kw):
-        entries = real(*a, **kw)
-        os.unlink(ws / "a.txt")
-        os.mkfifo(ws / "a.txt")
-        return entries
-
-    monkeypatch.setattr(bulk, "_list_files", list_then_swap)
+    fifo_after_listing(monkeypatch, ws / "a.txt")
     store = Store.open(store_dir, EngineConfig())
     res = _in_thread(lambda: store.workspace(ws).snapshot(CheckpointMeta(description="first")), 20)
     assert any(s["path"] == "a.txt" and "fifo" in s["reason"] for s in res.report["skipped"])
