@@ -23,6 +23,7 @@ import's process as well: the crash it simulates is the machine's, not the child
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import pickle
 import select
@@ -104,6 +105,7 @@ def run(chunks: list, n: int, make_writer, pack_one, on_chunk) -> list[str]:
 def _child(fd: int, parent: int, mine: list, ks: range, make_writer, pack_one) -> None:
     code = 1
     try:
+        gc.disable()        # a collection would walk, and so copy, every object inherited from the parent
         die_with_parent(parent)
         writer = make_writer()
         for k, chunk in zip(ks, mine):
