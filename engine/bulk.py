@@ -501,7 +501,7 @@ def import_tree(repo: pygit2.Repository, root: bytes, index_path: str, pack_dir:
         if use_git:
             known, stats = _read_known(root)
         find_omissions(pygit2.Repository(repo.path), root, specials)
-    with ThreadPoolExecutor(max_workers=1) as one:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronos-git-listing") as one:
         helper = one.submit(beside)
         diff = _listing(repo)
         helper.result()
@@ -602,7 +602,7 @@ def _pack_on_threads(chunks: list, workers: int, writer: _PackWriter, pack_one, 
         here = _Here()
         return pack_one(chunk, here, report), here.rows
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chronos-git-reader") as pool:
         inflight: deque = deque()
         nxt = 0
         while nxt < len(chunks) or inflight:

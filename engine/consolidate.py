@@ -117,7 +117,8 @@ def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int
             out.append((oid.raw, pack_entry(kind, data, LEVEL)))
         return out
 
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), initializer=lower_priority) as pool:
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), initializer=lower_priority,
+                            thread_name_prefix="chronos-git-consolidate") as pool:
         inflight: deque = deque()
         batch, size = [], 0
 
