@@ -62,18 +62,55 @@ def carried(tip, index, root: bytes) -> dict[str, int]:
     return seen
 
 
-def record(base: dict[str, int], seen: dict[str, int], index, tree) -> dict[str, list[str]]:
-    """The grouped record for a new checkpoint: `base` updated with `seen`, only what exists."""
+def record(base: dict[str, int], seen: dict[str, int], index, tree,
+           touched: list[str] | None = None) -> dict[str, list[str]]:
+    """The grouped record for a new checkpoint: `base` updated with `seen`, only what exists.
+    `touched`: the only paths this snapshot refreshed (None: all of them).  An entry of `base`
+    outside them is as present as it was: not looked up again (every file the agent creates
+    with 0600 is in the record, and a per-call snapshot must not cost one lookup per entry)."""
     merged = dict(base)
     merged.update(seen)
+    near = None if touched is None else _near(touched)
     out: dict[str, list[str]] = {}
     for path, perm in merged.items():
-        if perm == _default(path, perm) or not _present(path, index, tree):
+        if perm == _default(path, perm):
+            continue
+        if (near is None or path in seen or _is_near(path, near)) and not _present(path, index, tree):
             continue
         out.setdefault(f"{perm:o}", []).append(path)
     for paths in out.values():
         paths.sort()
     return out
+
+
+def _near(touched: list[str]) -> set[str]:
+    """Every touched path and each of its directories ("d/")."""
+    out = set()
+    for t in touched:
+        t = t.rstrip("/")
+        out.add(t)
+        cut = t.rfind("/")
+        while cut > 0:
+            d = t[:cut + 1]
+            if d in out:
+                break
+            out.add(d)
+            cut = t.rfind("/", 0, cut)
+    return out
+
+
+def _is_near(path: str, near: set[str]) -> bool:
+    """Whether a refresh of `near` could have added or removed `path`: it, a directory
+    holding it, or (for a directory) something inside it was touched."""
+    bare = path.rstrip("/")
+    if bare in near or path in near:
+        return True
+    cut = bare.rfind("/")
+    while cut > 0:
+        if bare[:cut] in near:
+            return True
+        cut = bare.rfind("/", 0, cut)
+    return False
 
 
 def _present(path: str, index, tree) -> bool:

@@ -262,7 +262,12 @@ class Watcher:
                 if base == b"":
                     self._trusted, self._why = False, "the workspace directory itself was moved or deleted"
                 continue
-            rel = os.path.join(base, name) if base else name
+            if not name:                # the watched directory itself (a chmod): its own path
+                if not base:
+                    continue            # the workspace root: not a path of the tree
+                rel = base
+            else:
+                rel = os.path.join(base, name) if base else name
             if name == b".git" or b"/.git/" in b"/" + rel + b"/":
                 continue
             srel = os.fsdecode(rel)

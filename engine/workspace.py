@@ -356,7 +356,7 @@ class Workspace:
             meta.added_bytes = report.added_bytes
             meta.files = len(index)
             meta.modes = perms.record(perms.carried(tip, index, self.root_bytes), report.perms,
-                                      index, repo[tree])
+                                      index, repo[tree], rels if how in ("declared", "watched") else None)
             info = {"skipped": report.skipped, "nested_repos": report.nested_repos,
                     "files": len(index), "kind": meta.kind, "scan": how}
             if report.fallback:

@@ -59,6 +59,8 @@ def _change(rng: random.Random, ws, i: int) -> list[str]:
         os.makedirs(os.path.join(ws, os.path.dirname(rel)), exist_ok=True)
         with open(os.path.join(ws, rel), "w") as fh:
             fh.write(f"deep {i}\n")
+        if i % 2:
+            os.chmod(os.path.join(ws, f"n{i}", "a"), 0o700)       # in the permission record
         return [rel]
     if op == "odd":
         rel = f"d{i % 3}/{ODD}"
@@ -87,12 +89,26 @@ def _change(rng: random.Random, ws, i: int) -> list[str]:
     os.makedirs(os.path.join(ws, f"d{i % 4}"), exist_ok=True)
     with open(os.path.join(ws, rel), "w") as fh:
         fh.write(f"new {i}\n")
+    if i % 3 == 0:
+        os.chmod(os.path.join(ws, rel), 0o600)                   # as Hermes' write_file leaves them
     return [rel]
 
 
 def _full_scan_tree(tmp_path, ws) -> str:
     store = Store.open(tmp_path / f"oracle-{os.urandom(4).hex()}", EngineConfig())
     return store.workspace(ws).snapshot(CheckpointMeta(description="oracle"), commit=False).tree_id
+
+
+def _modes(checkpoint) -> dict:
+    return checkpoint.meta.modes
+
+
+def _full_scan_modes(tmp_path, ws) -> dict:
+    """The permission record a fresh full scan of the disk makes."""
+    store = Store.open(tmp_path / f"oracle-{os.urandom(4).hex()}", EngineConfig())
+    w = store.workspace(ws)
+    w.snapshot(CheckpointMeta(description="oracle"))
+    return _modes(w.tip())
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -108,6 +124,8 @@ def test_declared_snapshots_patch_trees_the_index_agrees_with(tmp_path, ws, monk
         assert w._patching, f"seed {seed} step {i}: a patched tree differed from the index's ({rels})"
     assert w._patches >= 60
     assert w.tip().tree_id == _full_scan_tree(tmp_path, ws)
+    # the record, looked up only where each snapshot touched, is the one a full scan makes
+    assert _modes(w.tip()) == _full_scan_modes(tmp_path, ws) and _modes(w.tip())
 
 
 def test_watched_snapshots_patch_trees_too(tmp_path, ws, monkeypatch):
@@ -125,6 +143,7 @@ def test_watched_snapshots_patch_trees_too(tmp_path, ws, monkeypatch):
         assert w._patching, f"step {i}"
     assert "watched" in modes and w._patches >= 20
     assert w.tip().tree_id == _full_scan_tree(tmp_path, ws)
+    assert _modes(w.tip()) == _full_scan_modes(tmp_path, ws) and _modes(w.tip())
 
 
 def test_a_disagreement_turns_patching_off_and_the_index_wins(tmp_path, ws, monkeypatch):

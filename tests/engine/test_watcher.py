@@ -69,6 +69,24 @@ def test_edits_creates_deletes_and_modes_are_seen(watched):
     assert res.tree_id == reference_tree(ws, tmp)
 
 
+def test_a_chmod_of_a_directory_or_the_root_is_its_own_path(watched):
+    """inotify names the watched directory itself with an empty name: that is the directory's
+    path, never "d0/" (whose walk gave "d0//f0.txt" and records like "d0//"), and for the
+    workspace root nothing of the tree."""
+    ws, tmp = watched
+    root = ws.root
+    os.chmod(root / "d0", 0o700)
+    os.chmod(root, 0o700)
+    (root / "d1" / "f1.txt").write_text("changed\n")
+    assert not ws._watcher.quiet()                     # drains the kernel queue
+    dirty = set(ws._watcher._dirty)
+    assert "d0" in dirty and not any(p.endswith("/") or p == "" for p in dirty), dirty
+    res = watched_snapshot(ws)
+    assert res.report["scan"] == "watched"
+    assert res.tree_id == reference_tree(ws, tmp)
+    assert ws.tip().meta.modes == {"700": ["d0/"]}
+
+
 def test_new_directory_filled_before_its_watch_exists(watched):
     ws, tmp = watched
     root = ws.root
