@@ -309,7 +309,7 @@ class Workspace:
             elif paths is not None and (known or str(index.write_tree())) != str(tip.tree_id):
                 align(index, tip.tree)  # undeclared entries come from the index: it must hold the tip
                 known = str(tip.tree_id)
-            how, rels = "declared", None
+            how, rels, same = "declared", None, False
             with fifo_guard.watching(self.root_bytes):
                 if paths is None:
                     how, rels = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None,
@@ -318,12 +318,19 @@ class Workspace:
                     index = repo.index
                 else:
                     rels = [self.rel(p) for p in paths]
+                    before = _entries(index, rels)
                     update_paths(repo, index, scanner, rels)
+                    same = _entries(index, rels) == before
             report = scanner.report
             if how == "scan" and not report.aborted:      # a bulk import looked for them itself
                 find_omissions(repo, self.root_bytes, report)
             tree = None
-            if (rels is not None and tip is not None and known == str(tip.tree_id) and self._patching
+            if (how == "declared" and same and tip is not None and known == str(tip.tree_id)
+                    and not report.whole_dirs and not report.aborted):
+                # the usual pre-call checkpoint of a file call: the previous call's post-checkpoint
+                # already holds its paths (or they do not exist): the tip's tree, nothing to build
+                tree = tip.tree_id
+            elif (rels is not None and tip is not None and known == str(tip.tree_id) and self._patching
                     and not report.whole_dirs and not report.aborted):
                 tree = patched_tree(repo, tip.tree, index, rels)
                 if tree is not None:
@@ -355,8 +362,9 @@ class Workspace:
             meta.nested_repos = report.nested_repos
             meta.added_bytes = report.added_bytes
             meta.files = len(index)
-            meta.modes = perms.record(perms.carried(tip, index, self.root_bytes), report.perms,
-                                      index, repo[tree], rels if how in ("declared", "watched") else None)
+            if not commit or tip is None or str(tree) != str(tip.tree_id):   # else no checkpoint is made
+                meta.modes = perms.record(perms.carried(tip, index, self.root_bytes), report.perms,
+                                          index, repo[tree], rels if how in ("declared", "watched") else None)
             info = {"skipped": report.skipped, "nested_repos": report.nested_repos,
                     "files": len(index), "kind": meta.kind, "scan": how}
             if report.fallback:
@@ -715,3 +723,16 @@ class Workspace:
 
     def count(self) -> int:
         return sum(1 for _ in self.iter_commits())
+
+
+def _entries(index, rels: list[str]) -> list:
+    """What the index holds for `rels` (and its size: a directory's entries removed show)."""
+    out: list = [len(index)]
+    for rel in rels:
+        try:
+            e = index[rel]
+        except (KeyError, ValueError):
+            out.append(None)
+        else:
+            out.append((e.id, e.mode))
+    return out

@@ -157,3 +157,30 @@ def test_a_disagreement_turns_patching_off_and_the_index_wins(tmp_path, ws, monk
     res = w.snapshot(CheckpointMeta(description="x"), paths=[str(ws / "a.txt")])
     assert not w._patching and res.tree_id != str(empty)
     assert res.tree_id == _full_scan_tree(tmp_path, ws)
+
+
+def test_a_declared_snapshot_that_changes_nothing_is_the_tip_without_building_a_tree(tmp_path, ws, monkeypatch):
+    """The usual pre-call checkpoint of a file call: its path is as the previous checkpoint has
+    it, or absent.  A change the index sees (content, the exec bit, a directory's entries
+    removed) still makes a checkpoint."""
+    store = Store.open(tmp_path / "store", EngineConfig())
+    w = store.workspace(ws)
+    (ws / "sub").mkdir()
+    (ws / "sub" / "a.txt").write_text("a\n")
+    (ws / "b.txt").write_text("b\n")
+    base = w.snapshot(CheckpointMeta(description="base"))
+
+    def no_build(*a, **k):
+        raise AssertionError("a tree was built for a snapshot that changes nothing")
+    monkeypatch.setattr(workspace_mod, "patched_tree", no_build)
+    for rel in ("b.txt", "new.txt", "sub/a.txt", "sub"):
+        res = w.snapshot(CheckpointMeta(description=f"pre {rel}"), paths=[str(ws / rel)])
+        assert not res.created and res.checkpoint.id == base.checkpoint.id, rel
+    monkeypatch.undo()
+    os.chmod(ws / "b.txt", 0o755)
+    res = w.snapshot(CheckpointMeta(description="exec"), paths=[str(ws / "b.txt")])
+    assert res.created and res.tree_id == _full_scan_tree(tmp_path, ws)
+    shutil.rmtree(ws / "sub")
+    res = w.snapshot(CheckpointMeta(description="gone"), paths=[str(ws / "sub")])
+    assert res.created and "sub" not in w.store.repo()[res.tree_id]
+    assert res.tree_id == _full_scan_tree(tmp_path, ws)
