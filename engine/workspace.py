@@ -325,20 +325,20 @@ class Workspace:
             if how == "scan" and not report.aborted:      # a bulk import looked for them itself
                 find_omissions(repo, self.root_bytes, report)
             tree = None
-            if (how == "declared" and same and tip is not None and known == str(tip.tree_id)
+            if (rels is not None and tip is not None and known == str(tip.tree_id)
                     and not report.whole_dirs and not report.aborted):
-                # the usual pre-call checkpoint of a file call: the previous call's post-checkpoint
-                # already holds its paths (or they do not exist): the tip's tree, nothing to build
-                tree = tip.tree_id
-            elif (rels is not None and tip is not None and known == str(tip.tree_id) and self._patching
-                    and not report.whole_dirs and not report.aborted):
-                tree = patched_tree(repo, tip.tree, index, rels)
-                if tree is not None:
-                    self._patches += 1
-                    if (self._patches - 1) % PATCH_CHECK_EVERY == 0:
-                        full = index.write_tree()     # now and then: the index itself must agree
-                        if full != tree:
-                            self._patching, tree = False, full
+                if same:
+                    # the usual pre-call checkpoint of a file call: the previous post-checkpoint
+                    # already holds its paths (or they do not exist): the tip's tree, nothing to build
+                    tree = tip.tree_id
+                elif self._patching:
+                    tree = patched_tree(repo, tip.tree, index, rels)
+                    if tree is not None:
+                        self._patches += 1
+                        if (self._patches - 1) % PATCH_CHECK_EVERY == 0:
+                            full = index.write_tree()     # now and then: the index itself must agree
+                            if full != tree:
+                                self._patching, tree = False, full
             if tree is None:
                 tree = index.write_tree()   # before index.write(): the TREE cache lands in the file
             faults.hit("mid_snapshot")
@@ -364,7 +364,7 @@ class Workspace:
             meta.files = len(index)
             if not commit or tip is None or str(tree) != str(tip.tree_id):   # else no checkpoint is made
                 meta.modes = perms.record(perms.carried(tip, index, self.root_bytes), report.perms,
-                                          index, repo[tree], rels if how in ("declared", "watched") else None)
+                                          index, repo[tree], rels)      # None after a walk: all
             info = {"skipped": report.skipped, "nested_repos": report.nested_repos,
                     "files": len(index), "kind": meta.kind, "scan": how}
             if report.fallback:
