@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 
 import pygit2
 
+from . import loose
 from .codec import canonical, display
 
 SCHEMA = "chronos-git.checkpoint.v1"
@@ -26,15 +27,13 @@ def signature(when: float | None = None) -> pygit2.Signature:
     return pygit2.Signature(SIGNATURE_NAME, SIGNATURE_EMAIL, t, 0)
 
 
-def write_commit(repo, tree, parents, sig: pygit2.Signature, message: str) -> pygit2.Oid:
+def write_commit(objects_dir, tree, parents, sig: pygit2.Signature, message: str) -> pygit2.Oid:
     """The commit `repo.create_commit(None, sig, sig, message, tree, parents)` writes, byte
-    for byte, without its side effect: libgit2 freshens the tree, touching the mtime of a pack
-    that holds it, and a clean clone's root tree is also in the user's hard-linked pack."""
-    who = f"{sig.name} <{sig.email}> {sig.time} {'-' if sig.offset < 0 else '+'}" \
-          f"{abs(sig.offset) // 60:02d}{abs(sig.offset) % 60:02d}"
-    head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
-    data = (head + f"author {who}\ncommitter {who}\n\n").encode() + message.encode()
-    return repo.odb.write(pygit2.GIT_OBJECT_COMMIT, data)
+    for byte, without its side effect (libgit2 freshens the tree, touching the mtime of a pack
+    that holds it, and a clean clone's root tree is also in the user's hard-linked pack), and
+    written as git writes loose objects (engine.loose says why)."""
+    data = loose.commit_data(str(tree), [str(p) for p in parents], sig, message)
+    return pygit2.Oid(hex=loose.write(objects_dir, pygit2.GIT_OBJECT_COMMIT, data)[0])
 
 
 

@@ -35,6 +35,11 @@ def fsync_scope(enabled: bool = True):
                 pygit2.settings.enable_fsync_gitdir(False)
 
 
+def fsync_on() -> bool:
+    """Whether a scope is open: our own git writes (engine.loose) fsync like libgit2's then."""
+    return _users > 0
+
+
 _synced_packs: set[tuple[str, int]] = set()
 
 

@@ -248,7 +248,7 @@ def still_a_file(index: pygit2.Index, report: ScanReport, rel: str, full: bytes)
         report.skip(rel, f"special_file: {special_kind(mode)}")
 
 
-def align(index: pygit2.Index, tree) -> None:
+def align(index: pygit2.Index, tree) -> int:
     """Make the in-memory stat cache hold `tree` exactly (never written back).
 
     The cache file may be older than the newest checkpoint (a declared snapshot leaves it
@@ -257,8 +257,10 @@ def align(index: pygit2.Index, tree) -> None:
     from `tree` get its blob with no stat data, so libgit2 hashes those files; the rest
     keep their stat data.  Then index-to-workdir alone is `tree` against the files, and a
     declared snapshot (which refreshes only its paths) builds on `tree`, never on a
-    stale cache that would drop files from the checkpoint."""
+    stale cache that would drop files from the checkpoint.  Returns how many entries changed."""
+    n = 0
     for delta in index.diff_to_tree(tree).deltas:   # old: the tree, new: the cache
+        n += 1
         old, new = delta.old_file, delta.new_file
         if delta.status == DeltaStatus.ADDED:
             index.remove(new.raw_path)
@@ -266,6 +268,7 @@ def align(index: pygit2.Index, tree) -> None:
             if delta.status == DeltaStatus.TYPECHANGE and new.raw_path:
                 index.remove(new.raw_path)
             index.add(pygit2.IndexEntry(old.raw_path, old.id, old.mode))
+    return n
 
 
 def forget(index: pygit2.Index, rel: str) -> None:

@@ -79,7 +79,8 @@ class Watcher:
         self._lock = threading.RLock()
         self._fd = -1
         self._wd: dict[int, bytes] = {}        # watch descriptor -> relative dir path (b"" = root)
-        self._dirty: set[str] = set()
+        self._dirty: dict[str, int] = {}      # path -> number of its latest event
+        self._seq = 0                          # events numbered in arrival order (see mark)
         self._trusted = False                  # complete since the last take()?
         self._why = "not started"
         self._rewatch = False                  # ignore rules changed: directories may need watches
@@ -140,8 +141,8 @@ class Watcher:
         """
         with self._lock:
             self._drain()
-            trusted, dirty, why = self._trusted, self._dirty, self._why
-            self._dirty = set()
+            trusted, dirty, why = self._trusted, set(self._dirty), self._why
+            self._dirty = {}
             if self._rewatch and self._fd >= 0:
                 # before the caller's full walk: a directory that stopped being
                 # ignored is watched from now on, and the walk covers the gap
@@ -158,6 +159,23 @@ class Watcher:
         first).  Unlike take() it starts no new period."""
         with self._lock:
             self._drain()
+            return self._trusted and not self._dirty and not self._rewatch
+
+    def mark(self) -> int:
+        """The kernel queue drained: every event so far is numbered at most this.  A refresh
+        that reads some paths after its mark holds what those events announced."""
+        with self._lock:
+            self._drain()
+            return self._seq
+
+    def covered(self, rels, mark: int) -> bool:
+        """A refresh that read `rels` after `mark` made a checkpoint: their events up to the
+        mark need no second refresh (a later event keeps its path dirty).  Returns quiet()."""
+        with self._lock:
+            self._drain()
+            for rel in rels:
+                if self._dirty.get(rel, mark + 1) <= mark:
+                    del self._dirty[rel]
             return self._trusted and not self._dirty and not self._rewatch
 
     def untrust(self, why: str) -> None:
@@ -281,7 +299,8 @@ class Watcher:
                     self._rewatch_after_move(rel)
                 elif mask & IN_CREATE and not self.skip_dir(srel):
                     self._watch_tree(rel)
-            self._dirty.add(srel)
+            self._seq += 1
+            self._dirty[srel] = self._seq
             if len(self._dirty) > MAX_DIRTY:
                 self._trusted, self._why = False, "too many changes since the last scan"
                 self._dirty.clear()

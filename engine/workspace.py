@@ -301,15 +301,20 @@ class Workspace:
                 index = repo.index     # empty: this walk re-hashes every file once
             tip = self._tip_commit(repo)
             known = self._known_tree()
+            whole_before = tip is not None and self._settled == str(tip.id)
             if commit and not force_scan and self._unchanged(tip, known):
                 return self._unchanged_result(tip, paths, meta)
             scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
             if paths is not None and tip is None:
                 paths = None           # undeclared entries come from the index: no baseline yet, scan all
             elif paths is not None and (known or str(index.write_tree())) != str(tip.tree_id):
-                align(index, tip.tree)  # undeclared entries come from the index: it must hold the tip
+                # undeclared entries come from the index: it must hold the tip
+                if align(index, tip.tree):
+                    # it held refreshed entries no checkpoint has (a diff's or a refused
+                    # restore's, which took the watcher's dirty set): only a walk sees them again
+                    self._changes_lost(None, "the stat cache was aligned to the newest checkpoint")
                 known = str(tip.tree_id)
-            how, rels, same = "declared", None, False
+            how, rels, same, mark = "declared", None, False, None
             with fifo_guard.watching(self.root_bytes):
                 if paths is None:
                     how, rels = self._refresh_all(repo, index, scanner, force_scan=force_scan, first=tip is None,
@@ -318,6 +323,7 @@ class Workspace:
                     index = repo.index
                 else:
                     rels = [self.rel(p) for p in paths]
+                    mark = self._watcher.mark() if self._watcher is not None else None
                     before = _entries(index, rels)
                     update_paths(repo, index, scanner, rels)
                     same = _entries(index, rels) == before
@@ -332,7 +338,7 @@ class Workspace:
                     # already holds its paths (or they do not exist): the tip's tree, nothing to build
                     tree = tip.tree_id
                 elif self._patching:
-                    tree = patched_tree(repo, tip.tree, index, rels)
+                    tree = patched_tree(repo, tip.tree, index, rels, self.store.root / "objects")
                     if tree is not None:
                         self._patches += 1
                         if (self._patches - 1) % PATCH_CHECK_EVERY == 0:
@@ -373,10 +379,17 @@ class Workspace:
             if not commit:
                 return result
             result = self.commit_scan(result, meta)
-            # a refresh that took the watcher's dirty set and finished: this checkpoint is the
-            # whole workspace until the watcher sees a change
-            self._settled = (result.checkpoint.id if how in ("watched", "scan", "bulk") and not partial
-                             and result.checkpoint is not None else None)
+            done = not partial and result.checkpoint is not None
+            if how == "declared":
+                # the watcher need not send the next snapshot back to paths this one read; when
+                # they were all it saw since a whole checkpoint, this one is whole too
+                quiet = done and mark is not None and self._watcher.covered(rels, mark)
+                whole = whole_before and quiet
+            else:
+                # a refresh that took the watcher's dirty set and finished: this checkpoint is
+                # the whole workspace until the watcher sees a change
+                whole = done
+            self._settled = result.checkpoint.id if whole else None
             return result
 
     def _unchanged(self, tip, known: str | None) -> bool:
@@ -578,7 +591,7 @@ class Workspace:
         sig = signature(meta.time)
         parents = [tip.id] if tip is not None else []
         # not create_commit: it freshens the tree's pack (write_commit says why)
-        cid = write_commit(repo, tree, parents, sig, meta.to_message())
+        cid = write_commit(self.store.root / "objects", tree, parents, sig, meta.to_message())
         try:
             ref = repo.references.get(self.ref)
             if ref is None:

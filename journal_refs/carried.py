@@ -63,17 +63,20 @@ def decode(oid: str, text) -> bytes:
     return raw
 
 
-def carry(repo, oids) -> tuple[dict[str, str], list[str]]:
-    """(carried: oid -> encoded loose bytes, too_big: oids to fsync instead)."""
+def carry(repo, oids, known: dict[str, tuple[int, bytes]] | None = None) -> tuple[dict[str, str], list[str]]:
+    """(carried: oid -> encoded loose bytes, too_big: oids to fsync instead).  `known`:
+    oid -> (size, loose bytes) of objects just written, not read back."""
     out, big = {}, []
+    known = known or {}
     for oid in oids:
         oid = str(oid)
         if oid in out:
             continue
-        if repo.odb.read_header(oid)[1] > MAX_BLOB:
+        size, raw = known.get(oid) or (repo.odb.read_header(oid)[1], None)
+        if size > MAX_BLOB:
             big.append(oid)
         else:
-            out[oid] = encode(loose_bytes(repo, oid))
+            out[oid] = encode(raw if raw is not None else loose_bytes(repo, oid))
     return out, big
 
 

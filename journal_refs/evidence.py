@@ -17,9 +17,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from pathlib import Path
 
 import pygit2
 
+from ..engine import loose
 from ..engine.fsutil import read_all
 from ..engine.paths import same
 
@@ -42,7 +44,7 @@ def content_id(path: str | bytes, store_in: pygit2.Repository | None = None) -> 
         return ABSENT
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(p)
-        return str(store_in.create_blob(target) if store_in is not None else pygit2.hash(target))
+        return _blob(target, store_in)
     if not stat.S_ISREG(st.st_mode):
         return "special:" + ("dir" if stat.S_ISDIR(st.st_mode) else "other")
     try:
@@ -59,7 +61,15 @@ def content_id(path: str | bytes, store_in: pygit2.Repository | None = None) -> 
         data = read_all(fd)
     finally:
         os.close(fd)
-    return str(store_in.create_blob(data) if store_in is not None else pygit2.hash(data))
+    return _blob(data, store_in)
+
+
+def _blob(data: bytes, store_in: pygit2.Repository | None) -> str:
+    if store_in is None:
+        return str(pygit2.hash(data))
+    if not store_in.is_bare:                  # a workspace's handle: its objects live elsewhere
+        return str(store_in.create_blob(data))
+    return loose.blob(Path(store_in.path) / "objects", data, repo=store_in)
 
 
 def is_blob_id(value) -> bool:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..engine import faults, locking
+from ..engine import faults, locking, loose
 from ..engine.durability import settle_objects
 from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
@@ -483,17 +483,19 @@ class Journal:
         new_state = self.state.apply(payload)           # validates the transition
         repo = self._repo()
         try:
-            # written to the page cache only: the witness carries them until `sync`
-            state_blob = repo.create_blob(new_state.to_json().encode())
-            tb = repo.TreeBuilder()
-            tb.insert("state.json", state_blob, pygit2.GIT_FILEMODE_BLOB)
-            for name, oid in sorted(blobs.items()):
-                tb.insert(name, pygit2.Oid(hex=oid), pygit2.GIT_FILEMODE_BLOB)
-            tree = tb.write()
+            # written as git writes loose objects, to the page cache only: the witness carries
+            # them (the bytes in hand, not read back) until `sync`
+            objects = self.store.root / "objects"
+            state = new_state.to_json().encode()
+            state_blob, state_raw = loose.write(objects, pygit2.GIT_OBJECT_BLOB, state)
+            listing = loose.flat_tree({**blobs, "state.json": state_blob})
+            tree, tree_raw = loose.write(objects, pygit2.GIT_OBJECT_TREE, listing)
             sig = signature(payload["timestamp_ns"] / 1e9)
-            parents = [pygit2.Oid(hex=self.head)] if self.head else []
-            commit = str(repo.create_commit(None, sig, sig, message(payload), tree, parents))
-            new, big = carried.carry(repo, [commit, tree, state_blob, *blobs.values()])
+            body = loose.commit_data(tree, [self.head] if self.head else [], sig, message(payload))
+            commit, commit_raw = loose.write(objects, pygit2.GIT_OBJECT_COMMIT, body)
+            new, big = carried.carry(repo, [commit, tree, state_blob, *blobs.values()],
+                                     known={commit: (len(body), commit_raw), tree: (len(listing), tree_raw),
+                                            state_blob: (len(state), state_raw)})
             settle_objects(self.store.root / "objects", big)
             carry = dict((w or {}).get("carried") or {}) if (w or {}).get("head") == self.head else {}
             if carried.full(carry, new):

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from ..engine import faults, locking
+from ..engine import faults, locking, loose
 from ..engine.confine import split
 from ..engine.errors import ChronosError, StoreUnwritable, explain
 from ..journal_refs import events
@@ -201,6 +201,7 @@ class ProtectedCalls:
     def _images(self, call: Call) -> tuple[list[dict], dict[str, str]]:
         """Per declared path its pre-image (read and stored now) and post-image (stored if known)."""
         repo = self.core.store.repo()
+        objects = self.core.store.root / "objects"
         declared: list[dict] = []
         blobs: dict[str, str] = {}
         for i, d in enumerate(call.declared or ()):
@@ -208,7 +209,7 @@ class ProtectedCalls:
             if d.post_id is not UNSET:
                 post = d.post_id
             else:
-                post = str(repo.create_blob(d.post)) if isinstance(d.post, bytes) else d.post
+                post = loose.blob(objects, d.post, repo=repo) if isinstance(d.post, bytes) else d.post
             declared.append({"path": d.path, "pre": pre, "post": post})
             if is_blob_id(pre):
                 blobs[f"pre-{i:04d}"] = pre

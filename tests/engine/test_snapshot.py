@@ -922,15 +922,16 @@ def test_write_commit_is_create_commit_without_freshening_the_tree(tmp_path):
     import pygit2
     from chronos_git.engine.checkpoint import signature, write_commit
     repo = pygit2.init_repository(str(tmp_path / "r"), bare=True)
+    objects = tmp_path / "r" / "objects"
     tb = repo.TreeBuilder()
     tb.insert("a", repo.create_blob(b"x"), pygit2.GIT_FILEMODE_BLOB)
     tree = tb.write()
     for sig in (signature(1796197339.5), pygit2.Signature("n", "e@x", 100, -330)):
         root = repo.create_commit(None, sig, sig, "first\n\nKey: v\n{\"a\":1}", tree, [])
-        assert write_commit(repo, tree, [], sig, "first\n\nKey: v\n{\"a\":1}") == root
-        assert write_commit(repo, tree, [root], sig, "ünïcode ✓") == \
+        assert write_commit(objects, tree, [], sig, "first\n\nKey: v\n{\"a\":1}") == root
+        assert write_commit(objects, tree, [root], sig, "ünïcode ✓") == \
             repo.create_commit(None, sig, sig, "ünïcode ✓", tree, [root])
     loose = tmp_path / "r" / "objects" / str(tree)[:2] / str(tree)[2:]
     os.utime(loose, ns=(10**18, 10**18))
-    write_commit(repo, tree, [], signature(5.0), "new")
+    write_commit(objects, tree, [], signature(5.0), "new")
     assert loose.stat().st_mtime_ns == 10**18            # create_commit would have touched it

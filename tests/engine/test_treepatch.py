@@ -184,3 +184,29 @@ def test_a_declared_snapshot_that_changes_nothing_is_the_tip_without_building_a_
     res = w.snapshot(CheckpointMeta(description="gone"), paths=[str(ws / "sub")])
     assert res.created and "sub" not in w.store.repo()[res.tree_id]
     assert res.tree_id == _full_scan_tree(tmp_path, ws)
+
+
+def test_patched_trees_keep_gits_order_of_directories_among_similar_names(tmp_path, ws, monkeypatch):
+    """A directory sorts as if its name ended in "/": between "a.txt" ('.' < '/') and "a0"
+    ('0' > '/').  Every patched tree is checked against the index's own."""
+    monkeypatch.setattr(workspace_mod, "PATCH_CHECK_EVERY", 1)
+    for name in ("a.txt", "a0", "a-b", "a b", "ab", "a~"):
+        (ws / name).write_text(f"{name}\n")
+    (ws / "a").mkdir()
+    (ws / "a" / "in.txt").write_text("in\n")
+    (ws / "a.d").mkdir()
+    (ws / "a.d" / "x").write_text("x\n")
+    store = Store.open(tmp_path / "store", EngineConfig())
+    w = store.workspace(ws)
+    w.snapshot(CheckpointMeta(description="base"))
+    steps = [("a/in.txt", "changed\n"), ("a.txt", "changed\n"), ("a/new.txt", "new\n"),
+             ("a0", "changed\n"), ("a.d/x", "changed\n"), ("a.d/y", "new\n"), ("a/", None)]
+    for rel, content in steps:
+        if content is None:
+            shutil.rmtree(ws / rel)
+        else:
+            (ws / rel).write_text(content)
+        w.snapshot(CheckpointMeta(description=rel), paths=[str(ws / rel.rstrip("/"))])
+        assert w._patching, f"a patched tree differed from the index's after {rel}"
+    assert w._patches >= 6
+    assert w.tip().tree_id == _full_scan_tree(tmp_path, ws)

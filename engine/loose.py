@@ -1,0 +1,68 @@
+"""Loose objects written the way git itself writes them: the temp file beside the final one.
+
+libgit2 creates each loose object's temp file in `objects/` and links it into
+`objects/xx/`.  On this project's ext4 test machine that create costs 0.4-0.5 ms
+while the store is being written to (against 0.01-0.1 ms in `objects/xx/`),
+three times per journal append and again per checkpoint: a large part of what a
+protected call adds.  git's own writer creates the temp file in `objects/xx/`, as
+this one does.  Like libgit2's writes, these are fsynced (file and directory)
+only inside a `durability.fsync_scope` (durable_snapshots); the journal's
+witness carries the objects it links to (journal_refs.carried).
+A temp file a crash leaves behind (`.*.tmp`) is removed by
+`Store.clear_stale_temp_objects` like git's and libgit2's.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from pathlib import Path
+
+import pygit2
+
+from .durability import fsync_on
+from .fsutil import atomic_write
+
+_NAMES = {pygit2.GIT_OBJECT_BLOB: b"blob", pygit2.GIT_OBJECT_TREE: b"tree",
+          pygit2.GIT_OBJECT_COMMIT: b"commit"}
+BLOB_MODE = b"100644"
+
+
+def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository | None = None
+          ) -> tuple[str, bytes | None]:
+    """Store one object; returns (its id, its loose bytes, or None when `repo` already had it:
+    given a repository, an object it holds, packed or loose, is not written again)."""
+    raw = _NAMES[kind] + b" %d\0" % len(data) + data
+    oid = hashlib.sha1(raw).hexdigest()
+    if repo is not None and pygit2.Oid(hex=oid) in repo.odb:
+        return oid, None
+    packed = zlib.compress(raw, 1)
+    fan = Path(objects_dir) / oid[:2]
+    if (fan / oid[2:]).exists():       # never replaced: the file there may be durable already
+        return oid, packed
+    try:
+        atomic_write(fan / oid[2:], packed, mode=0o444, durable=fsync_on())
+    except FileNotFoundError:
+        fan.mkdir(exist_ok=True)
+        atomic_write(fan / oid[2:], packed, mode=0o444, durable=fsync_on())
+    return oid, packed
+
+
+def blob(objects_dir: Path, data: bytes, *, repo: pygit2.Repository | None = None) -> str:
+    return write(objects_dir, pygit2.GIT_OBJECT_BLOB, data, repo=repo)[0]
+
+
+def flat_tree(entries: dict[str, str]) -> bytes:
+    """The tree object of blobs only (name -> blob id), 100644 each, in git's order."""
+    out = []
+    for name in sorted(entries, key=os.fsencode):
+        out.append(BLOB_MODE + b" " + os.fsencode(name) + b"\0" + bytes.fromhex(entries[name]))
+    return b"".join(out)
+
+
+def commit_data(tree: str, parents, sig: pygit2.Signature, message: str) -> bytes:
+    """A commit's bytes as libgit2's create_commit writes them (one signature for both)."""
+    who = f"{sig.name} <{sig.email}> {sig.time} {'-' if sig.offset < 0 else '+'}" \
+          f"{abs(sig.offset) // 60:02d}{abs(sig.offset) % 60:02d}"
+    head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
+    return (head + f"author {who}\ncommitter {who}\n\n").encode() + message.encode()
