@@ -23,20 +23,31 @@ import pygit2
 from .durability import fsync_on
 from .fsutil import atomic_write
 
-_NAMES = {pygit2.GIT_OBJECT_BLOB: b"blob", pygit2.GIT_OBJECT_TREE: b"tree",
-          pygit2.GIT_OBJECT_COMMIT: b"commit"}
+_NAMES = {pygit2.GIT_OBJECT_COMMIT: b"commit", pygit2.GIT_OBJECT_TREE: b"tree",
+          pygit2.GIT_OBJECT_BLOB: b"blob", pygit2.GIT_OBJECT_TAG: b"tag"}
 BLOB_MODE = b"100644"
+_LEVEL = 1                    # git's default for loose objects (core.looseCompression)
+
+
+def _framed(kind: int, data: bytes) -> bytes:
+    """The object as git hashes it: "<type> <size>\\0<data>"."""
+    return _NAMES[kind] + b" %d\0" % len(data) + data
+
+
+def loose_bytes(kind: int, data: bytes) -> bytes:
+    """The object as git stores it loose: its framed bytes, deflated."""
+    return zlib.compress(_framed(kind, data), _LEVEL)
 
 
 def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository | None = None
           ) -> tuple[str, bytes | None]:
     """Store one object; returns (its id, its loose bytes, or None when `repo` already had it:
     given a repository, an object it holds, packed or loose, is not written again)."""
-    raw = _NAMES[kind] + b" %d\0" % len(data) + data
+    raw = _framed(kind, data)
     oid = hashlib.sha1(raw).hexdigest()
     if repo is not None and pygit2.Oid(hex=oid) in repo.odb:
         return oid, None
-    packed = zlib.compress(raw, 1)
+    packed = zlib.compress(raw, _LEVEL)
     fan = Path(objects_dir) / oid[:2]
     if (fan / oid[2:]).exists():       # never replaced: the file there may be durable already
         return oid, packed

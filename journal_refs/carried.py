@@ -20,6 +20,7 @@ import re
 import zlib
 from pathlib import Path
 
+from ..engine import loose
 from ..engine.durability import fsync_file, settle_objects
 from ..engine.fsutil import atomic_write, fsync_dir
 from ..engine.powercut import loose_object_ok
@@ -29,9 +30,6 @@ SYNC_AFTER_OBJECTS = 24   # the outcome writer syncs once the witness carries th
 CAP_OBJECTS = 96          # an append syncs first when the witness would carry more,
 CAP_BYTES = 256 * 1024    # or more than this many encoded bytes (the witness is rewritten each append)
 
-_TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
-
-
 _OID = re.compile(r"[0-9a-f]{40}")
 
 
@@ -40,9 +38,8 @@ def is_oid(s) -> bool:
 
 
 def loose_bytes(repo, oid: str) -> bytes:
-    """The object as git stores it loose: zlib("<type> <size>\\0<data>")."""
-    typ, data = repo.odb.read(oid)
-    return zlib.compress(_TYPES[typ] + b" %d\0" % len(data) + data, 1)
+    """The object as git stores it loose (read back from `repo`)."""
+    return loose.loose_bytes(*repo.odb.read(oid))
 
 
 def encode(raw: bytes) -> str:

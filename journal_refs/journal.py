@@ -496,7 +496,7 @@ class Journal:
             new, big = carried.carry(repo, [commit, tree, state_blob, *blobs.values()],
                                      known={commit: (len(body), commit_raw), tree: (len(listing), tree_raw),
                                             state_blob: (len(state), state_raw)})
-            settle_objects(self.store.root / "objects", big)
+            settle_objects(objects, big)
             carry = dict((w or {}).get("carried") or {}) if (w or {}).get("head") == self.head else {}
             if carried.full(carry, new):
                 self._sync_carried(carry)
