@@ -31,7 +31,9 @@ POINTS = {
     # the journal (journal_refs/journal.py)
     "mid_append": "an event's objects written, the witness not",
     "after_witness": "the witness written (the event is durable), the journal ref not moved",
-    "witness_temp_written": "the new witness written under a temp name, not renamed",
+    "witness_half_written": "half of the new witness record written over its standby slot (a torn write)",
+    "witness_temp_written": "the witness rewritten whole (its first record, or one that outgrew its slot) "
+                            "under a temp name, not renamed",
     # restores (engine/restore.py, engine/confine.py, engine/inflight.py)
     "restore_after_safety": "the safety checkpoint committed, the intent not journaled",
     "inflight_manifest_written": "the temp-name manifest written, no file touched",

@@ -7,10 +7,11 @@ blobs of declared paths, which keeps them reachable as long as the journal.
 
 Every append rewrites a *local checkpoint* (the witness) that lives beside the
 store, so it survives the store's deletion.  The witness is the one file an
-append fsyncs: it names the new head and carries the loose bytes of the
-objects not yet synced (journal_refs/carried.py), so a power cut that takes
-them or the ref's last updates is repaired at the next open.  The order is
-objects (page cache), witness (fsynced: the event is durable), ref.
+append syncs (in place, one fdatasync: journal_refs/witness.py): it names the
+new head and carries the loose bytes of the objects not yet synced
+(journal_refs/carried.py), so a power cut that takes them or the ref's last
+updates is repaired at the next open.  The order is objects (page cache),
+witness (synced: the event is durable), ref.
 
     ref == checkpoint               fine
     checkpoint descends from ref    the ref lost carried updates (crash, power cut): healed
@@ -23,8 +24,10 @@ journal-alarm.json`, so every process's gate closes (open, refresh and append
 check that file) until a later verify of a repaired chain finds it clean.
 
 Crash points (CHRONOS_GIT_FAULT): mid_append (objects written, witness not:
-the event never happened), after_witness (witness durable, ref not moved:
-the event happened; the ref is moved forward at the next open or append).
+the event never happened), witness_half_written (the new record torn, the
+previous one whole: the event never happened), after_witness (witness
+durable, ref not moved: the event happened; the ref is moved forward at the
+next open or append).
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ from ..engine.checkpoint import signature
 from ..engine.owner import ProcessIdentity
 from ..engine.powercut import current_boot, loose_object_ok
 from . import carried
+from .witness import WitnessFile
 from .events import SCHEMA, WITNESS_SCHEMA, Event, Genesis, canonical, message, parse_message
 from .operation import Operation
 from .state import JournalState, TransitionError
@@ -104,6 +108,8 @@ class Journal:
     def __init__(self, store, *, witness_path: Path | None = None):
         self.store = store
         self.witness_path = Path(witness_path) if witness_path else witness_path_for(store.root)
+        self._witness = WitnessFile(self.witness_path)
+        self.witness_torn = False        # the witness's standby slot was torn when last read
         self._lock_path = store.meta_dir / "journal.lock"
         self.alarm_path = store.meta_dir / "journal-alarm.json"
         self.verified_path = store.meta_dir / "journal-verified.json"   # the last verified head
@@ -149,10 +155,11 @@ class Journal:
         """The witness, checked; `whole`: also every carried object's bytes against its name
         (at open and in verify: an append only needs their shape)."""
         try:
-            raw = self.witness_path.read_bytes()
-        except FileNotFoundError:
-            return None
-        try:
+            got = self._witness.read()
+            if got is None:
+                self.witness_torn = False
+                return None
+            raw, self.witness_torn = got
             w = json.loads(raw)
             if not isinstance(w, dict) or w.get("schema") != WITNESS_SCHEMA or "journal_id" not in w:
                 raise ValueError("wrong schema")
@@ -184,8 +191,8 @@ class Journal:
             doc["carried"] = carry
             doc["boot"] = self.boot
         try:
-            atomic_write(self.witness_path, canonical(doc).encode(), mode=0o600, durable=True,
-                         fault="witness_temp_written")
+            self._witness.write(canonical(doc).encode())
+            self.witness_torn = False
         except OSError as exc:
             raise JournalError(f"could not write the journal witness {self.witness_path}: "
                                f"{explain(exc, self.witness_path)}") from None
@@ -368,6 +375,14 @@ class Journal:
                 raise IntegrityError(f"the local journal checkpoint says seq {w.get('seq')} at "
                                      f"{tip[:12]}, the journal says {state.seq}: the checkpoint was edited")
             return None
+        if self.witness_torn:
+            # an event counts once its record is durable, so a write the disk tore cannot be
+            # one the ref already took: the newest record was lost after it was written
+            raise IntegrityError(
+                f"the newest record of the local journal checkpoint {self.witness_path} is damaged "
+                f"and the journal is ahead of the one that survives (at {str(whead)[:12]}, seq "
+                f"{w.get('seq')}; the journal is at {tip[:12]}, seq {state.seq}): the file was "
+                "edited or the disk lost written data")
         if whead is None:
             if w.get("seq", -1) != -1:
                 raise IntegrityError(f"the local journal checkpoint records no head but seq {w.get('seq')}: "

@@ -20,7 +20,9 @@ from pathlib import Path
 import pygit2
 
 from ..engine.powercut import MARKER
+from ..journal_refs.events import canonical
 from ..journal_refs.journal import REF, witness_path_for
+from ..journal_refs.witness import WitnessFile, read_doc
 from .scenario import Outcome, Scenario
 
 
@@ -80,7 +82,7 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
         victims = sorted((store / "worktrees").glob("*/index"))
     elif what == "journal":
         # what the witness carries was never fsynced: its loose objects and the journal ref
-        carried = json.loads(witness_path_for(store).read_text()).get("carried") or {}
+        carried = json.loads(read_doc(witness_path_for(store))).get("carried") or {}
         objs = [store / "objects" / o[:2] / o[2:] for o in carried]
         objs = [p for p in objs if p.exists()]
         victims = rng.sample(objs, min(len(objs), rng.randint(1, 6)))
@@ -89,6 +91,11 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
     elif what == "witness":
         w = witness_path_for(store)
         victims = [w] if w.exists() else []
+        if victims:
+            s.witness_head = json.loads(read_doc(w)).get("head")     # what the store depends on
+        if victims and how == "zero":
+            _zero_newest_record(w, rng)
+            return victims
     else:
         raise ValueError(target)
     for p in victims:
@@ -97,20 +104,38 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
     return victims
 
 
+def _zero_newest_record(path: Path, rng) -> None:
+    """Zero the witness's newest record from a random point inside it to the end of its slot.
+    The other slot only holds the superseded record: zeroing that one is what a torn write
+    leaves, and harmless (tests/journal/test_witness.py)."""
+    raw = path.read_bytes()
+    slot = len(raw) // 2
+    heads = [raw[k * slot:k * slot + 128].split(b" ") for k in (0, 1)]
+    gens = [int(h[3]) if len(h) > 3 and h[3].isdigit() else -1 for h in heads]
+    k = gens.index(max(gens))
+    start = k * slot + rng.randint(0, max(raw.find(b"\n", k * slot) - k * slot + 64, 1))
+    with open(path, "r+b") as fh:
+        fh.seek(start)
+        fh.write(b"\0" * ((k + 1) * slot - start))
+
+
 def reboot(store: Path) -> None:
     """What the machine's restart after the cut looks like to the store: the boot id it and
     the witness recorded is not this boot's."""
     marker = store / "chronos" / MARKER
     if marker.exists():
         marker.write_text(json.dumps({"boot_id": "the boot before the power cut"}))
-    w = witness_path_for(store)
+    w = WitnessFile(witness_path_for(store))
     try:
-        doc = json.loads(w.read_text())
+        raw, torn = w.read() or (b"null", False)
+        doc = json.loads(raw)
     except (OSError, ValueError):
+        return
+    if torn:
         return                                       # a damaged witness stays as damaged
     if isinstance(doc, dict) and doc.get("boot"):
         doc["boot"] = "the boot before the power cut"
-        w.write_text(json.dumps(doc))
+        w.write(canonical(doc).encode())
 
 
 def _pack_objects(idx: Path) -> set[str]:

@@ -69,6 +69,7 @@ class Scenario:
         self.fault_log = self.root / "faults-hit.log"
         self.journal_id: str | None = None
         self.events_seen = 0
+        self.witness_head: str | None = None     # the power suite: the head before the cut
         self._seed_tree()
 
     def _seed_tree(self) -> None:

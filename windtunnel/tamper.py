@@ -21,6 +21,7 @@ from pathlib import Path
 import pygit2
 
 from ..journal_refs.journal import REF, witness_path_for
+from ..journal_refs.witness import read_doc, write_doc
 from .scenario import Outcome, Scenario
 
 KINDS = ("event_edited_loose", "event_edited_in_pack", "pack_deleted", "ref_rolled_back", "ref_forged_chain",
@@ -112,9 +113,9 @@ def tamper(s: Scenario, kind: str, older_witness: bytes) -> str:
         witness.unlink()
         return "witness deleted"
     if kind == "witness_edited":
-        w = json.loads(witness.read_text())
+        w = json.loads(read_doc(witness))
         w["seq"] = int(w.get("seq", 0)) + 5
-        witness.write_text(json.dumps(w))
+        write_doc(witness, json.dumps(w).encode())      # sealed again, as a careful editor would
         return "witness sequence number edited"
     if kind == "witness_moved_back":
         witness.write_bytes(older_witness)

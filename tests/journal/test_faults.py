@@ -11,6 +11,7 @@ import pygit2
 import pytest
 
 from chronos_git.journal_refs.events import parse_message
+from chronos_git.journal_refs.witness import read_doc
 from support.helpers import git
 
 
@@ -306,7 +307,7 @@ def test_after_witness_is_healed_on_next_open(cli, ws, store_dir):
             fault="after_witness")
     assert r.rc == KILLED
     assert not (ws / "ran.txt").exists()
-    written = json.loads(cp_file.read_text())
+    written = json.loads(read_doc(cp_file))
     assert written["head"] != ref0 and written["seq"] == 1
     assert git(f"--git-dir={store_dir}", "rev-parse", "refs/chronos/journal").stdout.strip() == ref0
     st = status(cli)

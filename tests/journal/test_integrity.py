@@ -15,6 +15,7 @@ import pytest
 from chronos_git.journal_refs.events import SCHEMA, canonical, message
 from chronos_git.journal_refs.journal import REF
 from chronos_git.journal_refs.state import JournalState
+from chronos_git.journal_refs.witness import read_doc, write_doc
 
 from support.helpers import git, run_command
 
@@ -243,7 +244,7 @@ def test_checkpoint_file_deleted(populate, cli, ws, store_dir):
 def test_checkpoint_file_edited(populate, cli, ws, store_dir, edit):
     populate()
     f = checkpoint_file(store_dir)
-    w = json.loads(f.read_text())
+    w = json.loads(read_doc(f))
     ids = chain(store_dir)
     if edit == "seq+1":
         w["seq"] += 1
@@ -257,8 +258,10 @@ def test_checkpoint_file_edited(populate, cli, ws, store_dir, edit):
         w["journal_id"] = "00000000-0000-0000-0000-000000000000"
     elif edit == "schema":
         w["schema"] = "chronos-git.journal-checkpoint.v0"
-    text = "{{{ not json" if edit == "garbage" else json.dumps(w)
-    f.write_text(text)
+    if edit == "garbage":
+        f.write_text("{{{ not json")
+    else:
+        write_doc(f, json.dumps(w).encode())      # sealed: the edit is the newest record
     assert_detected(cli, ws, store_dir)
 
 
@@ -269,7 +272,7 @@ def test_checkpoint_lagging_consistently_is_healed_not_tampering(populate, cli, 
     write_witness(store_dir, st["journal_id"], ids[-2], len(ids) - 2)
     s2 = cli("journal", "status", "--json").json
     assert s2["integrity"] == "ok" and s2["healed"]
-    assert json.loads(checkpoint_file(store_dir).read_text())["head"] == ids[-1]
+    assert json.loads(read_doc(checkpoint_file(store_dir)))["head"] == ids[-1]
     assert cli("journal", "verify", "--json").rc == 0
     assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
 
@@ -281,7 +284,7 @@ def test_store_deleted_while_checkpoint_survives(populate, cli, ws, store_dir):
     res = assert_detected(cli, ws, store_dir, full=True)
     assert "deleted" in res["integrity"] or "missing" in res["integrity"]
     # the checkpoint file is not silently replaced by a fresh journal's
-    w = json.loads(checkpoint_file(store_dir).read_text())
+    w = json.loads(read_doc(checkpoint_file(store_dir)))
     assert w["seq"] == 6
 
 
@@ -406,7 +409,7 @@ def test_verify_heals_a_lag_that_appeared_after_open(populate, svc, cli, ws, sto
     res = s.journal_verify().wire()
     assert res["status"] == "ok", res["problems"]
     assert res["healed"] and res["events"] == 8
-    w = json.loads(checkpoint_file(store_dir).read_text())
+    w = json.loads(read_doc(checkpoint_file(store_dir)))
     assert w["head"] == res["head"] and w["seq"] == 7
     assert not alarm_file(store_dir).exists()
 
@@ -441,12 +444,12 @@ def test_checkpoint_tampered_while_a_process_runs(populate, svc, cli, ws, store_
     if edit == "delete":
         f.unlink()
     else:
-        w = json.loads(f.read_text())
+        w = json.loads(read_doc(f))
         if edit == "other-journal":
             w["journal_id"] = "00000000-0000-0000-0000-000000000000"
         else:
             w["seq"] += 3
-        f.write_text(json.dumps(w))
+        write_doc(f, json.dumps(w).encode())
     tampered = f.read_bytes() if f.exists() else None
     with pytest.raises((JournalError, Blocked)):
         run_command(s, ws, [PY, "-c", "open('must-not-run.txt','w').write('x')"])
@@ -459,9 +462,9 @@ def test_checkpoint_tampered_while_a_process_runs(populate, svc, cli, ws, store_
 def test_checkpoint_with_wrong_types_is_an_integrity_error_not_a_crash(populate, cli, ws, store_dir):
     populate()
     f = checkpoint_file(store_dir)
-    w = json.loads(f.read_text())
+    w = json.loads(read_doc(f))
     for bad in ({**w, "head": 12345}, {**w, "seq": "7"}, {**w, "head": "zz" * 20}, [w]):
-        f.write_text(json.dumps(bad))
+        write_doc(f, json.dumps(bad).encode())
         st = cli("journal", "status", "--json")
         assert st.rc == 0, st.stdout + st.stderr
         assert st.json["integrity"] != "ok" and "checkpoint" in st.json["integrity"]

@@ -8,6 +8,7 @@ import sys
 
 import pygit2
 
+from chronos_git.journal_refs.witness import read_doc
 from support.helpers import git
 
 PY = sys.executable
@@ -141,7 +142,7 @@ def test_status_shape(cli, ws, store_dir):
     assert st["checkpoint_file"].endswith("store.journal-checkpoint.json")
     assert st["healed"] is None
     # the local checkpoint lives beside the store, not inside it
-    cp = json.loads(open(st["checkpoint_file"]).read())
+    cp = json.loads(read_doc(st["checkpoint_file"]))
     assert cp["head"] == st["head"] and cp["seq"] == 0 and cp["journal_id"] == st["journal_id"]
     assert os.path.dirname(st["checkpoint_file"]) == os.path.dirname(str(store_dir))
     assert stat.S_IMODE(os.stat(st["checkpoint_file"]).st_mode) == 0o600

@@ -16,6 +16,7 @@ from chronos_git import report
 from chronos_git.api import create_app
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
+from chronos_git.journal_refs.witness import read_doc, write_doc
 from support.helpers import git
 from support.server import Server
 
@@ -157,9 +158,9 @@ def test_the_report_is_one_safe_document_with_every_section(history, store_dir):
 
 def test_a_tampered_witness_makes_the_verdict_say_what_was_found(small, store_dir):
     witness = store_dir.with_name("store.journal-checkpoint.json")
-    w = json.loads(witness.read_text())
+    w = json.loads(read_doc(witness))
     w["seq"] += 5
-    witness.write_text(json.dumps(w))
+    write_doc(witness, json.dumps(w).encode())
     (store_dir / "chronos" / "windtunnel-last.json").write_text("{not json")
     html = report.build(service(store_dir))
     assert "windtunnel-last.json: not valid JSON" in html
@@ -198,7 +199,7 @@ def test_no_store_and_no_journal_are_said_and_never_created(tmp_path, store_dir,
 
 def test_write_names_the_file_after_the_journal(small, store_dir, tmp_path):
     res = report.written(service(store_dir), tmp_path)
-    jid = json.loads(store_dir.with_name("store.journal-checkpoint.json").read_text())["journal_id"]
+    jid = json.loads(read_doc(store_dir.with_name("store.journal-checkpoint.json")))["journal_id"]
     assert Path(res.path).name.startswith(f"chronos-git-report-{jid[:8]}-")
     assert res.verdict == "INTEGRITY OK" and res.level == "ok"
     assert report.write(service(store_dir), tmp_path / "x.html") == tmp_path / "x.html"

@@ -1,0 +1,193 @@
+"""The witness file: two slots rewritten in place (journal_refs/witness.py), and what the
+journal makes of a torn or damaged slot."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+import pytest
+
+from chronos_git.journal_refs import witness as wmod
+from chronos_git.journal_refs.witness import WitnessFile, read_doc
+
+
+
+def newest_slot(path) -> tuple[int, int]:
+    """(index of the slot holding the newest record, slot size)."""
+    raw = path.read_bytes()
+    slot = len(raw) // 2
+    gens = [int(raw[k * slot:k * slot + 128].split(b" ")[3]) for k in (0, 1)]
+    return gens.index(max(gens)), slot
+
+
+def tear(path, k: int, slot: int, at: int = 40) -> None:
+    """What a power cut during the write of slot `k` leaves: part of it, then zeros."""
+    with open(path, "r+b") as fh:
+        fh.seek(k * slot + at)
+        fh.write(b"\0" * (slot - at))
+
+
+def three_records(tmp_path):
+    """A witness file whose newest record is {"n": 2}, the one before it {"n": 1}."""
+    path = tmp_path / "w"
+    wf = WitnessFile(path)
+    for n in range(3):
+        wf.write(b'{"n": %d}' % n)
+    return path
+
+
+def test_records_alternate_between_two_slots_in_one_file(tmp_path):
+    path = tmp_path / "w"
+    wf = WitnessFile(path)
+    assert wf.read() is None
+    wf.write(b'{"n": 1}')                           # created whole (temp, rename)
+    ino = path.stat().st_ino
+    for n in range(2, 7):
+        wf.write(b'{"n": %d}' % n)                  # in place: same inode, same size
+        assert path.stat().st_ino == ino and path.stat().st_size == 2 * wmod.SLOT_MIN
+        other = WitnessFile(path)
+        assert other.read() == (b'{"n": %d}' % n, False)
+        assert newest_slot(path)[0] == (n % 2)     # record n (gen n) lives in slot n % 2
+    assert read_doc(path) == b'{"n": 6}'
+
+
+def test_a_torn_standby_slot_leaves_the_newest_record(tmp_path):
+    path = three_records(tmp_path)
+    k, slot = newest_slot(path)
+    tear(path, 1 - k, slot)
+    assert WitnessFile(path).read() == (b'{"n": 2}', True)
+    wf2 = WitnessFile(path)
+    wf2.read()
+    wf2.write(b'{"n": 3}')                           # goes into the torn slot, repairing it
+    assert WitnessFile(path).read() == (b'{"n": 3}', False)
+
+
+def test_a_torn_newest_slot_falls_back_to_the_record_before(tmp_path):
+    path = three_records(tmp_path)
+    k, slot = newest_slot(path)
+    tear(path, k, slot)
+    assert WitnessFile(path).read() == (b'{"n": 1}', True)
+
+
+@pytest.mark.parametrize("damage", ["zeros", "truncated", "unrelated", "edited-both", "not-consecutive"])
+def test_a_file_without_a_whole_record_is_a_clear_error(tmp_path, damage):
+    path = three_records(tmp_path)
+    raw = bytearray(path.read_bytes())
+    slot = len(raw) // 2
+    if damage == "zeros":
+        raw = bytearray(len(raw))
+    elif damage == "truncated":
+        raw = raw[:slot + 100]
+    elif damage == "unrelated":
+        raw = bytearray(b"hello\n" * 1000)
+    elif damage == "edited-both":
+        for k in (0, 1):
+            i = raw.index(b"{", k * slot)
+            raw[i + 1:i + 2] = b"X"
+    else:                                           # a slot sealed with a gen two apart
+        rec = b'{"n": 9}'
+        head = wmod._header(5, rec) + rec
+        raw[slot:slot + len(head)] = head
+        raw[slot + len(head):2 * slot] = bytes(slot - len(head))
+        rec0 = b'{"n": 0}'
+        head0 = wmod._header(2, rec0) + rec0
+        raw[0:len(head0)] = head0
+        raw[len(head0):slot] = bytes(slot - len(head0))
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError):
+        WitnessFile(path).read()
+
+
+def test_a_record_larger_than_its_slot_regrows_the_file_atomically(tmp_path):
+    path = tmp_path / "w"
+    wf = WitnessFile(path)
+    wf.write(b"{}")
+    big = b'{"x": "' + b"a" * (3 * wmod.SLOT_MIN) + b'"}'
+    wf.write(big)
+    assert path.stat().st_size == 2 * 4 * wmod.SLOT_MIN
+    assert WitnessFile(path).read() == (big, False)
+    wf.write(b'{"small": 1}')                         # and back to writing in place
+    assert WitnessFile(path).read() == (b'{"small": 1}', False)
+    assert not [p for p in tmp_path.iterdir() if p.name != "w"]        # no temp file left
+
+
+def test_an_older_versions_json_witness_is_read_and_replaced_whole(tmp_path):
+    path = tmp_path / "w"
+    path.write_text('{"schema": "old"}')
+    wf = WitnessFile(path)
+    assert wf.read() == (b'{"schema": "old"}', False)
+    wf.write(b'{"schema": "new"}')
+    raw = path.read_bytes()
+    assert raw.startswith(b"chronos-git witness v1 ")
+    assert WitnessFile(path).read() == (b'{"schema": "new"}', False)
+
+
+def test_one_write_is_one_pwrite_and_one_fdatasync(tmp_path, monkeypatch):
+    """The point of the layout: no temp file, no rename, no directory fsync per append."""
+    path = tmp_path / "w"
+    wf = WitnessFile(path)
+    wf.write(b"{}")
+    calls = []
+    for name in ("pwrite", "fdatasync", "fsync", "replace", "rename", "mkstemp"):
+        mod = tempfile if name == "mkstemp" else os
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, _n=name, _r=real, **k: (calls.append(_n), _r(*a, **k))[1])
+    wf.read()
+    wf.write(b'{"n": 2}')
+    assert calls == ["pwrite", "fdatasync"], calls
+    assert WitnessFile(path).read() == (b'{"n": 2}', False)
+
+
+# ------------------------------------------------------------------ the journal
+@pytest.fixture
+def appended(cli, ws, store_dir):
+    """A journal after a few calls, each process a new start (the CLI)."""
+    for _ in range(3):
+        assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
+    return store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+
+
+def test_a_torn_standby_slot_is_what_a_power_cut_leaves_and_is_accepted(appended, cli, ws):
+    k, slot = newest_slot(appended)
+    tear(appended, 1 - k, slot)
+    st = cli("journal", "status", "--json").json
+    assert st["integrity"] == "ok", st
+    assert cli("journal", "verify", "--json").rc == 0
+    assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
+    assert WitnessFile(appended).read()[1] is False        # the next append rewrote that slot
+
+
+def test_a_lost_newest_record_with_the_journal_ahead_closes_the_gate(appended, cli, ws):
+    before = json.loads(read_doc(appended))
+    k, slot = newest_slot(appended)
+    tear(appended, k, slot)
+    survived = json.loads(read_doc(appended))
+    assert survived["seq"] < before["seq"]                  # the last write was an append
+    raw = appended.read_bytes()
+    st = cli("journal", "status", "--json").json
+    assert "newest record" in st["integrity"] and "damaged" in st["integrity"], st
+    r = cli("run", "--json", "--", sys.executable, "-c", "open('must-not-run.txt','w').write('x')", cwd=ws)
+    assert r.rc == 3 and not (ws / "must-not-run.txt").exists()
+    assert appended.read_bytes() == raw                      # the evidence is left as found
+
+
+def test_a_failed_sync_leaves_the_record_before_as_the_newest(tmp_path, monkeypatch):
+    """Linux keeps the pages of a failed fsync readable: the failed append's record must not
+    be read back as the newest by the next append."""
+    path = tmp_path / "w"
+    wf = WitnessFile(path)
+    wf.write(b'{"n": 1}')
+    wf.write(b'{"n": 2}')
+
+    def eio(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(os, "fdatasync", eio)
+    with pytest.raises(OSError):
+        wf.write(b'{"n": 3}')
+    monkeypatch.undo()
+    assert WitnessFile(path).read() == (b'{"n": 2}', True)
+    wf.read()
+    wf.write(b'{"n": 3}')
+    assert WitnessFile(path).read() == (b'{"n": 3}', False)
