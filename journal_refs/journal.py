@@ -131,6 +131,7 @@ class Journal:
             if self.opened:
                 return self
             self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
+            self._witness.clear_temp()
             try:
                 self._open_locked()
                 self._check_alarm()
@@ -182,6 +183,9 @@ class Journal:
         except ValueError as exc:
             raise IntegrityError(f"local journal checkpoint {self.witness_path} is not valid ({exc}): "
                                  "it was edited or damaged") from None
+        except OSError as exc:
+            raise IntegrityError(f"local journal checkpoint {self.witness_path} could not be read: "
+                                 f"{explain(exc, self.witness_path)}") from None
 
     def _write_witness(self, journal_id: str, head: str | None, seq: int, *,
                        carry: dict[str, str] | None = None) -> None:

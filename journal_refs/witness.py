@@ -24,15 +24,18 @@ previous record as the standby), so that step is atomic too.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 from ..engine import faults
 from ..engine.fsutil import atomic_write
 
 SLOT_MIN = 64 * 1024
-_PAGE = 4096
+SLOT_MAX = 256 * 1024 * 1024        # a record never needs more; a bigger file is not ours
+LEGACY_MAX = 64 * 1024 * 1024      # an older version's JSON witness
 _MAGIC = b"chronos-git witness v1 "
 _HEADER_MAX = 128
 
@@ -41,19 +44,41 @@ def _header(gen: int, record: bytes) -> bytes:
     return _MAGIC + b"%d %d %s\n" % (gen, len(record), hashlib.sha256(record).hexdigest().encode())
 
 
-def _parse(slot: bytes, index: int) -> tuple[int, bytes] | None:
-    """(gen, record) of a whole slot, or None (torn, zeroed or edited)."""
-    end = slot.find(b"\n", 0, _HEADER_MAX)
-    if end < 0 or not slot.startswith(_MAGIC):
+def _slot_ok(slot: int) -> bool:
+    """The slot sizes the writer makes: 64 KiB times a power of two, at most SLOT_MAX."""
+    n = slot // SLOT_MIN
+    return SLOT_MIN <= slot <= SLOT_MAX and slot % SLOT_MIN == 0 and n & (n - 1) == 0
+
+
+def _read_slot(fd: int, index: int, slot: int) -> tuple[int, bytes] | None:
+    """(gen, record) of slot `index` if it is whole, else None (torn, zeroed or edited).
+    Reads the header and the record only: memory and time follow the record, not the file."""
+    off = index * slot
+    head = os.pread(fd, _HEADER_MAX, off)
+    end = head.find(b"\n")
+    if end < 0 or not head.startswith(_MAGIC):
         return None
-    fields = slot[len(_MAGIC):end].split(b" ")
-    if len(fields) != 3 or not fields[0].isdigit() or not fields[1].isdigit():
+    fields = head[len(_MAGIC):end].split(b" ")
+    if len(fields) != 3 or not fields[0].isdigit() or not fields[1].isdigit() or len(fields[0]) > 18:
         return None
     gen, length = int(fields[0]), int(fields[1])
-    record = slot[end + 1:end + 1 + length]
-    if gen % 2 != index or len(record) != length or hashlib.sha256(record).hexdigest().encode() != fields[2]:
+    if gen % 2 != index or length > slot - end - 1:
+        return None
+    record = _pread_all(fd, length, off + end + 1)
+    if len(record) != length or hashlib.sha256(record).hexdigest().encode() != fields[2]:
         return None
     return gen, record
+
+
+def _pread_all(fd: int, n: int, off: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = os.pread(fd, n - got, off + got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
 
 
 def _pwrite_all(fd: int, data: bytes, off: int) -> None:
@@ -77,39 +102,35 @@ class WitnessFile:
 
     def read(self) -> tuple[bytes, bool] | None:
         """(the newest record, whether the other slot is torn), or None if there is no file.
-        ValueError: the file holds no whole record (or is not a witness file)."""
+        ValueError: the file holds no whole record, or is not a witness file (a directory,
+        a FIFO: never waited on, a size the writer does not make)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             self._gen = self._record = self._shape = None
             return None
+        self._shape = None
         try:
             st = os.fstat(fd)
-            raw = b""
-            while len(raw) < st.st_size:
-                chunk = os.pread(fd, st.st_size - len(raw), len(raw))
-                if not chunk:
-                    break
-                raw += chunk
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError("it is not a regular file")
+            if os.pread(fd, 1, 0) == b"{":      # an older version's single JSON document
+                if st.st_size > LEGACY_MAX:
+                    raise ValueError(f"it is too large ({st.st_size} bytes)")
+                self._gen, self._record = 0, _pread_all(fd, st.st_size, 0)
+                return self._record, False
+            slot = st.st_size // 2
+            if st.st_size % 2 or not _slot_ok(slot):
+                raise ValueError(f"its size ({st.st_size} bytes) is not two whole slots")
+            found = [r for k in (0, 1) if (r := _read_slot(fd, k, slot)) is not None]
         finally:
             os.close(fd)
-        if raw[:1] == b"{":                 # an older version's single JSON document
-            self._gen, self._record, self._shape = 0, raw, None
-            return raw, False
-        size = len(raw)
-        if size < 2 * _PAGE or size % (2 * _PAGE):
-            self._shape = None
-            raise ValueError(f"its size ({size} bytes) is not two whole slots")
-        slot = size // 2
-        found = [r for k in (0, 1) if (r := _parse(raw[k * slot:(k + 1) * slot], k)) is not None]
         if not found:
-            self._shape = None
             raise ValueError("neither of its two records is whole")
         if len(found) == 2 and abs(found[0][0] - found[1][0]) != 1:
-            self._shape = None
             raise ValueError("its two records are not consecutive")
         self._gen, self._record = max(found)
-        self._shape = (st.st_ino, size)
+        self._shape = (st.st_ino, st.st_size)
         return self._record, len(found) < 2
 
     def write(self, record: bytes, *, fault: str = "witness_half_written") -> None:
@@ -118,15 +139,18 @@ class WitnessFile:
         rec = _header(gen, record) + record
         if self._shape is not None and len(rec) <= self._shape[1] // 2:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
-            except PermissionError:             # made read-only: replaced whole, as before
+                fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise
+            except OSError:                     # read-only, or a symlink: replaced whole, as before
                 fd = None
         else:
             fd = None
         if fd is not None:
             try:
                 st = os.fstat(fd)
-                if (st.st_ino, st.st_size) == self._shape:
+                # a hard link (a backup made with `cp -al`) keeps the file it had: replaced whole
+                if (st.st_ino, st.st_size) == self._shape and st.st_nlink == 1:
                     off = (gen % 2) * (st.st_size // 2)
                     try:
                         if faults.armed() == fault:      # the crash a power cut would leave
@@ -155,12 +179,27 @@ class WitnessFile:
         slot = SLOT_MIN
         while slot < max(map(len, recs.values())):
             slot *= 2
+        if slot > SLOT_MAX:
+            raise OSError(errno.EFBIG, f"a journal witness record of {len(record)} bytes is too large")
         buf = bytearray(2 * slot)
         for g, r in recs.items():
             buf[(g % 2) * slot:(g % 2) * slot + len(r)] = r
         atomic_write(self.path, bytes(buf), mode=0o600, durable=True, fault="witness_temp_written")
         st = os.stat(self.path)
         self._gen, self._record, self._shape = gen, record, (st.st_ino, st.st_size)
+
+
+    def clear_temp(self) -> list[str]:
+        """Remove the temp files a crash during a whole rewrite left (callers hold the lock
+        every witness write takes, so none of them is being written)."""
+        gone = []
+        for p in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+            try:
+                p.unlink()
+                gone.append(p.name)
+            except OSError:
+                pass
+        return gone
 
 
 def read_doc(path: Path) -> bytes | None:

@@ -191,3 +191,79 @@ def test_a_failed_sync_leaves_the_record_before_as_the_newest(tmp_path, monkeypa
     wf.read()
     wf.write(b'{"n": 3}')
     assert WitnessFile(path).read() == (b'{"n": 3}', False)
+
+
+@pytest.mark.parametrize("size", [8192, 65536, 3 * 2 * wmod.SLOT_MIN, 2 * 2 * wmod.SLOT_MAX])
+def test_a_size_the_writer_does_not_make_is_refused_before_anything_is_read(tmp_path, size):
+    path = three_records(tmp_path)
+    os.truncate(path, size)                   # the last one sparse, 1 GiB: refused from its size
+    with pytest.raises(ValueError, match="two whole slots"):
+        WitnessFile(path).read()
+
+
+def test_a_zero_extended_file_reads_only_headers_and_records(tmp_path, monkeypatch):
+    path = three_records(tmp_path)            # the newest record is in slot 0
+    k, _ = newest_slot(path)
+    if k != 0:
+        WitnessFile(path).read()
+        wf = WitnessFile(path)
+        wf.read()
+        wf.write(b'{"n": 3}')
+    os.truncate(path, 2 * 64 * wmod.SLOT_MIN)  # 8 MiB of zeros after it: slot 1 moved, torn
+    real, asked = os.pread, []
+    monkeypatch.setattr(os, "pread", lambda fd, n, off: (asked.append(n), real(fd, n, off))[1])
+    got, torn = WitnessFile(path).read()
+    assert torn and got.startswith(b'{"n": ')
+    assert sum(asked) < 4096, asked            # not the 8 MiB
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_witness_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path, kind):
+    path = tmp_path / "w"
+    if kind == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)                       # no writer: a plain open would wait forever
+    with pytest.raises(ValueError, match="not a regular file"):
+        WitnessFile(path).read()
+
+
+def test_hard_links_and_symlinks_are_replaced_not_written_through(tmp_path):
+    path = three_records(tmp_path)
+    backup = tmp_path / "backup"
+    os.link(path, backup)                     # a `cp -al` backup of the store's folder
+    target = tmp_path / "elsewhere"
+    wf = WitnessFile(path)
+    wf.read()
+    wf.write(b'{"n": 3}')
+    assert WitnessFile(backup).read()[0] == b'{"n": 2}'          # the backup kept its file
+    assert os.stat(path).st_nlink == 1
+    target.write_bytes(path.read_bytes())
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    wf = WitnessFile(link)
+    wf.read()
+    wf.write(b'{"n": 4}')
+    assert not link.is_symlink() and WitnessFile(link).read()[0] == b'{"n": 4}'
+    assert WitnessFile(target).read()[0] == b'{"n": 3}'          # the target untouched
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_the_journal_closes_the_gate_on_a_witness_it_cannot_read(appended, cli, ws, kind):
+    appended.unlink()
+    if kind == "directory":
+        appended.mkdir()
+    else:
+        os.mkfifo(appended)
+    st = cli("journal", "status", "--json", timeout=60)
+    assert "not a regular file" in st.json["integrity"], st.stdout
+    v = cli("journal", "verify", "--json", timeout=60)
+    assert v.rc == 1 and "Traceback" not in v.stderr and v.json.get("code") != "internal", v.stdout
+    assert cli("run", "--json", "--", "true", cwd=ws, timeout=60).rc == 3
+
+
+def test_a_temp_file_left_by_a_killed_rewrite_is_removed_at_the_next_open(appended, cli):
+    stale = appended.with_name(f".{appended.name}.k1ll3d.tmp")
+    stale.write_bytes(b"half a witness")
+    assert cli("journal", "status", "--json").json["integrity"] == "ok"
+    assert not stale.exists()
