@@ -188,7 +188,6 @@ class WitnessFile:
         st = os.stat(self.path)
         self._gen, self._record, self._shape = gen, record, (st.st_ino, st.st_size)
 
-
     def clear_temp(self) -> list[str]:
         """Remove the temp files a crash during a whole rewrite left (callers hold the lock
         every witness write takes, so none of them is being written)."""

@@ -430,6 +430,20 @@ def run(demo: Demo) -> dict:
     return said
 
 
+def _sweep_host_leftovers(home: Path) -> None:
+    """Hermes writes a snapshot of the environment to /tmp/hermes-snap-*.sh for each terminal
+    session and removes it when it exits; the two sessions the demo SIGKILLs cannot. Those
+    files (the demo's environment, the user's exported variables with it) are removed here,
+    so the demo leaves nothing outside its folder."""
+    for tmp in {Path("/tmp"), Path(tempfile.gettempdir())}:
+        for p in tmp.glob("hermes-snap-*.sh"):
+            try:
+                if str(home) in p.read_text(errors="replace"):
+                    p.unlink()
+            except OSError:
+                pass
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", help="folder to use (default: a new temporary folder)")
@@ -466,6 +480,7 @@ def main() -> int:
         except subprocess.TimeoutExpired as exc:
             print(f"\ndemo FAILED at step {CURRENT}: timed out: {exc}", file=sys.stderr)
             return 1
+        _sweep_host_leftovers(env.home)
         bin_dir = Path(hermes_bin()).parent
         path = "" if shutil.which("hermes") == hermes_bin() else f" PATH={bin_dir}:$PATH"
         target = said["first"]

@@ -84,6 +84,9 @@ def test_demo_exits_0_and_tells_every_step(demo):
         assert prose, f"step {n} says nothing about what happened:\n{text}"
         assert shown, f"step {n} shows no evidence:\n{text}"
     assert "--yolo" in blocks[6], "the rollback step does not say who approved it"
+    # nothing outside its folder: not even what Hermes leaves of the sessions the demo kills
+    left = [p for p in Path("/tmp").glob("hermes-snap-*.sh") if str(root / "home") in p.read_text(errors="replace")]
+    assert not left, left
 
 
 def test_demo_names_the_checkpoint_it_rolled_back_to(demo):
