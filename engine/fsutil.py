@@ -1,6 +1,7 @@
 """Small filesystem helpers with explicit durability."""
 from __future__ import annotations
 
+import glob
 import os
 import stat
 import tempfile
@@ -17,12 +18,22 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_TEMP_SUFFIX = ".tmp"
+
+
+def left_temps(path: Path) -> list[Path]:
+    """The temp files `atomic_write(path, ...)` leaves when it is killed before its rename
+    (only the caller knows whether none is being written right now)."""
+    path = Path(path)
+    return sorted(path.parent.glob(f".{glob.escape(path.name)}.*{_TEMP_SUFFIX}"))
+
+
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True,
                  fault: str | None = None) -> None:
     """Write `data` to `path` so readers see the old or the new content, never a mix.
     `fault` names the fault point between the temp file and the rename."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

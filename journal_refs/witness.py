@@ -31,7 +31,7 @@ import stat
 from pathlib import Path
 
 from ..engine import faults
-from ..engine.fsutil import atomic_write
+from ..engine.fsutil import atomic_write, left_temps, read_all
 
 SLOT_MIN = 64 * 1024
 SLOT_MAX = 256 * 1024 * 1024        # a record never needs more; a bigger file is not ours
@@ -117,7 +117,7 @@ class WitnessFile:
             if os.pread(fd, 1, 0) == b"{":      # an older version's single JSON document
                 if st.st_size > LEGACY_MAX:
                     raise ValueError(f"it is too large ({st.st_size} bytes)")
-                self._gen, self._record = 0, _pread_all(fd, st.st_size, 0)
+                self._gen, self._record = 0, read_all(fd, st.st_size)
                 return self._record, False
             slot = st.st_size // 2
             if st.st_size % 2 or not _slot_ok(slot):
@@ -188,11 +188,18 @@ class WitnessFile:
         st = os.stat(self.path)
         self._gen, self._record, self._shape = gen, record, (st.st_ino, st.st_size)
 
+    def newest_slot(self) -> tuple[int, int]:
+        """(the slot holding the newest record, the slot size), as the last `read` found them
+        (the wind tunnel and the tests damage one slot or the other)."""
+        if self._shape is None or self._gen is None:
+            raise ValueError("no slotted witness was read")
+        return self._gen % 2, self._shape[1] // 2
+
     def clear_temp(self) -> list[str]:
         """Remove the temp files a crash during a whole rewrite left (callers hold the lock
         every witness write takes, so none of them is being written)."""
         gone = []
-        for p in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+        for p in left_temps(self.path):
             try:
                 p.unlink()
                 gone.append(p.name)

@@ -92,7 +92,7 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
         w = witness_path_for(store)
         victims = [w] if w.exists() else []
         if victims:
-            s.witness_head = json.loads(read_doc(w)).get("head")     # what the store depends on
+            s.witness_head = witness_head(store)     # what the store depends on
         if victims and how == "zero":
             _zero_newest_record(w, rng)
             return victims
@@ -104,15 +104,22 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
     return victims
 
 
+def witness_head(store: Path) -> str | None:
+    """The head the witness's newest whole record names (None if it has none)."""
+    try:
+        return json.loads(read_doc(witness_path_for(store))).get("head")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _zero_newest_record(path: Path, rng) -> None:
     """Zero the witness's newest record from a random point inside it to the end of its slot.
     The other slot only holds the superseded record: zeroing that one is what a torn write
     leaves, and harmless (tests/journal/test_witness.py)."""
+    wf = WitnessFile(path)
+    wf.read()
+    k, slot = wf.newest_slot()
     raw = path.read_bytes()
-    slot = len(raw) // 2
-    heads = [raw[k * slot:k * slot + 128].split(b" ") for k in (0, 1)]
-    gens = [int(h[3]) if len(h) > 3 and h[3].isdigit() else -1 for h in heads]
-    k = gens.index(max(gens))
     start = k * slot + rng.randint(0, max(raw.find(b"\n", k * slot) - k * slot + 64, 1))
     with open(path, "r+b") as fh:
         fh.seek(start)

@@ -6,7 +6,6 @@ process and returns its outcome as a dict.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import subprocess
@@ -118,15 +117,6 @@ def power_cases(seeds: range) -> list[Case]:
             for d, targets in POWER_TARGETS.items() for t in targets for seed in seeds]
 
 
-def _witness_head(store) -> str | None:
-    from ..journal_refs.journal import witness_path_for
-    from ..journal_refs.witness import read_doc
-    try:
-        return json.loads(read_doc(witness_path_for(store))).get("head")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def run_power(case: Case, s: Scenario) -> Outcome:
     from . import power
     if case.spec["target"].startswith("pack"):     # no file call links (and so fsyncs) the bulk pack
@@ -153,7 +143,7 @@ def run_power(case: Case, s: Scenario) -> Outcome:
         found = svc.journal.integrity != "ok"
         # or harmless: the damage took only a superseded record, and the one that survived
         # names the head the journal had (the witness keeps two: journal_refs/witness.py)
-        survived = _witness_head(s.store)
+        survived = power.witness_head(s.store)
         absorbed = not found and survived == s.witness_head == svc.journal.head
         out.reached = found or absorbed
         if absorbed:
