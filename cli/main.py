@@ -176,7 +176,7 @@ def build_parser(prog: str = "chronos-git") -> argparse.ArgumentParser:
 
 
 def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = None,
-             store: str | None = None, out=None, err=None) -> int:
+             store: str | None = None, out=None, err=None, prog: str = render.PROG) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     as_json = bool(getattr(args, "json", False))
@@ -201,7 +201,7 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
         rc, result = _run(svc, args, workspace, as_json, err)
     except Exception as exc:               # never a traceback for the operator
         result, rc, _ = envelope(exc, *stores)
-    _emit(result, as_json, out, err, command)
+    _emit(result, as_json, out, err, command, prog)
     return EXIT_ERROR if rc == 0 and result.status == "error" else rc
 
 
@@ -293,6 +293,8 @@ def _exported_head(path: str) -> dict:
         doc = json.loads(Path(path).read_text())
     except ValueError as exc:
         raise ValueError(f"{path} is not a JSON journal head: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read the journal head {path}: {exc.strerror or exc}") from None
     if isinstance(doc, dict) and isinstance(doc.get("checkpoint"), dict):
         doc = doc["checkpoint"]            # the whole `journal checkpoint --json` output
     if not isinstance(doc, dict):
@@ -300,12 +302,12 @@ def _exported_head(path: str) -> dict:
     return doc
 
 
-def _emit(result: Result, as_json: bool, out, err, command: str | None) -> None:
+def _emit(result: Result, as_json: bool, out, err, command: str | None, prog: str = render.PROG) -> None:
     if as_json:
         out.write(dumps(result.wire()) + "\n")
         out.flush()
         return
-    render.show(result, out, err, command=command)
+    render.show(result, out, err, command=command, prog=prog)
 
 
 def main(argv: list[str] | None = None) -> int:

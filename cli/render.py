@@ -28,6 +28,16 @@ _PLAIN_WIDTH = 10_000            # no wrapping in pipes: tables get their natura
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_KEEP_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
+PROG = "chronos-git"             # the standalone command; inside Hermes it is `hermes chronos-git`
+COMMANDS = ("snapshot", "log", "show", "diff", "restore", "compact", "health", "report", "windtunnel", "setup",
+            "run", "write", "remote", "push", "fetch", "journal")       # tests: the parser's own list
+_INVOCATION = re.compile(r"(?<![\w./-])(?<!hermes )chronos-git(?= (?:%s)\b)" % "|".join(COMMANDS))
+
+
+def for_prog(text: str, prog: str = PROG) -> str:
+    """Hints name the command the reader types: `chronos-git journal status` becomes
+    `hermes chronos-git journal status` where the CLI runs inside Hermes."""
+    return text if prog == PROG else _INVOCATION.sub(prog, text)
 
 
 def colour(stream) -> bool:
@@ -51,21 +61,21 @@ def _live_console(stream) -> Console:
                    highlight=False, emoji=False, markup=False)
 
 
-def show(result: r.Result, out, err, *, command: str | None = None) -> None:
+def show(result: r.Result, out, err, *, command: str | None = None, prog: str = PROG) -> None:
     """Print `result` for a person: what it says on `out`, an error as one line on `err`."""
-    body = _render(_safe_parts(result, command), colour(out))
+    body = for_prog(_render(_safe_parts(result, command), colour(out)), prog)
     if body:
         _write(out, body)
     if result.status == "error":
-        _write(err, _render([_error(_message(result))], colour(err)))
+        _write(err, for_prog(_render([_error(_message(result))], colour(err)), prog))
 
 
-def text(result: r.Result, command: str | None = None) -> str:
+def text(result: r.Result, command: str | None = None, prog: str = PROG) -> str:
     """`result` as plain text (for pipes and `/chronos`, whose output Hermes prints itself)."""
     parts = _safe_parts(result, command)
     if result.status == "error":
         parts.append(_error(_message(result)))
-    return _render(parts, False)
+    return for_prog(_render(parts, False), prog)
 
 
 def _render(parts, color: bool) -> str:
@@ -547,7 +557,9 @@ def _compact(res: r.CompactResult):
 def _health(res: r.HealthResult):
     p = res.protection
     style = {"on": "bold green", "ready": "green", "degraded": "yellow", "off": "bold red"}[p.state]
-    yield Text.assemble("protection ", (p.state.upper(), style), f": {_name(p.reason)}" if p.reason else "")
+    yield Text.assemble("protection ", (p.state.upper(), style), f": {_name(p.reason)}" if p.reason else "",
+                        ("; but the recovery gate is CLOSED: protected calls are refused until an operator "
+                         "reconciles (journal status)", "bold red") if res.gate == "closed" else "")
     if p.fix:
         yield Text(f"  fix: {p.fix}")
     for problem in res.settings_problems:

@@ -29,6 +29,7 @@ HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "on_session_e
 MIDDLEWARE = ("tool_execution", "llm_execution")
 OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
                        "chronos_status", "chronos_verify"})
+HERMES_PROG = f"hermes {PLUGIN_KEY}"       # how the operator CLI is typed inside Hermes
 _active: contextvars.ContextVar[tuple] = contextvars.ContextVar("chronos_git_active", default=())
 _plugins: list["Plugin"] = []
 
@@ -301,7 +302,8 @@ class Plugin:
 
     def handle_cli(self, args) -> int:
         from ..cli.main import dispatch
-        rc = dispatch(args, loaded=Loaded(self.settings, self.settings_problems), store=str(self.store_dir()))
+        rc = dispatch(args, loaded=Loaded(self.settings, self.settings_problems), store=str(self.store_dir()),
+                      prog=HERMES_PROG)
         if rc:
             sys.exit(rc)
         return rc

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ..cli import render
+from .plugin import HERMES_PROG
 from ..engine.codec import human
 from ..service.errors import envelope
 
@@ -44,7 +45,7 @@ class SlashCommand:
             out = self._run(raw_args or "")
         except Exception as exc:
             out = render.text(envelope(exc)[0])
-        return human(out if isinstance(out, str) else render.text(out))
+        return human(render.for_prog(out if isinstance(out, str) else render.text(out), HERMES_PROG))
 
     def _run(self, raw: str):
         try:

@@ -160,6 +160,9 @@ def test_crashed_terminal_call_blocks_until_operator_resolves(henv):
     op = status["unresolved"][0]["operation_id"]
     blocked = henv.chronos("run", "--json", "--", "true")
     assert blocked.returncode == 3 and json.loads(blocked.stdout)["error"] == "chronos_blocked"
+    text = henv.chronos("journal", "status").stdout            # hints name what to type inside Hermes
+    assert f"hermes chronos-git journal resolve {op[:12]}" in text, text
+    assert " chronos-git journal" not in text.replace("hermes chronos-git journal", ""), text
 
     res = henv.chronos("journal", "resolve", op, "--outcome", "completed",
                        "--evidence", "ran.txt exists: the command completed", "--json")

@@ -209,6 +209,10 @@ def test_verify_rejects_bad_checkpoint_files(cli, ws, tmp_path):
     garbage.write_text("{not json")
     v = cli("journal", "verify", "--checkpoint", garbage, "--json")
     assert v.rc == 1 and v.json["status"] == "error"
+    for unreadable in (tmp_path / "missing.json", tmp_path):     # absent, a directory: said plainly
+        v = cli("journal", "verify", "--checkpoint", unreadable, "--json")
+        assert v.rc != 0 and v.json["status"] == "error", v.stdout
+        assert "cannot read the journal head" in json.dumps(v.json) and "os_error" not in v.stdout, v.stdout
     # a wrong *external* file must not brick the journal
     assert cli("journal", "verify", "--json").rc == 0
     assert cli("run", "--json", "--", "true", cwd=ws).rc == 0

@@ -252,6 +252,23 @@ def test_dry_runs_say_they_changed_nothing(cli, ws):
     assert len(cli("log", *W(ws), "--json").json["checkpoints"]) == 4
 
 
+def test_hints_name_the_command_the_reader_types():
+    import argparse
+
+    from chronos_git.cli import render
+    from chronos_git.cli.main import configure
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(render.COMMANDS) == set(sub.choices)        # every command is rewritten, no other word
+    said = ("undo: chronos-git restore 0123abcd --path a; run `chronos-git journal status` (in Hermes: "
+            "`hermes chronos-git journal ...`); the chronos-git recovery gate is closed; /opt/chronos-git push")
+    assert render.for_prog(said) == said
+    assert render.for_prog(said, "hermes chronos-git") == (
+        "undo: hermes chronos-git restore 0123abcd --path a; run `hermes chronos-git journal status` (in Hermes: "
+        "`hermes chronos-git journal ...`); the chronos-git recovery gate is closed; /opt/chronos-git push")
+
+
 def test_restore_names_its_target_and_the_undo(cli, ws):
     ids = snapshots(cli, ws, 2)
     (ws / "agent.txt").write_text("made by the agent\n")
@@ -311,12 +328,16 @@ def test_a_crashed_shell_call_is_shown_once_as_waiting_for_an_operator(cli, ws):
         assert "settled by evidence at this start" not in out and "settled:" not in out
         assert "recovery gate CLOSED" in out
         assert f"journal resolve {op[:12]} --outcome" in out and f"journal recover {op[:12]} --rollback" in out
+    # health does not say "protection ON" alone while protected calls are refused
+    first = text_of(cli("health", cwd=ws)).splitlines()[0]
+    assert first.startswith("protection ON") and "recovery gate is CLOSED" in first, first
     # a protected call is refused: one line, exit 3
     line = one_error_line(cli("run", "--", "true", cwd=ws), rc=3)
     assert "recovery gate is closed" in line and op[:12] in line
     out = text_of(cli("journal", "resolve", op[:12], "--outcome", "not_applied", "--evidence", "c.txt absent",
                       cwd=ws))
     assert f"operation {op[:12]} resolved as not_applied" in out and "recovery gate open" in out
+    assert "CLOSED" not in text_of(cli("health", cwd=ws)).splitlines()[0]
 
 
 def test_a_crashed_write_is_shown_as_settled_by_evidence(cli, ws):

@@ -312,7 +312,8 @@ def test_slash_two_step_restore(plugin):
     assert "v1" in listing and "v2" in listing
     armed = cmd(first[:10])
     assert "/chronos confirm" in armed and (ws / "a.txt").read_text() == "changed\n"
-    assert "restored" in cmd("confirm")
+    restored = cmd("confirm")
+    assert "restored" in restored and "undo: hermes chronos-git restore " in restored, restored
     assert (ws / "a.txt").read_text() == "alpha\n"
     assert "nothing to confirm" in cmd("confirm")
     cmd("2")
