@@ -169,7 +169,7 @@ class _Parser(argparse.ArgumentParser):
         raise _ArgumentError(message)
 
 
-def build_parser(prog: str = "chronos-git") -> argparse.ArgumentParser:
+def build_parser(prog: str = render.PROG) -> argparse.ArgumentParser:
     p = _Parser(prog=prog, description="chronos-git: reversible, journaled tool calls (shadow git store).")
     configure(p)
     return p

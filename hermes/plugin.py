@@ -22,6 +22,7 @@ from pathlib import Path
 from ..settings import PLUGIN_KEY, Loaded, Settings, store_location
 from ..settings import load as load_settings
 from .alerts import failure_hint, model_block, protection_notice, recovery_alert
+from .shell import HERMES_PROG
 
 log = logging.getLogger("chronos_git")
 
@@ -29,7 +30,6 @@ HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "on_session_e
 MIDDLEWARE = ("tool_execution", "llm_execution")
 OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
                        "chronos_status", "chronos_verify"})
-HERMES_PROG = f"hermes {PLUGIN_KEY}"       # how the operator CLI is typed inside Hermes
 _active: contextvars.ContextVar[tuple] = contextvars.ContextVar("chronos_git_active", default=())
 _plugins: list["Plugin"] = []
 

@@ -24,7 +24,8 @@ import threading
 
 log = logging.getLogger("chronos_git")
 
-SETUP_COMMAND = "hermes chronos-git setup"          # fixes missing/broken dependencies
+HERMES_PROG = "hermes chronos-git"                  # the operator CLI as typed inside Hermes
+SETUP_COMMAND = f"{HERMES_PROG} setup"              # fixes missing/broken dependencies
 UPDATE_PLUGIN = "hermes plugins update chronos-git"  # fixes a plugin checkout that fails to load
 UPDATE_HERMES = "hermes update"                      # fixes a host without the needed APIs
 # Import name -> lowest version the full plugin works with (pyproject.toml dependencies).
@@ -149,7 +150,7 @@ class Shell:
         out, err = out or sys.stdout, err or sys.stderr
         if cmd == "setup":
             from ..cli.deps import configure_setup_parser, run_setup
-            p = argparse.ArgumentParser(prog="hermes chronos-git setup")
+            p = argparse.ArgumentParser(prog=SETUP_COMMAND)
             configure_setup_parser(p)
             try:
                 a = p.parse_args(rest)

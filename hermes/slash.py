@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from ..cli import render
-from .plugin import HERMES_PROG
 from ..engine.codec import human
 from ..service.errors import envelope
+from .shell import HERMES_PROG
 
 CONFIRM_WINDOW_S = 120
 

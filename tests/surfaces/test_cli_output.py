@@ -256,10 +256,8 @@ def test_hints_name_the_command_the_reader_types():
     import argparse
 
     from chronos_git.cli import render
-    from chronos_git.cli.main import configure
-    parser = argparse.ArgumentParser()
-    configure(parser)
-    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    from chronos_git.cli.main import build_parser
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert set(render.COMMANDS) == set(sub.choices)        # every command is rewritten, no other word
     said = ("undo: chronos-git restore 0123abcd --path a; run `chronos-git journal status` (in Hermes: "
             "`hermes chronos-git journal ...`); the chronos-git recovery gate is closed; /opt/chronos-git push")
