@@ -198,78 +198,87 @@ class _PackWriter:
                 self._error = exc
 
     def _write(self, batch) -> str:
-        fd, tmp = tempfile.mkstemp(prefix="tmp_pack_chronos_", dir=self.dir)
-        objects: dict[bytes, tuple[int, int]] = {}
-        h = hashlib.sha1()
-        try:
-            head = b"PACK" + struct.pack(">II", 2, len(batch))
-            # pieces are joined into ~1 MiB runs: one hash update and one write each, so this
-            # thread takes the GIL back a few thousand times per import, not once per piece
-            run, run_bytes, offset = [head], len(head), len(head)
-            for n, (sha, crc, size, pieces) in enumerate(batch):
-                if n == len(batch) // 2:
-                    _write_run(fd, h, run)
-                    run, run_bytes = [], 0
-                    faults.hit("bulk_mid_pack")
-                objects[sha] = (offset, crc)
-                run += pieces
-                run_bytes += size
-                offset += size
-                if run_bytes >= CHUNK_BYTES:
-                    _write_run(fd, h, run)
-                    run, run_bytes = [], 0
-            _write_run(fd, h, run)
-            digest = h.digest()
-            _write_run(fd, None, [digest])
-            if self.durable:
-                os.fsync(fd)
-            fd, closing = -1, fd
-            os.close(closing)
-            name = "pack-" + digest.hex()
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, os.path.join(self.dir, name + ".pack"))
-            faults.hit("bulk_before_idx")
-        except BaseException:
-            if fd >= 0:
-                os.close(fd)
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        # the .idx last: only now does libgit2 see the pack
-        atomic_write(Path(self.dir) / (name + ".idx"), self._index(objects, digest), mode=0o444,
-                     durable=self.durable)
-        return name
+        return write_pack(self.dir, batch, durable=self.durable)
 
-    @staticmethod
-    def _index(objects: dict, pack_digest: bytes) -> bytes:
-        shas = sorted(objects)
-        out = bytearray(b"\xfftOc" + struct.pack(">I", 2))
-        counts = [0] * 256
-        for s in shas:
-            counts[s[0]] += 1
-        total = 0
-        for c in counts:
-            total += c
-            out += struct.pack(">I", total)
-        for s in shas:
-            out += s
-        for s in shas:
-            out += struct.pack(">I", objects[s][1])
-        large = []
-        for s in shas:
-            off = objects[s][0]
-            if off < 0x80000000:
-                out += struct.pack(">I", off)
-            else:
-                out += struct.pack(">I", 0x80000000 | len(large))
-                large.append(off)
-        for off in large:
-            out += struct.pack(">Q", off)
-        out += pack_digest
-        out += hashlib.sha1(out).digest()
-        return bytes(out)
+
+def write_pack(pack_dir: str, batch: list, *, durable: bool,
+               points: tuple[str, str] = ("bulk_mid_pack", "bulk_before_idx")) -> str:
+    """One pack of `batch` ((sha, crc, size, pieces) as pack_entry() frames them) and its .idx,
+    the .idx last (only then does libgit2 see the pack); its stem.  `durable`: both fsynced,
+    and the directory.  `points`: the fault points half way through and before the .idx."""
+    fd, tmp = tempfile.mkstemp(prefix="tmp_pack_chronos_", dir=pack_dir)
+    objects: dict[bytes, tuple[int, int]] = {}
+    h = hashlib.sha1()
+    try:
+        head = b"PACK" + struct.pack(">II", 2, len(batch))
+        # pieces are joined into ~1 MiB runs: one hash update and one write each, so this
+        # thread takes the GIL back a few thousand times per import, not once per piece
+        run, run_bytes, offset = [head], len(head), len(head)
+        for n, (sha, crc, size, pieces) in enumerate(batch):
+            if n == len(batch) // 2:
+                _write_run(fd, h, run)
+                run, run_bytes = [], 0
+                faults.hit(points[0])
+            objects[sha] = (offset, crc)
+            run += pieces
+            run_bytes += size
+            offset += size
+            if run_bytes >= CHUNK_BYTES:
+                _write_run(fd, h, run)
+                run, run_bytes = [], 0
+        _write_run(fd, h, run)
+        digest = h.digest()
+        _write_run(fd, None, [digest])
+        if durable:
+            os.fsync(fd)
+        fd, closing = -1, fd
+        os.close(closing)
+        name = "pack-" + digest.hex()
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, os.path.join(pack_dir, name + ".pack"))
+        faults.hit(points[1])
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    # the .idx last: only now does libgit2 see the pack
+    atomic_write(Path(pack_dir) / (name + ".idx"), _pack_index(objects, digest), mode=0o444,
+                 durable=durable)
+    return name
+
+
+def _pack_index(objects: dict, pack_digest: bytes) -> bytes:
+    """A version-2 .idx for `objects` (sha -> (offset, crc32))."""
+    shas = sorted(objects)
+    out = bytearray(b"\xfftOc" + struct.pack(">I", 2))
+    counts = [0] * 256
+    for s in shas:
+        counts[s[0]] += 1
+    total = 0
+    for c in counts:
+        total += c
+        out += struct.pack(">I", total)
+    for s in shas:
+        out += s
+    for s in shas:
+        out += struct.pack(">I", objects[s][1])
+    large = []
+    for s in shas:
+        off = objects[s][0]
+        if off < 0x80000000:
+            out += struct.pack(">I", off)
+        else:
+            out += struct.pack(">I", 0x80000000 | len(large))
+            large.append(off)
+    for off in large:
+        out += struct.pack(">Q", off)
+    out += pack_digest
+    out += hashlib.sha1(out).digest()
+    return bytes(out)
 
 
 def _listing(repo: pygit2.Repository):

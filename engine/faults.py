@@ -34,6 +34,11 @@ POINTS = {
     "witness_half_written": "half of the new witness record written over its standby slot (a torn write)",
     "witness_temp_written": "the witness rewritten whole (its first record, or one that outgrew its slot) "
                             "under a temp name, not renamed",
+    "journal_sync_mid_pack": "the objects the witness carries half written into a pack (temp name), "
+                             "the witness still carrying them",
+    "journal_sync_before_idx": "that pack complete and named, its .idx not written",
+    "journal_sync_packed": "that pack and .idx durable and the loose copies deleted, the witness still "
+                           "carrying them",
     # restores (engine/restore.py, engine/confine.py, engine/inflight.py)
     "restore_after_safety": "the safety checkpoint committed, the intent not journaled",
     "inflight_manifest_written": "the temp-name manifest written, no file touched",

@@ -418,6 +418,22 @@ def _listed(store, key: str) -> set[str]:
     return {n for n in names if isinstance(n, str) and n.startswith("pack-") and "/" not in n}
 
 
+SMALL_PACKS_DUE = 50         # like git's gc.autoPackLimit: this many small packs call for a compaction
+
+
+def small_packs(store) -> int:
+    """Packs under PART_KEEP_BYTES that no compaction wrote (the journal's syncs write one
+    every few calls): each is one more index every object lookup may search."""
+    pack_dir = store.root / "objects" / "pack"
+    listed, n = compacted_packs(store), 0
+    for pack in pack_dir.glob("pack-*.pack") if pack_dir.is_dir() else ():
+        try:
+            n += pack.stem not in listed and pack.stat().st_size < PART_KEEP_BYTES
+        except FileNotFoundError:
+            pass
+    return n
+
+
 def compacted_packs(store) -> set[str]:
     """Packs written by a compaction (or adopted delta packs): candidates to keep."""
     return _listed(store, "compacted")

@@ -3,8 +3,9 @@
 An append does not fsync its git objects one by one (two fsyncs each, with
 libgit2 holding the GIL).  It writes them to the page cache and copies their
 loose-object bytes (a few hundred bytes each, compressed) into the witness,
-the one file it fsyncs.  Every few events `sync` makes the objects and the
-journal ref durable where they are, and the witness stops carrying them.
+the one file it fsyncs.  Every few calls `sync` writes the objects into one
+fsynced pack (their loose copies go) and makes the journal ref durable, and the
+witness stops carrying them.
 
 After a power cut the next open writes back whatever carried object the cut
 took (`restore`), so the chain is whole again, and moves the journal ref
@@ -20,17 +21,19 @@ import re
 import zlib
 from pathlib import Path
 
-from ..engine import loose
+from ..engine import faults, loose
+from ..engine.bulk import pack_entry, write_pack
 from ..engine.durability import fsync_file, settle_objects
 from ..engine.fsutil import atomic_write, fsync_dir
 from ..engine.powercut import loose_object_ok
 
 MAX_BLOB = 64 * 1024          # a linked blob larger than this is fsynced, not carried
-SYNC_AFTER_OBJECTS = 24   # the outcome writer syncs once the witness carries this many (8 events)
+SYNC_AFTER_OBJECTS = 64   # the outcome writer syncs once the witness carries this many (~8 file calls)
 CAP_OBJECTS = 96          # an append syncs first when the witness would carry more,
 CAP_BYTES = 256 * 1024    # or more than this many encoded bytes (the witness is rewritten each append)
 
 _OID = re.compile(r"[0-9a-f]{40}")
+_KINDS = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 
 
 def is_oid(s) -> bool:
@@ -107,9 +110,37 @@ def restore(repo, objects_dir: Path, carried: dict[str, str]) -> list[str]:
     return done
 
 
-def sync(store_root: Path, ref: str, oids) -> None:
-    """Make `oids` (loose or packed) and the journal ref durable where they are now."""
-    settle_objects(store_root / "objects", oids)
+def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=()) -> None:
+    """Make what the witness carries (oid -> its encoded loose bytes), the objects `also`
+    names (loose or packed, wherever they are) and the journal ref durable.
+
+    The carried objects go into one pack, written and fsynced with its .idx and directory
+    (three fsyncs), and their loose copies are deleted: an fsync per loose file and its
+    fan-out directory was ~190 fsyncs per sync, ~12 ms per call in a real Hermes session.
+    A crash before the .idx is durable leaves the objects loose and still carried; a lost
+    unlink leaves a loose copy the next boot's sweep checks like any other."""
+    objects = store_root / "objects"
+    entries, loose_only = [], list(also)
+    for oid, text in carried.items():
+        try:
+            data = zlib.decompress(decode(oid, text))
+            head, _, body = data.partition(b"\0")
+            kind = _KINDS[head.split(b" ", 1)[0]]
+        except (ValueError, KeyError, zlib.error):
+            loose_only.append(oid)          # not ours to repack: made durable where it is
+            continue
+        entries.append((bytes.fromhex(oid), *pack_entry(kind, body, 1)))
+    if entries:
+        write_pack(str(objects / "pack"), entries, durable=True,
+                   points=("journal_sync_mid_pack", "journal_sync_before_idx"))
+        for sha, *_ in entries:
+            oid = sha.hex()
+            try:
+                os.unlink(objects / oid[:2] / oid[2:])
+            except OSError:                 # not loose, or not ours to delete: the pack holds it
+                pass
+        faults.hit("journal_sync_packed")
+    settle_objects(objects, loose_only)
     for p in (store_root / ref, store_root / "packed-refs"):
         if fsync_file(p):
             fsync_dir(p.parent)

@@ -335,8 +335,8 @@ class Journal:
             # what the witness carried is synced before it is rewritten without it
             try:
                 commit = repo[tip]
-                carried.sync(self.store.root, REF, [*w["carried"], tip, str(commit.tree_id),
-                                                    *(str(e.id) for e in commit.tree)])
+                carried.sync(self.store.root, REF, w["carried"],
+                             also=[tip, str(commit.tree_id), *(str(e.id) for e in commit.tree)])
                 self._write_witness(state.journal_id, tip, state.seq)
             except (JournalError, OSError, pygit2.GitError) as exc:
                 self.unwritable = str(exc)
@@ -554,10 +554,10 @@ class Journal:
                 return False
             if not self._ref_at_head():
                 return False
-            oids = list(w["carried"])
+            carry = dict(w["carried"])
         try:
             with self.store.writing():      # a compaction does not move them meanwhile
-                carried.sync(self.store.root, REF, oids)   # the ref: at least at that head now
+                carried.sync(self.store.root, REF, carry)   # the ref: at least at that head now
         except OSError as exc:
             self.unwritable = explain(exc, self.store.root)
             return False
@@ -568,7 +568,7 @@ class Journal:
                 return False
             if not w or w.get("head") != self.head or self.integrity != "ok":
                 return False                # another process appended: it carries them on
-            synced = set(oids)
+            synced = set(carry)
             try:
                 self._write_witness(w["journal_id"], w["head"], w["seq"],
                                     carry={o: t for o, t in w["carried"].items() if o not in synced})

@@ -87,7 +87,7 @@ class Maintenance:
 
     def store_due(self) -> str | None:
         """Why the whole store needs a compaction now (over its budget, an orphan past its
-        days, a workspace past its count), or None."""
+        days, a workspace past its count, too many small packs), or None."""
         store = self.core.store
         used, budget = self.budget_use()
         if budget and used > budget * 1.05:
@@ -99,6 +99,9 @@ class Maintenance:
                 return "a workspace folder has been gone longer than orphan_days"
         if any(self.needs_compaction(ws) for ws in store.workspaces() if ws.root.is_dir()):
             return "a workspace has more checkpoints than max_checkpoints allows"
+        small = retention.small_packs(store)
+        if small >= retention.SMALL_PACKS_DUE:
+            return f"{small} small packs since the last compaction"
         return None
 
     def compact_in_background_if_due(self) -> bool:

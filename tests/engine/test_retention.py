@@ -635,3 +635,16 @@ def test_a_damaged_pack_list_only_means_packing_again(store, ws, store_dir, doc)
     repo = pygit2.Repository(str(store_dir))
     assert all(b in repo for b in blobs)
     fsck_ok(store_dir)
+
+
+def test_the_small_packs_of_the_journals_syncs_call_for_a_compaction_that_merges_them(svc, ws):
+    from support.helpers import run_command
+    s = svc()
+    for i in range(retention.SMALL_PACKS_DUE):
+        assert run_command(s, ws, ["true"])[0] == 0
+        assert s.journal.sync() is True            # one small durable pack each
+    assert retention.small_packs(s.store) >= retention.SMALL_PACKS_DUE
+    assert "small packs" in (s.maintenance.store_due() or "")
+    s.compact()
+    assert retention.small_packs(s.store) == 0 and s.maintenance.store_due() is None
+    assert s.journal_verify().wire()["status"] == "ok"

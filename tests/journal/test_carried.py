@@ -59,11 +59,42 @@ def test_an_append_fsyncs_only_the_witness_which_carries_the_new_objects(journal
         assert carried.decode(oid, text)
 
 
-def test_sync_makes_them_durable_in_place_and_stops_carrying_them(journal, store_dir):
+def test_sync_packs_what_is_carried_with_a_few_fsyncs_and_stops_carrying_it(journal, store_dir,
+                                                                            monkeypatch):
+    carry = witness(store_dir)["carried"]
+    pack_dir = store_dir / "objects" / "pack"
+    before = set(pack_dir.glob("pack-*.idx"))
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     assert journal.journal.sync() is True
+    monkeypatch.undo()
+    # pack, .idx, their directory, the ref and its directory (not one per object and fan-out dir)
+    assert len(synced) <= 6 < len(carry)
     w = witness(store_dir)
     assert "carried" not in w and w["head"] == chain(store_dir)[0]
+    (new_idx,) = set(pack_dir.glob("pack-*.idx")) - before
+    packed = {str(e) for e in pygit2.Repository(str(store_dir)).odb}
+    assert set(carry) <= packed
+    for oid in carry:                                   # the loose copies went; libgit2 reads the pack
+        assert not (store_dir / "objects" / oid[:2] / oid[2:]).exists()
+    repo = pygit2.Repository(str(store_dir))
+    for oid, text in carry.items():
+        obj = repo.odb.read(oid)
+        assert carried.loose_bytes(repo, oid) and obj[1] is not None
+    assert new_idx.stat().st_mode & 0o222 == 0
     assert journal.journal.sync() is False             # nothing left to sync
+    assert journal.journal_verify().wire()["status"] == "ok"
+
+
+def test_a_carried_object_the_witness_cannot_decode_is_synced_where_it_is(journal, store_dir):
+    carry = dict(witness(store_dir)["carried"])
+    oid = next(iter(carry))
+    carry[oid] = "not base64 of that object"
+    carried.sync(store_dir, REF, carry)
+    assert (store_dir / "objects" / oid[:2] / oid[2:]).exists()     # left loose (and fsynced)
+    others = set(carry) - {oid}
+    assert not any((store_dir / "objects" / o[:2] / o[2:]).exists() for o in others)
 
 
 def test_the_witness_carries_a_bounded_number_of_objects(svc, ws, store_dir):
