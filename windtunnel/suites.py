@@ -38,10 +38,10 @@ RECIPES: dict[str, dict] = {
     "after_intent": {"nth": 6}, "after_dispatch": {"nth": 6},
     "mid_append": {"nth": 10}, "after_witness": {"nth": 10}, "witness_half_written": {"nth": 10},
     "witness_temp_written": {},
-    # the outcome writer syncs what the witness carries every few calls (background: as in Hermes)
-    "journal_sync_mid_pack": {"background": True, "first": _WRITES8, "nth": 2},
-    "journal_sync_before_idx": {"background": True, "first": _WRITES8, "nth": 2},
-    "journal_sync_packed": {"background": True, "first": _WRITES8, "nth": 2},
+    # the outcome writer syncs what the witness carries every ~8 file calls (background: as in Hermes)
+    "journal_sync_mid_pack": {"background": True, "first": _WRITES8 * 2, "nth": 2},
+    "journal_sync_before_idx": {"background": True, "first": _WRITES8 * 2, "nth": 2},
+    "journal_sync_packed": {"background": True, "first": _WRITES8 * 2, "nth": 2},
     "restore_after_safety": {"first": ["multi", "multi", "restore"]},
     "inflight_manifest_written": {"first": ["multi", "multi", "restore"], "nth": 3},
     "mid_restore": {"first": ["multi", "multi", "restore"], "nth": 2},
