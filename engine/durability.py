@@ -56,6 +56,15 @@ def fsync_file(path: Path) -> bool:
     return True
 
 
+def note_durable_pack(pack_dir: Path, stem: str) -> None:
+    """A pack this process wrote and fsynced: `settle_objects` need not fsync it again."""
+    for suffix in (".pack", ".idx"):
+        try:
+            _synced_packs.add((stem + suffix, (pack_dir / (stem + suffix)).stat().st_size))
+        except FileNotFoundError:
+            pass
+
+
 def settle_objects(objects_dir: Path, oids) -> None:
     """fsync the files that hold `oids` (loose objects, else the packs).
 

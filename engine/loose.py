@@ -25,6 +25,7 @@ from .fsutil import atomic_write
 
 _NAMES = {pygit2.GIT_OBJECT_COMMIT: b"commit", pygit2.GIT_OBJECT_TREE: b"tree",
           pygit2.GIT_OBJECT_BLOB: b"blob", pygit2.GIT_OBJECT_TAG: b"tag"}
+KIND_OF = {name: kind for kind, name in _NAMES.items()}     # b"commit" -> its object type
 BLOB_MODE = b"100644"
 _LEVEL = 1                    # git's default for loose objects (core.looseCompression)
 

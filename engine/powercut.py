@@ -117,7 +117,10 @@ def sweep(store, *, journal_checkpoints=None) -> dict:
             report["packs_quarantined"].append(pack.name)
     store.forget_repos()
     repo = pygit2.Repository(str(store.root))
-    damaged_objects = bool(report["objects_quarantined"] or report["packs_quarantined"])
+    # a damaged loose copy of an object a pack holds (the journal's sync deletes loose copies
+    # once they are packed; a power cut can lose that unlink) loses nothing
+    damaged_objects = bool(report["packs_quarantined"]
+                           or any(oid not in repo.odb for oid in report["objects_quarantined"]))
     known = None
     for ws in store.workspaces():
         target, readable = _ref_target(store, ws)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..engine import faults, loose
 from ..engine.bulk import pack_entry, write_pack
-from ..engine.durability import fsync_file, settle_objects
+from ..engine.durability import fsync_file, note_durable_pack, settle_objects
 from ..engine.fsutil import atomic_write, fsync_dir
 from ..engine.powercut import loose_object_ok
 
@@ -33,7 +33,6 @@ CAP_OBJECTS = 96          # an append syncs first when the witness would carry m
 CAP_BYTES = 256 * 1024    # or more than this many encoded bytes (the witness is rewritten each append)
 
 _OID = re.compile(r"[0-9a-f]{40}")
-_KINDS = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 
 
 def is_oid(s) -> bool:
@@ -120,19 +119,20 @@ def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=()) -> Non
     A crash before the .idx is durable leaves the objects loose and still carried; a lost
     unlink leaves a loose copy the next boot's sweep checks like any other."""
     objects = store_root / "objects"
-    entries, loose_only = [], list(also)
+    entries, in_place = [], list(also)
     for oid, text in carried.items():
         try:
             data = zlib.decompress(decode(oid, text))
             head, _, body = data.partition(b"\0")
-            kind = _KINDS[head.split(b" ", 1)[0]]
+            kind = loose.KIND_OF[head.split(b" ", 1)[0]]
         except (ValueError, KeyError, zlib.error):
-            loose_only.append(oid)          # not ours to repack: made durable where it is
+            in_place.append(oid)            # not ours to repack: made durable where it is
             continue
         entries.append((bytes.fromhex(oid), *pack_entry(kind, body, 1)))
     if entries:
-        write_pack(str(objects / "pack"), entries, durable=True,
-                   points=("journal_sync_mid_pack", "journal_sync_before_idx"))
+        stem = write_pack(str(objects / "pack"), entries, durable=True,
+                          points=("journal_sync_mid_pack", "journal_sync_before_idx"))
+        note_durable_pack(objects / "pack", stem)
         for sha, *_ in entries:
             oid = sha.hex()
             try:
@@ -140,7 +140,7 @@ def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=()) -> Non
             except OSError:                 # not loose, or not ours to delete: the pack holds it
                 pass
         faults.hit("journal_sync_packed")
-    settle_objects(objects, loose_only)
+    settle_objects(objects, in_place)
     for p in (store_root / ref, store_root / "packed-refs"):
         if fsync_file(p):
             fsync_dir(p.parent)

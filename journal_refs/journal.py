@@ -541,8 +541,8 @@ class Journal:
         return {**payload, "id": commit}
 
     def sync(self, *, min_objects: int = 0) -> bool:
-        """Make the carried objects and the ref durable where they are, and stop carrying them
-        (the outcome writer calls this when idle).  The fsyncs run outside the journal's lock,
+        """Make the carried objects (one pack: carried.sync) and the ref durable, and stop
+        carrying them (the outcome writer calls this when idle).  The fsyncs run outside the journal's lock,
         so the next call's gate check and intent do not wait for them.  Whether it synced."""
         with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
             try:
@@ -586,7 +586,7 @@ class Journal:
             return False
 
     def _sync_carried(self, carry: dict) -> None:
-        """fsync what the witness carries, and the ref, where they are (the ref at the head)."""
+        """Make what the witness carries durable (carried.sync) and the ref (at the head)."""
         if not self._ref_at_head():
             raise JournalError(f"the journal ref is not at {str(self.head)[:12]}; what the witness "
                                "carries stays carried until it is")

@@ -128,7 +128,7 @@ class ProtectedCalls:
             finally:
                 self._behind.task_done()
             if self._behind.unfinished_tasks == 0:
-                # idle: make what the witness carries durable where it is, off the call's path
+                # idle: make what the witness carries durable (one pack), off the call's path
                 # (the next call's gate check and snapshot need not wait for it)
                 try:
                     self.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)

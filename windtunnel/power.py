@@ -5,8 +5,9 @@ flushed comes back empty (its size written, its blocks not: ext4 with
 delayed allocation) or as zeros.  `cut` does that to what chronos-git leaves
 un-fsynced on purpose (snapshot objects, refs and the stat cache when
 `durable_snapshots` is off; the stat cache and the journal objects and ref the
-witness carries, always) and, as the control, to the witness, which is
-fsynced and whose damage must be noticed.
+witness carries, always; a loose copy of a journal object its sync packed, whose
+unlink the cut lost) and, as the control, to the witness, which is fsynced and
+whose damage must be noticed.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import pygit2
 
 from ..engine.powercut import MARKER
+from ..journal_refs.carried import loose_bytes
 from ..journal_refs.events import canonical
 from ..journal_refs.journal import REF, witness_path_for
 from ..journal_refs.witness import WitnessFile, read_doc
@@ -88,6 +90,18 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
         victims = rng.sample(objs, min(len(objs), rng.randint(1, 6)))
         if (store / REF).exists() and (not victims or rng.random() < 0.5):
             victims.append(store / REF)
+    elif what == "stale":
+        # the journal's sync packed them and deleted their loose copies; the cut lost an unlink
+        # of a copy never written back: the loose file returns, empty or zeroed, beside the pack
+        repo = pygit2.Repository(str(store))
+        packed = sorted(o for o in _journal_objects(store)
+                        if not (store / "objects" / o[:2] / o[2:]).exists() and o in repo.odb)
+        victims = []
+        for oid in rng.sample(packed, min(len(packed), rng.randint(1, 4))):
+            path = store / "objects" / oid[:2] / oid[2:]
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(loose_bytes(repo, oid))       # then damaged below, as a cut leaves it
+            victims.append(path)
     elif what == "witness":
         w = witness_path_for(store)
         victims = [w] if w.exists() else []

@@ -107,12 +107,12 @@ def run_crash(case: Case, s: Scenario) -> Outcome:
 POWER_TARGETS = {
     # durable_snapshots off: snapshot objects, refs and caches are not fsynced
     False: ("loose_truncate", "loose_zero", "pack_truncate", "pack_zero", "ref_truncate", "ref_zero",
-            "index_truncate", "index_zero", "journal_truncate", "journal_zero", "witness_truncate",
-            "witness_zero"),
+            "index_truncate", "index_zero", "journal_truncate", "journal_zero", "stale_truncate",
+            "stale_zero", "witness_truncate", "witness_zero"),
     # on: every snapshot object and ref is; the stat cache, what the witness carries and the
     # witness itself are what is left to break
-    True: ("index_truncate", "index_zero", "journal_truncate", "journal_zero", "witness_truncate",
-           "witness_zero"),
+    True: ("index_truncate", "index_zero", "journal_truncate", "journal_zero", "stale_truncate",
+           "stale_zero", "witness_truncate", "witness_zero"),
 }
 
 
@@ -125,6 +125,8 @@ def run_power(case: Case, s: Scenario) -> Outcome:
     from . import power
     if case.spec["target"].startswith("pack"):     # no file call links (and so fsyncs) the bulk pack
         s.child(ops=6, first=["shell"], only=("shell", "snapshot"), durable=case.spec["durable"])
+    elif case.spec["target"].startswith("stale"):  # enough file calls for the journal's sync to pack
+        s.child(ops=4, first=["write"] * 16, background=True, durable=case.spec["durable"])
     else:
         s.child(ops=8, first=["write", "multi"], durable=case.spec["durable"])
         # end on fresh snapshot objects (a random compaction last would leave nothing loose)

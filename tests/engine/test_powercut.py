@@ -207,3 +207,20 @@ def test_a_folder_with_a_config_of_its_own_is_never_turned_into_a_store(tmp_path
     with pytest.raises(StoreError, match="not a chronos-git store"):
         Store.open(root)
     assert (root / "config").read_text() == "[user]\n\tname = me\n"
+
+
+def test_a_damaged_loose_copy_of_a_packed_journal_object_is_quarantined_and_the_stat_caches_kept(
+        store_dir, ws):
+    svc, first, second = _two_checkpoints(store_dir, ws)
+    head = svc.journal.head
+    assert svc.journal.sync() is True              # packed; its loose copy deleted
+    assert not _loose(store_dir, head).exists()
+    # the cut lost that unlink: the copy is back, its blocks never written
+    _loose(store_dir, head).write_bytes(b"\0" * 120)
+    _reboot(store_dir)
+    s = _next_process(store_dir)
+    repair = s.startup["power_cut_repair"]
+    assert repair["objects_quarantined"] == [head]
+    assert repair["indexes_dropped"] == 0           # nothing was lost: the pack holds it
+    assert s.journal_verify().wire()["status"] == "ok"   # the chain through `head`, from the pack
+    assert pygit2.Repository(str(store_dir))[head].type == pygit2.GIT_OBJECT_COMMIT
