@@ -193,12 +193,9 @@ class _PackWriter:
             if batch is None or self._error is not None:
                 return
             try:
-                self.names.append(self._write(batch))
+                self.names.append(write_pack(self.dir, batch, durable=self.durable))
             except BaseException as exc:      # surfaced to the producer by _ship/finish
                 self._error = exc
-
-    def _write(self, batch) -> str:
-        return write_pack(self.dir, batch, durable=self.durable)
 
 
 def write_pack(pack_dir: str, batch: list, *, durable: bool,

@@ -50,6 +50,11 @@ def encode(raw: bytes) -> str:
 
 def decode(oid: str, text) -> bytes:
     """The loose bytes of `oid`, checked; ValueError if they are not that object."""
+    return _inflate(oid, text)[0]
+
+
+def _inflate(oid: str, text) -> tuple[bytes, bytes]:
+    """(loose bytes, the framed object they inflate to) of `oid`, checked as `decode` says."""
     if not is_oid(oid) or not isinstance(text, str):
         raise ValueError("a carried object is malformed")
     try:
@@ -59,7 +64,7 @@ def decode(oid: str, text) -> bytes:
         raise ValueError(f"carried object {oid[:12]} is not decodable") from None
     if hashlib.sha1(data).hexdigest() != oid:
         raise ValueError(f"carried object {oid[:12]} does not hash to its name")
-    return raw
+    return raw, data
 
 
 def carry(repo, oids, known: dict[str, tuple[int, bytes]] | None = None) -> tuple[dict[str, str], list[str]]:
@@ -122,10 +127,9 @@ def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=()) -> Non
     entries, in_place = [], list(also)
     for oid, text in carried.items():
         try:
-            data = zlib.decompress(decode(oid, text))
-            head, _, body = data.partition(b"\0")
+            head, _, body = _inflate(oid, text)[1].partition(b"\0")
             kind = loose.KIND_OF[head.split(b" ", 1)[0]]
-        except (ValueError, KeyError, zlib.error):
+        except (ValueError, KeyError):
             in_place.append(oid)            # not ours to repack: made durable where it is
             continue
         entries.append((bytes.fromhex(oid), *pack_entry(kind, body, 1)))
