@@ -182,7 +182,30 @@ class Store:
                 return
             raise StoreUnwritable(problem) from None
 
+    def _not_ours(self) -> str | None:
+        """Why the folder at the store path must never become a store, checked before anything
+        is written to it (None: it is ours, empty, missing or a store whose creation was cut)."""
+        if not self.root.is_dir():
+            return None
+        if (self.root / "HEAD").exists() or (self.root / "HEAD").is_symlink():
+            # a store is created with its chronos/ folder first and bare: anything else with a
+            # HEAD is someone's repository (a project's .git, a bare remote)
+            try:
+                bare = _config_value(pygit2.Config(str(self.root / "config")), "core.bare")
+            except (pygit2.GitError, OSError, ValueError):
+                bare = None
+            if not self.meta_dir.is_dir() or str(bare).lower() in ("false", "no", "off", "0"):
+                return (f"store path {self.root} is a git repository that chronos-git did not create; "
+                        "it is never taken over (choose an empty or new folder for --store / store_dir)")
+            return None
+        if not _torn_init(self.root):
+            return f"store path {self.root} is not empty and is not a chronos-git store"
+        return None
+
     def _write_layout(self) -> None:
+        problem = self._not_ours()
+        if problem:
+            raise StoreError(problem)            # before anything is created or chmodded in it
         make_private_dir(self.root)
         make_private_dir(self.meta_dir)
         with locking.exclusive(self.meta_dir / "init.lock"):
@@ -302,6 +325,9 @@ class Store:
         written: libgit2 keeps a deleted pack's index in memory, so an old handle thinks
         objects of that pack still exist and skips writing them again (a tree or blob
         identical to a pruned one would then be missing from the new checkpoint)."""
+        if self.maintenance.held_here():
+            yield       # nested in this thread's own: no compaction ran since its check
+            return
         with self.maintenance.shared():
             self.check_handles()
             yield

@@ -1,0 +1,80 @@
+"""The store path is configuration, so it may name the wrong folder: someone's repository or
+folder is refused before anything is written to it (a new user pointed `--store` at a
+project's `.git`, which was turned into a bare store; a refused folder was left with
+`chronos/init.lock` in it and its mode changed)."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pygit2
+import pytest
+
+from chronos_git.engine.store import Store, StoreError
+from support.helpers import git, tree_fingerprint
+
+
+def _project(tmp_path):
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "a.txt").write_text("mine\n")
+    git("init", "-q", cwd=work)
+    git("add", "a.txt", cwd=work)
+    git("-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "one", cwd=work)
+    return work
+
+
+def _clean(work) -> bool:
+    return git("status", "--porcelain", cwd=work).stdout == ""
+
+
+def _refused_untouched(path, match):
+    before = (tree_fingerprint(path, mtimes=True), stat.S_IMODE(os.stat(path).st_mode))
+    with pytest.raises(StoreError, match=match):
+        Store.open(path)
+    assert (tree_fingerprint(path, mtimes=True), stat.S_IMODE(os.stat(path).st_mode)) == before
+    assert not (path / "chronos").exists()
+
+
+def test_a_projects_git_dir_is_never_taken_over(tmp_path):
+    work = _project(tmp_path)
+    _refused_untouched(work / ".git", "git repository that chronos-git did not create")
+    assert _clean(work)                      # still a work tree's repository, with nothing new in it
+
+
+def test_a_bare_repository_is_never_taken_over(tmp_path):
+    bare = tmp_path / "remote.git"
+    pygit2.init_repository(str(bare), bare=True).create_blob(b"someone's data")
+    _refused_untouched(bare, "git repository that chronos-git did not create")
+
+
+def test_a_refused_folder_is_left_as_it_was(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir(mode=0o755)
+    os.chmod(folder, 0o755)
+    (folder / "important.txt").write_text("keep\n")
+    _refused_untouched(folder, "not empty and is not a chronos-git store")
+    work = _project(tmp_path)                      # a work tree: refused, no `?? chronos/` in it
+    _refused_untouched(work, "not empty and is not a chronos-git store")
+    assert _clean(work)
+
+
+def test_an_empty_folder_and_an_existing_store_still_open(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert Store.open(empty).repo().is_bare
+    Store.forget_instances()
+    assert Store.open(empty).repo().is_bare          # ours now: opened again, not refused
+
+
+def test_the_cli_refuses_a_repository_as_its_store(cli, ws, tmp_path):
+    work = _project(tmp_path)
+    before = tree_fingerprint(work / ".git", mtimes=True)
+    r = cli("--store", work / ".git", "snapshot", "--workspace", ws, "--json")
+    assert r.rc == 1 and "Traceback" not in r.stderr + r.stdout
+    assert r.json["status"] == "error" and "did not create" in r.json["error"] and "--store" in r.json["error"]
+    text = cli("--store", work / ".git", "snapshot", "--workspace", ws)
+    assert text.rc == 1 and "Traceback" not in text.stderr and "did not create" in text.stderr + text.stdout
+    assert tree_fingerprint(work / ".git", mtimes=True) == before and _clean(work)
+    r = cli("snapshot", "--workspace", ws, "--json")           # the configured store is unaffected
+    assert r.rc == 0 and r.json["created"] is True
