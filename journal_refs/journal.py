@@ -124,6 +124,8 @@ class Journal:
         self.unwritable: str | None = None   # why the last write failed (full disk, read-only store)
         self.me = ProcessIdentity.current()
         self.boot = current_boot()       # carried objects are written back only in a later boot
+        self._carried_n: int | None = None   # objects the witness this process last wrote carries
+        self._parsed: tuple[bytes, dict] | None = None   # the last witness record read, checked
 
     # ------------------------------------------------------------------ open
     def open(self) -> "Journal":
@@ -161,6 +163,10 @@ class Journal:
                 self.witness_torn = False
                 return None
             raw, self.witness_torn = got
+            if not whole and self._parsed is not None and self._parsed[0] == raw:
+                # the record checked last time, byte for byte (mostly the one this process wrote)
+                w = self._parsed[1]
+                return {**w, "carried": dict(w["carried"])}
             w = json.loads(raw)
             if not isinstance(w, dict) or w.get("schema") != WITNESS_SCHEMA or "journal_id" not in w:
                 raise ValueError("wrong schema")
@@ -179,6 +185,7 @@ class Journal:
             if whole:
                 for oid, text in w["carried"].items():
                     carried.decode(oid, text)
+            self._parsed = (raw, {**w, "carried": dict(w["carried"])})
             return w
         except ValueError as exc:
             raise IntegrityError(f"local journal checkpoint {self.witness_path} is not valid ({exc}): "
@@ -194,9 +201,12 @@ class Journal:
         if carry:
             doc["carried"] = carry
             doc["boot"] = self.boot
+        record = canonical(doc).encode()
         try:
-            self._witness.write(canonical(doc).encode())
+            self._witness.write(record)
             self.witness_torn = False
+            self._carried_n = len(carry or ())
+            self._parsed = (record, {**doc, "carried": dict(carry or {})})
         except OSError as exc:
             raise JournalError(f"could not write the journal witness {self.witness_path}: "
                                f"{explain(exc, self.witness_path)}") from None
@@ -544,6 +554,8 @@ class Journal:
         """Make the carried objects (one pack: carried.sync) and the ref durable, and stop
         carrying them (the outcome writer calls this when idle).  The fsyncs run outside the journal's lock,
         so the next call's gate check and intent do not wait for them.  Whether it synced."""
+        if min_objects > 0 and self._carried_n is not None and self._carried_n <= min_objects:
+            return False      # what this process last wrote carries too little (no lock, no read)
         with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
             try:
                 w = self._read_witness()
