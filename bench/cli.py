@@ -41,7 +41,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--figures", metavar="LIST",
                     help="comma-separated subset of P0,P1,P2,P4,P5,P6,P7 (P3 always runs: it sets up the stores)")
     ap.add_argument("--keep", action="store_true", help="keep each corpus' run directory")
-    return ap.parse_args(argv)
+    ap.add_argument("--p0-think-ms", type=int, default=0, metavar="MS",
+                    help="P0: the scripted model waits MS before each answer, as a real model's response "
+                         "time does (default 0: it answers at once, the figure the P0 targets are set for)")
+    args = ap.parse_args(argv)
+    if not 0 <= args.p0_think_ms <= 60_000:
+        ap.error("--p0-think-ms must be between 0 and 60000")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         corpus = corpora.ensure(name, cache)
         plan = plan_for(name, args.quick, args.calls, args.journal_events)
+        plan.p0_think_ms = args.p0_think_ms
         run = CorpusRun(corpus, plan, repo=REPO, cache=cache, keep=args.keep, profile=args.profile,
                         host=args.chronos_host, figures=figures).run()
         run["targets"] = report.targets(run)

@@ -45,6 +45,7 @@ class Plan:
     p0_calls: int = 50     # tool calls per session, write_file and terminal in turn
     p7_calls: int = 200    # P7: protected calls of one session
     p7_every: int = 50     # ... sampled this often
+    p0_think_ms: int = 0   # the scripted model's response time in P0 (0: it answers at once)
 
 
 def plan_for(name: str, quick: bool, calls: int | None, journal_events: int | None) -> Plan:
@@ -262,7 +263,8 @@ class CorpusRun:
     # ------------------------------------------------------------------ P0
     def p0(self) -> dict:
         from .hermes_chat import run
-        return run(self.corpus, self.rundir, sessions=self.plan.p0_sessions, calls=self.plan.p0_calls)
+        return run(self.corpus, self.rundir, sessions=self.plan.p0_sessions, calls=self.plan.p0_calls,
+                   think_ms=self.plan.p0_think_ms)
 
     # ------------------------------------------------------------------ P3
     def p3(self) -> dict:

@@ -7,7 +7,10 @@ plugin, ...); each session makes `calls` tool calls, write_file and terminal in
 turn.  A call's latency is the time from the model request that asked for it
 to the next model request (which carries its result): Hermes' own work, the
 tool and, in the plugin arm, the middleware, the pre-call snapshot, the intent
-and outcome appends and the result transform.  Calls are paired by (session,
+and outcome appends and the result transform.  The scripted model answers at
+once (the worst case for the outcomes written while Hermes waits on its
+model); `think_ms` makes it wait that long before each answer, as a real
+model's response time does (the same in both arms, so it cancels in the pairs).  Calls are paired by (session,
 step) across the arms; P0 is the median of the paired differences.
 
 The first plugin session of a fresh store also takes the workspace's first
@@ -29,7 +32,7 @@ from .stats import summary
 TOOLS = ("write_file", "terminal")
 
 
-def _script(ws: Path, session: int, calls: int) -> list[dict]:
+def _script(ws: Path, session: int, calls: int, think_s: float = 0.0) -> list[dict]:
     steps = []
     for k in range(calls):
         if k % 2 == 0:
@@ -39,6 +42,8 @@ def _script(ws: Path, session: int, calls: int) -> list[dict]:
             steps.append({"tool_calls": [{"name": "terminal", "id": f"call_t{session}_{k}", "arguments": {
                 "command": f"echo {session}-{k} >> {ws}/p0-bench/log.txt"}}]})
     steps.append({"content": "done"})
+    if think_s:
+        steps = [{**st, "think_s": think_s} for st in steps]
     return [{"match": f"P0 session {session}", "steps": steps}]
 
 
@@ -51,7 +56,7 @@ def _latencies(env, session: int, calls: int) -> list[float]:
     return [(t[k + 1] - t[k]) * 1000 for k in range(calls)]
 
 
-def run(corpus: Corpus, rundir: Path, *, sessions: int, calls: int) -> dict:
+def run(corpus: Corpus, rundir: Path, *, sessions: int, calls: int, think_ms: int = 0) -> dict:
     use_test_support()
     from support.hermes_env import HermesEnv          # the end-to-end harness: one way to drive Hermes
 
@@ -69,7 +74,7 @@ def run(corpus: Corpus, rundir: Path, *, sessions: int, calls: int) -> dict:
         for s in range(sessions + 1):                 # session 0: the plugin's first snapshot (P0f)
             for name in (("plugin", "bare") if s % 2 == 0 else ("bare", "plugin")):
                 env = arms[name]
-                env.set_script(_script(env.ws, s, calls))
+                env.set_script(_script(env.ws, s, calls, think_ms / 1000))
                 t0 = time.monotonic()
                 proc = env.chat(f"P0 session {s}", toolsets="file,terminal", timeout=900)
                 walls[name].append(time.monotonic() - t0)
@@ -90,7 +95,8 @@ def run(corpus: Corpus, rundir: Path, *, sessions: int, calls: int) -> dict:
     finally:
         for env in arms.values():
             env.stop()
-    out: dict = {"sessions": sessions, "calls_per_session": calls, "journal_checked": checked, **out_first}
+    out: dict = {"sessions": sessions, "calls_per_session": calls, "model_think_ms": think_ms,
+                 "journal_checked": checked, **out_first}
     for i, tool in enumerate(TOOLS):
         pick = lambda lat: [v for k, v in enumerate(lat) if k % 2 == i]      # noqa: E731
         steady = [(p, b) for s in range(1, sessions + 1)

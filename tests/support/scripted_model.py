@@ -11,8 +11,9 @@ Prints `READY <port>` once listening.  The script is re-read on every request:
 
 The step is chosen without server state: the number of assistant messages
 after the last user message.  Several tool_calls in one step are one parallel
-batch.  Requests without `tools` (titles, summaries) get "ok" and consume no
-step.  Every request is logged (messages included) so tests can assert on
+batch.  A step's `"think_s": seconds` delays its answer, as a real model's
+response time would (logged on arrival).  Requests without `tools` (titles,
+summaries) get "ok" and consume no step.  Every request is logged (messages included) so tests can assert on
 what the model received.  Streaming (SSE) and plain JSON are both answered.
 """
 import argparse
@@ -95,6 +96,8 @@ class Handler(BaseHTTPRequestHandler):
                 fh.write(json.dumps({"t": time.time(), "has_tools": bool(body.get("tools")),
                                      "messages": body.get("messages"), "step": step,
                                      "tool_calls": calls}) + "\n")
+        if isinstance(step.get("think_s"), (int, float)) and 0 < step["think_s"] <= 60:
+            time.sleep(step["think_s"])
         content = step.get("content")
         finish = "tool_calls" if calls else "stop"
         cid = "chatcmpl-" + uuid.uuid4().hex[:12]
