@@ -197,12 +197,20 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
         svc = Chronos.get(args.store or store, loaded.settings, create=command not in READ_ONLY,
                           problems=loaded.problems)
         stores = [str(svc.core.store_dir)]
-        workspace = os.path.abspath(getattr(args, "workspace", None) or os.getcwd())
+        workspace = os.path.abspath(getattr(args, "workspace", None) or _cwd())
         rc, result = _run(svc, args, workspace, as_json, err)
     except Exception as exc:               # never a traceback for the operator
         result, rc, _ = envelope(exc, *stores)
     _emit(result, as_json, out, err, command, prog)
     return EXIT_ERROR if rc == 0 and result.status == "error" else rc
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise ValueError("the current folder no longer exists (it was deleted or moved): cd into the "
+                         "workspace or pass --workspace") from None
 
 
 def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, Result]:

@@ -169,8 +169,6 @@ def _parts(result: r.Result, command: str | None):
 def _message(result: r.Result) -> str:
     if isinstance(result, r.Refusal):
         return result.message
-    if not result.error and isinstance(result, r.RunResult) and result.exit_code is not None:
-        return f"the command exited with status {result.exit_code}"
     return result.error or "failed"
 
 

@@ -35,7 +35,7 @@ from .checkpoint import Checkpoint, CheckpointMeta
 from .codec import display
 from .confine import ABSENT, ChangedMeanwhile, Confined, PathBlocked, signature, split
 from .diff import working_tree
-from .errors import ChronosError, UnsafePath
+from .errors import ChronosError, PathError, UnsafePath
 from .ignore import is_ignored
 from .paths import delta_path, same
 
@@ -155,14 +155,23 @@ def _is_tree(tree, path: str) -> bool:
 
 
 def plan(ws, target: Checkpoint, current_tree_id: str, *, rels: list[str] | None = None,
-         clean: bool = True, force: bool = False) -> list[PlanItem]:
+         clean: bool = True, force: bool = False, paths_must_exist: bool = False) -> list[PlanItem]:
     """What a restore of `target` over the tree `current_tree_id` would do, path by path.
 
     Raises UnsafePath (naming every offending entry) when the target holds
-    names that must never be written."""
+    names that must never be written; PathError, with `paths_must_exist` (a
+    person's --path), for a path in neither tree, which would read as "nothing
+    to change".  A recovery's rollback passes paths that may be in neither."""
     repo = ws.store.repo()
     current, target_tree = repo[current_tree_id], repo[target.tree_id]
     uncaptured = {s["path"]: s["reason"] for s in target.meta.skipped or ()}
+    missing = [rel for rel in rels or () if paths_must_exist and rel and _entry(target_tree, rel) is None
+               and _entry(current, rel) is None and rel not in uncaptured]
+    if missing:
+        raise PathError(", ".join(repr(display(m)) for m in missing[:10]) + (" and more" if len(missing) > 10 else "")
+                        + f" {'is' if len(missing) == 1 else 'are'} in neither checkpoint {target.id[:12]} nor "
+                        "the workspace (paths are relative to the workspace, ignored files are never "
+                        "checkpointed; check the spelling)")
     changes = list(_changes(repo, current, target_tree, rels))
     unsafe = [why for ch in changes if ch.status != "deleted"
               for why in [_unsafe(target_tree, ch.path, ch.new_id)] if why]
@@ -240,16 +249,17 @@ class Prepared:
 
 
 def preview(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
-            force: bool = False) -> dict:
+            force: bool = False, paths_must_exist: bool = False) -> dict:
     """A dry run: the plan against the working tree, nothing committed or written."""
     target = ws.resolve(spec)
     rels = _rels(ws, paths)
-    items = plan(ws, target, working_tree(ws), rels=rels, clean=clean, force=force)
+    items = plan(ws, target, working_tree(ws), rels=rels, clean=clean, force=force,
+                 paths_must_exist=paths_must_exist)
     return _result(target, None, items, clean, dry_run=True)
 
 
 def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True, force: bool = False,
-            meta: CheckpointMeta | None = None) -> Prepared:
+            meta: CheckpointMeta | None = None, paths_must_exist: bool = False) -> Prepared:
     """Steps 1-5: validate, scan, plan, capture check, safety checkpoint.
 
     The caller holds `ws.exclusive()` from here until `apply` returns."""
@@ -261,7 +271,8 @@ def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True
     safety_meta.description = safety_meta.description or f"safety checkpoint before restoring {target.id[:8]}"
     safety_meta.note = f"state before restoring {target.id}; restore this to undo"
     scan = ws.snapshot(safety_meta, commit=False)
-    items = plan(ws, target, scan.tree_id, rels=rels, clean=clean, force=force)
+    items = plan(ws, target, scan.tree_id, rels=rels, clean=clean, force=force,
+                 paths_must_exist=paths_must_exist)
     safety = ws.commit_scan(scan, safety_meta).checkpoint
     faults.hit("restore_after_safety")
     for it in items:

@@ -320,7 +320,11 @@ def written(svc, out: Path | None = None, **kw) -> ReportWritten:
     if path.resolve().is_relative_to(store):
         raise ValueError(f"{path} is inside the store {store}: a report is never written there; "
                          "pass --out with a path elsewhere")
-    path.write_text(render(ctx), encoding="utf-8")
+    try:
+        path.write_text(render(ctx), encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"could not write the report to {path}: the folder {path.parent} does not exist "
+                         "(create it, or pass --out with a path in an existing folder)") from None
     return ReportWritten(path=str(path), verdict=ctx["verdict"]["word"], level=ctx["verdict"]["level"])
 
 

@@ -269,7 +269,7 @@ class Reconciler:
         res = None
         if paths:
             res = self.time.restore(workspace, pre, paths=paths, clean=True, gate=False, actor=actor,
-                                    tool="chronos.rollback")
+                                    tool="chronos.rollback", paths_must_exist=False)
         safety = res.safety_checkpoint if res else None
         text = (f"rolled back to pre-checkpoint {str(pre)[:12]}: {len(paths)} path(s) restored"
                 + (f"; safety checkpoint {safety[:12]}" if safety else ""))

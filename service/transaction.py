@@ -295,7 +295,10 @@ class ProtectedCalls:
         if failure:
             return RunResult(**t.record.model_dump(exclude={"status", "error"}), status="error",
                              exit_code=None, error=failure)
-        return RunResult(**t.record.model_dump(), exit_code=rc)
+        res = RunResult(**t.record.model_dump(), exit_code=rc)
+        if rc != 0 and not res.error:
+            res.error = f"the command exited with status {rc}"     # the error shape every surface shows
+        return res
 
     def write_file(self, workspace: str, path: str, content: bytes, *, tool: str = "write_file",
                    session_id: str | None = None, actor: str | None = "cli") -> WriteResult:
@@ -304,6 +307,8 @@ class ProtectedCalls:
         ws = self.core.store.workspace(workspace)
         abspath = os.path.normpath(path if os.path.isabs(path) else os.path.join(workspace, path))
         split(ws.rel(abspath))                # outside the workspace or into a .git: refused now
+        if path.endswith(("/", os.sep)) or os.path.isdir(abspath):
+            raise ValueError(f"{path} names a folder: write needs the path of a file (nothing was written)")
         call = Call(tool=tool, args={"path": abspath, "content": content.decode("utf-8", "replace")},
                     workspace=workspace, session_id=session_id, declared=[Declared(abspath, content)],
                     actor=actor)

@@ -734,3 +734,20 @@ def test_a_restore_that_leaves_a_concurrently_changed_file_alone_is_a_known_outc
     assert svc.refusal() is None
     ops = svc.journal.unresolved()
     assert not ops, [o.operation_id for o in ops]
+
+
+def test_rollback_of_a_file_call_whose_new_file_is_gone_again_still_resolves(store_dir, ws):
+    """A person's `restore --path` must name a path in the checkpoint or the workspace (a typo
+    is an error), but a recovery's rollback of a call that created a file passes that path
+    even when it is in neither any more."""
+    new = ws / "new.txt"
+    t = crash(store_dir, write_call(ws, new, b"the whole content\n"), effect=lambda: new.write_text("the wh"))
+    s = process(store_dir)
+    s.start()
+    assert t.operation_id in [o.operation_id for o in s.journal.unresolved()]      # partial: for an operator
+    new.unlink()
+    rb = s.recover(t.operation_id[:10], rollback=True)
+    assert rb.outcome == "rolled_back" and rb.gate == "open" and not new.exists()
+    with pytest.raises(ChronosError, match="in neither checkpoint"):
+        s.restore(str(ws), t.pre_checkpoint, paths=[str(new)], dry_run=True)
+    assert_sound(s)

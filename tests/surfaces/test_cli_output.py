@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from datetime import datetime
@@ -430,3 +431,39 @@ def test_a_failing_command_says_so_on_stderr_in_one_line(cli, ws):
     assert r.rc == 5 and "Traceback" not in r.stderr
     assert "exit code 5" in r.stdout and "operation" in r.stdout
     assert r.stderr.splitlines() == ["error: the command exited with status 5"]
+
+
+def test_a_failing_command_has_the_error_shape_in_json_too(cli, ws):
+    """New-user trial: `--json run -- false` gave status "error" with no "error" key."""
+    r = cli("--json", "run", "--workspace", ws, "--", PY, "-c", "import sys; sys.exit(5)")
+    assert r.rc == 5 and r.json["status"] == "error" and r.json["exit_code"] == 5
+    assert r.json["error"] == "the command exited with status 5"
+    ok = cli("--json", "run", "--workspace", ws, "--", PY, "-c", "pass")
+    assert ok.rc == 0 and ok.json["status"] == "ok" and ok.json.get("error") is None
+
+
+def test_careless_paths_get_a_clear_error_and_nothing_written(cli, ws, tmp_path, store_dir):
+    """New-user trial: `write d/` made a file named d; a deleted current folder and a report
+    into a missing folder gave bare `[Errno 2]` messages."""
+    before = sorted(os.listdir(ws))
+    for target in ("newdir/", "src"):                  # a trailing slash; an existing folder
+        r = cli("write", target, "--content", "x", "--workspace", ws)
+        assert r.rc == 1 and "names a folder" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(os.listdir(ws)) == before and (ws / "src").is_dir()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    env = {**os.environ, "CHRONOS_GIT_STORE": str(store_dir)}
+    p = subprocess.run(["sh", "-c", 'rmdir "$PWD" && exec "$0" -m chronos_git.cli snapshot --json', PY],
+                       cwd=gone, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "current folder no longer exists" in json.loads(p.stdout)["error"], p
+    r = cli("report", "--out", tmp_path / "no" / "such" / "r.html", "--json")
+    assert r.rc == 1 and "does not exist" in r.json["error"] and "Traceback" not in r.stderr
+
+
+def test_a_mistyped_restore_path_is_an_error_not_nothing_to_change(cli, ws):
+    """New-user trial: `restore 1 --path nonexist.txt --dry-run` said the workspace already matched."""
+    assert cli("snapshot", "--workspace", ws).rc == 0
+    r = cli("restore", "1", "--path", "nonexist.txt", "--dry-run", "--workspace", ws, "--json")
+    assert r.rc == 1 and "'nonexist.txt' is in neither checkpoint" in r.json["error"]
+    r = cli("restore", "1", "--path", "a.txt", "--dry-run", "--workspace", ws, "--json")
+    assert r.rc == 0 and r.json["dry_run"] is True
