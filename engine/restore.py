@@ -166,7 +166,8 @@ def plan(ws, target: Checkpoint, current_tree_id: str, *, rels: list[str] | None
     current, target_tree = repo[current_tree_id], repo[target.tree_id]
     uncaptured = {s["path"]: s["reason"] for s in target.meta.skipped or ()}
     missing = [rel for rel in rels or () if paths_must_exist and rel and _entry(target_tree, rel) is None
-               and _entry(current, rel) is None and rel not in uncaptured]
+               and _entry(current, rel) is None and rel not in uncaptured
+               and not os.path.lexists(os.path.join(ws.root_bytes, os.fsencode(rel)))]   # e.g. not captured
     if missing:
         raise PathError(", ".join(repr(display(m)) for m in missing[:10]) + (" and more" if len(missing) > 10 else "")
                         + f" {'is' if len(missing) == 1 else 'are'} in neither checkpoint {target.id[:12]} nor "

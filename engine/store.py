@@ -76,6 +76,23 @@ def _config_value(cfg, key: str):
 _INIT_DIRS = {"chronos", "objects", "refs", "hooks", "info", "branches"}
 
 
+def _chronos_refs(root: Path) -> bool:
+    """Whether the repository at `root` has refs of ours (checkpoints, the journal)."""
+    if (root / "refs" / "chronos").is_dir() and any(files for _, _, files in os.walk(root / "refs" / "chronos")):
+        return True
+    try:
+        return b" refs/chronos/" in (root / "packed-refs").read_bytes()
+    except OSError:
+        return False
+
+
+def _no_refs_or_objects(root: Path) -> bool:
+    """A repository as `git init` leaves it: no ref and no object yet."""
+    if (root / "packed-refs").exists():
+        return False
+    return not any(files for sub in ("refs", "objects") for _, _, files in os.walk(root / sub))
+
+
 def _torn_init(root: Path) -> bool:
     """Nothing but what `git init` writes (HEAD comes last) and our own folder, with no object,
     ref or file of anyone else's in it: an empty folder, or one a process was killed while
@@ -183,24 +200,30 @@ class Store:
             raise StoreUnwritable(problem) from None
 
     def _not_ours(self) -> str | None:
-        """Why the folder at the store path must never become a store, checked before anything
-        is written to it (None: it is ours, empty, missing or a store whose creation was cut)."""
-        if not self.root.is_dir():
+        """Why the folder at the store path must never become a store, decided before anything
+        is written to it (None: missing, empty, a store, or one whose creation was cut)."""
+        root = self.root
+        if not root.is_dir():
             return None
-        if (self.root / "HEAD").exists() or (self.root / "HEAD").is_symlink():
-            # a store is created with its chronos/ folder first and bare: anything else with a
-            # HEAD is someone's repository (a project's .git, a bare remote)
-            try:
-                bare = _config_value(pygit2.Config(str(self.root / "config")), "core.bare")
-            except (pygit2.GitError, OSError, ValueError):
-                bare = None
-            if not self.meta_dir.is_dir() or str(bare).lower() in ("false", "no", "off", "0"):
-                return (f"store path {self.root} is a git repository that chronos-git did not create; "
-                        "it is never taken over (choose an empty or new folder for --store / store_dir)")
+        if not ((root / "HEAD").exists() or (root / "HEAD").is_symlink()):
+            if self.meta_dir.is_dir():
+                return None     # a creation of ours (chronos/ comes first) in progress or cut: decided locked
+            if not _torn_init(root):
+                return f"store path {root} is not empty and is not a chronos-git store"
             return None
-        if not _torn_init(self.root):
-            return f"store path {self.root} is not empty and is not a chronos-git store"
-        return None
+        try:
+            cfg = pygit2.Config(str(root / "config"))
+            email, bare = _config_value(cfg, "user.email"), _config_value(cfg, "core.bare")
+        except (pygit2.GitError, OSError, ValueError):
+            email = bare = None
+        if str(bare).lower() not in ("false", "no", "off", "0"):
+            if email == SIGNATURE_EMAIL or _chronos_refs(root):
+                return None     # ours (its chronos/ folder, only locks and scratch, may be gone)
+            if self.meta_dir.is_dir() and _no_refs_or_objects(root):
+                return None     # a creation of ours cut before its config was written
+        # someone's repository (a project's .git, a bare remote): its config would be rewritten
+        return (f"store path {root} is a git repository that chronos-git did not create; it is never "
+                "taken over (choose an empty or new folder for --store / store_dir)")
 
     def _write_layout(self) -> None:
         problem = self._not_ours()

@@ -322,7 +322,7 @@ def written(svc, out: Path | None = None, **kw) -> ReportWritten:
                          "pass --out with a path elsewhere")
     try:
         path.write_text(render(ctx), encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise ValueError(f"could not write the report to {path}: the folder {path.parent} does not exist "
                          "(create it, or pass --out with a path in an existing folder)") from None
     return ReportWritten(path=str(path), verdict=ctx["verdict"]["word"], level=ctx["verdict"]["level"])

@@ -5,11 +5,13 @@ project's `.git`, which was turned into a bare store; a refused folder was left 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 
 import pygit2
 import pytest
 
+from chronos_git.engine.config import EngineConfig
 from chronos_git.engine.store import Store, StoreError
 from support.helpers import git, tree_fingerprint
 
@@ -29,11 +31,12 @@ def _clean(work) -> bool:
 
 
 def _refused_untouched(path, match):
+    planted = (path / "chronos").exists()
     before = (tree_fingerprint(path, mtimes=True), stat.S_IMODE(os.stat(path).st_mode))
     with pytest.raises(StoreError, match=match):
         Store.open(path)
     assert (tree_fingerprint(path, mtimes=True), stat.S_IMODE(os.stat(path).st_mode)) == before
-    assert not (path / "chronos").exists()
+    assert (path / "chronos").exists() == planted
 
 
 def test_a_projects_git_dir_is_never_taken_over(tmp_path):
@@ -78,3 +81,57 @@ def test_the_cli_refuses_a_repository_as_its_store(cli, ws, tmp_path):
     assert tree_fingerprint(work / ".git", mtimes=True) == before and _clean(work)
     r = cli("snapshot", "--workspace", ws, "--json")           # the configured store is unaffected
     assert r.rc == 0 and r.json["created"] is True
+
+
+def test_two_processes_creating_the_same_store_never_refuse_each_other(tmp_path):
+    """Review: the ownership check ran before the init lock, so a folder another process was
+    creating the store in (HEAD.lock, config.lock, probe files) read as someone's."""
+    refused = 0
+    for i in range(25):
+        root = tmp_path / f"s{i}" / "store"
+        r, w = os.pipe()
+        pids = []
+        for _ in range(2):
+            pid = os.fork()
+            if pid == 0:                                   # pragma: no cover (the child)
+                os.close(w)
+                os.read(r, 1)
+                try:
+                    Store(root, EngineConfig())
+                    os._exit(0)
+                except BaseException:
+                    os._exit(3)
+            pids.append(pid)
+        os.close(r)
+        os.close(w)                                        # both start now
+        for pid in pids:
+            refused += os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
+    assert refused == 0
+
+
+def test_a_store_cut_while_libgit2_wrote_its_config_opens(tmp_path):
+    root = tmp_path / "store"
+    pygit2.init_repository(str(root), bare=True)
+    (root / "HEAD").unlink()                       # libgit2 writes HEAD last
+    os.rename(root / "config", root / "config.lock")
+    (root / "chronos").mkdir()
+    assert Store.open(root).repo().is_bare and not (root / "config.lock").exists()
+
+
+def test_a_store_whose_chronos_folder_was_deleted_is_still_ours(tmp_path):
+    from chronos_git.engine.checkpoint import CheckpointMeta
+    root, ws = tmp_path / "store", tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    first = Store.open(root).workspace(ws).snapshot(CheckpointMeta(description="one")).checkpoint.id
+    Store.forget_instances()
+    shutil.rmtree(root / "chronos")                # locks and scratch only
+    store = Store.open(root)
+    assert (root / "chronos").is_dir() and store.workspace(ws).resolve("latest").id == first
+
+
+def test_a_bare_repository_with_a_planted_chronos_folder_is_still_refused(tmp_path):
+    bare = tmp_path / "shared.git"
+    pygit2.init_repository(str(bare), bare=True).create_blob(b"someone's data")
+    (bare / "chronos").mkdir()
+    _refused_untouched(bare, "git repository that chronos-git did not create")
