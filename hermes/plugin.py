@@ -202,15 +202,23 @@ class Plugin:
         return result
 
     def llm_execution(self, request=None, next_call=None, **kwargs):
-        """Around each model request: Hermes is about to wait on the network, so the outcomes
-        behind are written now, while its thread sleeps (ProtectedCalls.release_behind)."""
+        """Around each model request: the outcomes behind are written once the request is on
+        its way, while Hermes' thread waits on the network (ProtectedCalls.release_behind), or
+        once the model has answered, whichever is first (ProtectedCalls.answered)."""
         svc = self._svc
         if svc is not None:
             try:
                 svc.calls.release_behind()
             except Exception as exc:          # never in the way of the model request
                 log.info("chronos-git: outcomes not released: %s", exc)
-        return next_call(request)
+        try:
+            return next_call(request)
+        finally:
+            if svc is not None:
+                try:
+                    svc.calls.answered()      # a fast model: write beside Hermes' handling of the answer
+                except Exception as exc:
+                    log.info("chronos-git: outcomes not released: %s", exc)
 
     def on_transform_tool_result(self, tool_name=None, result=None, tool_call_id=None, status=None, **kwargs):
         """After a failed protected call, tell the model exactly how to inspect or undo it."""

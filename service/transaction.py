@@ -16,13 +16,16 @@ this process (`journal.poisoned`) and the record says so.
 
 Write-behind (`protect(call, write_behind=True)`, the Hermes host): for an
 ok outcome, the post-checkpoint and the outcome append run on this process's
-outcome writer after the caller has its result, once the host releases it
-(`release_behind`: Hermes is about to wait on its model) or after
-RELEASE_AFTER_S after it was queued, and the next `begin` (or `flush`) waits
-for them first, so the journal's order and the gate are as before.  What it
-changes for a crash: a kill between the result reaching Hermes and the
-outcome being durable (Hermes' time until its next model request, at most
-RELEASE_AFTER_S, plus the writer's few milliseconds) leaves the call
+outcome writer after the caller has its result: SENT_AFTER_S after the host
+releases it (`release_behind`: Hermes is about to send its model request) or
+as soon as that request is answered (`answered`); at the release itself when
+the model lately answered within SENT_AFTER_S (no wait to hide the writer
+in); RELEASE_AFTER_S after it was queued without a release; at once when a
+thread settles: the next `begin` (or `flush`) waits for them first, so the
+journal's order and the gate are as before.  What it changes for a crash: a
+kill between the result reaching Hermes and the outcome being durable
+(Hermes' time until its next model request plus SENT_AFTER_S, at most
+RELEASE_AFTER_S + SENT_AFTER_S, plus the writer's few milliseconds) leaves the call
 where `after_dispatch` leaves it (a file call settles as completed by
 evidence, anything else waits for an operator), now also when Hermes had
 shown the result to the model (which dies with the same process).
@@ -35,8 +38,10 @@ import subprocess
 import threading
 import time
 import uuid
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
+from statistics import median
 
 import pygit2
 
@@ -54,6 +59,7 @@ from .results import CallRecord, RunResult, WriteResult
 from .snapshots import Snapshots
 
 RELEASE_AFTER_S = 0.2      # an outcome behind waits at most this long for `release_behind`
+SENT_AFTER_S = 0.05        # after a release the writer waits this long: the request is on its way
 
 
 @dataclass
@@ -77,6 +83,9 @@ class ProtectedCalls:
         self._release = threading.Condition()  # the host waits on the network: write what is behind
         self._generation = 0                    # releases so far; an outcome waits for a later one
         self._settling = 0                      # threads in settle_behind: no outcome waits
+        self._released_at = 0.0                 # monotonic time of the newest release
+        self._answered = 0                      # the release whose model request was answered
+        self._answer_s: deque = deque(maxlen=8)  # how long the model took to answer, lately
 
     @contextmanager
     def protect(self, call: Call, *, gate: bool = True, budget_s: float | None = None,
@@ -110,12 +119,29 @@ class ProtectedCalls:
                           gate_warning=ticket.gate_warning, outcome="returned", status="ok")
 
     def release_behind(self) -> None:
-        """The host is about to wait for its model (Hermes' `llm_execution` middleware): the
-        outcomes behind are written now, while its own thread sleeps, instead of competing
-        with it for the GIL while it builds that request."""
+        """The host is about to send its model request (Hermes' `llm_execution` middleware):
+        the outcomes behind are written while its thread waits on the model (SENT_AFTER_S on,
+        for a slow model), instead of competing with it for the GIL while it builds that
+        request."""
         with self._release:
             self._generation += 1
+            self._released_at = time.monotonic()
             self._release.notify_all()
+
+    def answered(self) -> None:
+        """The host's model request (the one released last) has been answered: what is behind
+        is written now, beside Hermes' handling of the answer, without waiting SENT_AFTER_S."""
+        with self._release:
+            if self._answered < self._generation:
+                self._answer_s.append(time.monotonic() - self._released_at)
+            self._answered = self._generation
+            self._release.notify_all()
+
+    def _model_is_slow(self) -> bool:
+        """Whether the model lately took longer than SENT_AFTER_S to answer (unknown: yes, as
+        real models do).  A model that answers faster (a local or scripted one) leaves no wait
+        to hide the writer in: it starts at the release instead."""
+        return not self._answer_s or median(self._answer_s) >= SENT_AFTER_S
 
     def _write_outcomes(self) -> None:
         while True:
@@ -123,6 +149,13 @@ class ProtectedCalls:
             with self._release:                       # a host without the middleware: by the deadline
                 self._release.wait_for(lambda: self._generation > generation or self._settling,
                                        timeout=max(0.0, deadline - time.monotonic()))
+                if self._generation > generation and self._model_is_slow():
+                    # released as Hermes starts its request, which it still builds and sends in
+                    # Python: a writer competing for the GIL then delays it by more than its own
+                    # work; from SENT_AFTER_S on Hermes waits on its model, unless the model has
+                    # answered already (or a call settles) first
+                    self._release.wait_for(lambda: self._settling or self._answered >= self._generation,
+                                           timeout=max(0.0, self._released_at + SENT_AFTER_S - time.monotonic()))
             try:
                 self.finish(ticket, outcome)          # never raises; a failure poisons the gate
             finally:
@@ -277,7 +310,7 @@ class ProtectedCalls:
                     session_id=os.environ.get("CHRONOS_GIT_SESSION"), actor="cli")
         if self.core.settings.is_read_only(tool):
             rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
-            return RunResult(journaled=False, read_only=True, exit_code=rc)
+            return _exited(RunResult(journaled=False, read_only=True, exit_code=rc))
         failure = None
         with self.protect(call) as t:
             try:
@@ -295,10 +328,7 @@ class ProtectedCalls:
         if failure:
             return RunResult(**t.record.model_dump(exclude={"status", "error"}), status="error",
                              exit_code=None, error=failure)
-        res = RunResult(**t.record.model_dump(), exit_code=rc)
-        if rc != 0 and not res.error:
-            res.error = f"the command exited with status {rc}"     # the error shape every surface shows
-        return res
+        return _exited(RunResult(**t.record.model_dump(), exit_code=rc))
 
     def write_file(self, workspace: str, path: str, content: bytes, *, tool: str = "write_file",
                    session_id: str | None = None, actor: str | None = "cli") -> WriteResult:
@@ -324,6 +354,16 @@ class ProtectedCalls:
         if failure is not None:
             raise ChronosError(f"could not write {abspath}: {explain(failure, ws.root)}")
         return WriteResult(**t.record.model_dump(), path=abspath, bytes_written=len(content))
+
+
+def _exited(res: RunResult) -> RunResult:
+    """A command that did not exit 0 has the error shape every surface shows."""
+    rc = res.exit_code
+    if rc:
+        res.status = "error"
+        res.error = res.error or (f"the command was killed by signal {-rc}" if rc < 0
+                                  else f"the command exited with status {rc}")
+    return res
 
 
 def failed_write(ticket: Ticket, exc: BaseException) -> Outcome:

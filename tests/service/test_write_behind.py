@@ -194,3 +194,57 @@ def test_a_settle_is_not_undone_by_an_outcome_queued_meanwhile(tmp_path, ws, mon
     hold.set()
     assert done.wait(5), "settle_behind waited for a release that had already been given"
     waiter.join()
+
+
+def test_a_released_outcome_waits_until_the_request_is_out_unless_a_call_needs_it(tmp_path, ws, monkeypatch):
+    """After a release Hermes still builds and sends its request in Python: the writer waits
+    SENT_AFTER_S (set long here) so as not to compete with it for the GIL, but a thread that
+    settles (the next call's begin) gets the outcome at once."""
+    from chronos_git.service import transaction
+    monkeypatch.setattr(transaction, "SENT_AFTER_S", 30.0)
+    svc = _one_write_behind(tmp_path, ws, monkeypatch, 30.0)
+    behind = svc.calls._behind
+    svc.calls.release_behind()
+    with behind.all_tasks_done:                        # released, but the request is not out yet
+        assert not behind.all_tasks_done.wait_for(lambda: behind.unfinished_tasks == 0, timeout=0.5)
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (svc.calls.settle_behind(), done.set()))
+    waiter.start()
+    assert done.wait(10), "a settle waited for SENT_AFTER_S"
+    waiter.join()
+    assert svc.journal.events(1)[0]["kind"] == "returned"
+
+
+def test_a_released_outcome_is_written_once_the_model_has_answered(tmp_path, ws, monkeypatch):
+    """A model that answers before SENT_AFTER_S (the scripted one, a cache hit): the outcome is
+    written beside Hermes' handling of the answer, not after SENT_AFTER_S."""
+    from chronos_git.service import transaction
+    monkeypatch.setattr(transaction, "SENT_AFTER_S", 30.0)
+    svc = _one_write_behind(tmp_path, ws, monkeypatch, 30.0)
+    svc.calls.release_behind()
+    svc.calls.answered()
+    behind = svc.calls._behind
+    with behind.all_tasks_done:
+        assert behind.all_tasks_done.wait_for(lambda: behind.unfinished_tasks == 0, timeout=10)
+    assert svc.journal.events(1)[0]["kind"] == "returned"
+
+
+def test_after_fast_answers_a_released_outcome_is_written_at_once(tmp_path, ws, monkeypatch):
+    """A model that lately answered within SENT_AFTER_S (a local or scripted one) leaves no
+    wait to hide the writer in: it starts at the release, as before SENT_AFTER_S existed."""
+    from chronos_git.service import transaction
+    monkeypatch.setattr(transaction, "SENT_AFTER_S", 30.0)
+    svc = _one_write_behind(tmp_path, ws, monkeypatch, 30.0)
+    calls = svc.calls
+    calls.release_behind()
+    calls.answered()                                   # answered in far less than 30 s
+    calls._behind.join()
+    with svc.protect(_write_call(ws, "b.txt", b"two\n"), write_behind=True) as t:
+        (ws / "b.txt").write_bytes(b"two\n")
+        t.outcome = Outcome(status="ok")
+    assert calls._behind.unfinished_tasks == 1         # held for the release
+    calls.release_behind()                             # no answer, no settle: written anyway
+    behind = calls._behind
+    with behind.all_tasks_done:
+        assert behind.all_tasks_done.wait_for(lambda: behind.unfinished_tasks == 0, timeout=10)
+    assert svc.journal.events(1)[0]["kind"] == "returned"

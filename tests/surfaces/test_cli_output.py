@@ -440,6 +440,9 @@ def test_a_failing_command_has_the_error_shape_in_json_too(cli, ws):
     assert r.json["error"] == "the command exited with status 5"
     ok = cli("--json", "run", "--workspace", ws, "--", PY, "-c", "pass")
     assert ok.rc == 0 and ok.json["status"] == "ok" and ok.json.get("error") is None
+    ro = cli("--json", "run", "--tool", "read_file", "--workspace", ws, "--", PY, "-c", "import sys; sys.exit(3)")
+    assert ro.rc == 3 and ro.json["read_only"] is True and ro.json["status"] == "error"
+    assert ro.json["error"] == "the command exited with status 3"
 
 
 def test_careless_paths_get_a_clear_error_and_nothing_written(cli, ws, tmp_path, store_dir):

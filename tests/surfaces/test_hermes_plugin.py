@@ -187,9 +187,10 @@ def test_middleware_journals_once_even_when_nested(plugin):
 
 def test_the_model_request_releases_the_outcomes_behind(plugin, monkeypatch):
     """The llm_execution middleware passes the request through once and lets the outcome
-    writer run while Hermes waits on the network."""
+    writer run while Hermes waits on the network, at the latest once the model has answered."""
     from chronos_git.service import transaction
     monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 30.0)
+    monkeypatch.setattr(transaction, "SENT_AFTER_S", 30.0)       # only the answer lets it through
     ctx, p, ws = plugin()
     _mw(p, "terminal", {"command": "true"}, lambda args: json.dumps({"output": "", "exit_code": 0}))
     calls = p.svc().calls
