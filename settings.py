@@ -245,7 +245,14 @@ def store_location(settings: Settings, override: str | os.PathLike | None = None
     """Where the store is: `override` (--store, CHRONOS_GIT_STORE), `store_dir`, or the default."""
     for given in (override, os.environ.get("CHRONOS_GIT_STORE")):
         if given:              # a command-line or environment value may be relative to the cwd
-            return Path(os.path.abspath(os.path.expandvars(os.path.expanduser(os.fspath(given)))))
+            where = os.path.expandvars(os.path.expanduser(os.fspath(given)))
+            if not os.path.isabs(where):
+                try:
+                    where = os.path.join(os.getcwd(), where)
+                except FileNotFoundError:
+                    raise ValueError(f"the store path {os.fspath(given)!r} is relative, but the current folder "
+                                     "no longer exists (it was deleted or moved): give an absolute path") from None
+            return Path(os.path.normpath(where))
     if settings.store_dir:
         return expand(settings.store_dir)
     return hermes_home() / "plugin-data" / PLUGIN_KEY

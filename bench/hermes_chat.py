@@ -108,6 +108,9 @@ def run(corpus: Corpus, rundir: Path, *, sessions: int, calls: int, think_ms: in
     out["chronos_p50_ms"] = out["write_file"]["added_p50_ms"]            # headline: write_file
     out["terminal_added_p50_ms"] = out["terminal"]["added_p50_ms"]
     out["first_session_wall_s"] = {k: round(v[0], 2) for k, v in walls.items()}
+    # every call's latency (session -> call step, write_file and terminal in turn), for a closer look
+    out["per_call_ms"] = {name: {str(s): [round(v, 1) for v in lat] for s, lat in sessions_.items()}
+                          for name, sessions_ in per.items()}
     out["session_wall_p50_s"] = {k: round(median(v[1:]), 2) for k, v in walls.items() if len(v) > 1}
     return out
 

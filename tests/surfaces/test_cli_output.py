@@ -459,6 +459,12 @@ def test_careless_paths_get_a_clear_error_and_nothing_written(cli, ws, tmp_path,
     p = subprocess.run(["sh", "-c", 'rmdir "$PWD" && exec "$0" -m chronos_git.cli snapshot --json', PY],
                        cwd=gone, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "current folder no longer exists" in json.loads(p.stdout)["error"], p
+    gone.mkdir()
+    p = subprocess.run(["sh", "-c", 'rmdir "$PWD" && exec "$0" -m chronos_git.cli --store rel-store --json '
+                        'snapshot --workspace "$1"', PY, str(ws)], cwd=gone, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1 and "'rel-store' is relative" in json.loads(p.stdout)["error"], p
+    assert not (tmp_path / "rel-store").exists()
     r = cli("report", "--out", tmp_path / "no" / "such" / "r.html", "--json")
     assert r.rc == 1 and "does not exist" in r.json["error"] and "Traceback" not in r.stderr
 
