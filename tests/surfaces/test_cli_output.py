@@ -453,6 +453,10 @@ def test_careless_paths_get_a_clear_error_and_nothing_written(cli, ws, tmp_path,
         r = cli("write", target, "--content", "x", "--workspace", ws)
         assert r.rc == 1 and "names a folder" in r.stderr and "Traceback" not in r.stderr
     assert sorted(os.listdir(ws)) == before and (ws / "src").is_dir()
+    os.symlink("src", ws / "to-src")                   # a symlink to a folder is a folder here too
+    r = cli("write", "to-src", "--content", "x", "--workspace", ws)
+    assert r.rc == 1 and "names a folder" in r.stderr and os.readlink(ws / "to-src") == "src", r
+    os.unlink(ws / "to-src")
     gone = tmp_path / "gone"
     gone.mkdir()
     env = {**os.environ, "CHRONOS_GIT_STORE": str(store_dir)}
