@@ -17,26 +17,38 @@ from .hermes_chat import TOOLS
 from .stats import median
 
 
-def _p0_runs(doc: dict) -> list[tuple[str, dict]]:
+def _p0_runs(doc) -> list[tuple[str, dict]]:
+    if not isinstance(doc, dict):
+        raise ValueError("not the JSON of `python -m bench --json`")
     runs = doc.get("runs") or [doc]
-    return [(r.get("corpus", "?"), r["P0"]) for r in runs if isinstance(r.get("P0"), dict) and r["P0"].get("per_call_ms")]
+    return [(r.get("corpus", "?"), r["P0"]) for r in runs
+            if isinstance(r, dict) and isinstance(r.get("P0"), dict) and r["P0"].get("per_call_ms")]
+
+
+def _steady_diffs(p0: dict, i: int) -> list[float]:
+    per = p0["per_call_ms"]
+    steady = [s for s in per["plugin"] if s != "0" and s in per["bare"]]
+    return [float(p) - float(b) for s in steady for p, b in zip(per["plugin"][s][i::2], per["bare"][s][i::2])]
 
 
 def pool(paths: list[str]) -> dict:
     rows, pairs = [], {t: [] for t in TOOLS}
     for path in paths:
-        for corpus, p0 in _p0_runs(json.loads(Path(path).read_text())):
-            per = p0["per_call_ms"]
-            steady = [s for s in per["plugin"] if s != "0" and s in per["bare"]]
-            row = {"run": Path(path).stem, "corpus": corpus, "think_ms": p0.get("model_think_ms", 0)}
-            for i, tool in enumerate(TOOLS):
-                diffs = [p - b for s in steady for p, b in zip(per["plugin"][s][i::2], per["bare"][s][i::2])]
-                pairs[tool] += diffs
-                row[tool] = median(diffs)
-                row[f"{tool}_first"] = p0[tool].get("first_session_added_p50_ms")
-            rows.append(row)
+        try:
+            for corpus, p0 in _p0_runs(json.loads(Path(path).read_text())):
+                row = {"run": Path(path).stem, "corpus": corpus, "think_ms": p0.get("model_think_ms", 0)}
+                for i, tool in enumerate(TOOLS):
+                    diffs = _steady_diffs(p0, i)
+                    pairs[tool] += diffs
+                    row[tool] = median(diffs)
+                    row[f"{tool}_first"] = (p0.get(tool) or {}).get("first_session_added_p50_ms")
+                rows.append(row)
+        except ValueError as exc:                  # not JSON, or not the benchmark's
+            raise ValueError(f"{path}: {exc}") from None
+        except (KeyError, TypeError, AttributeError):
+            raise ValueError(f"{path}: its P0 per_call_ms is not as python -m bench writes it") from None
     if not rows:
-        raise SystemExit("no P0 run with per-call latencies (per_call_ms) in the files given")
+        raise ValueError("no P0 run with per-call latencies (per_call_ms) in the files given")
     out = {"runs": rows}
     for tool in TOOLS:
         out[tool] = {"pairs": len(pairs[tool]), "pooled_p50_ms": median(pairs[tool]),
