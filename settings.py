@@ -241,17 +241,22 @@ def _from_file(path: Path) -> tuple[dict, list[str], str | None]:
     return dict(node), [], str(path)
 
 
+def current_folder(then: str) -> str:
+    """os.getcwd(), or a clear error ending in `then` (what to do) when the folder was deleted."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise ValueError(f"the current folder no longer exists (it was deleted or moved): {then}") from None
+
+
 def store_location(settings: Settings, override: str | os.PathLike | None = None) -> Path:
     """Where the store is: `override` (--store, CHRONOS_GIT_STORE), `store_dir`, or the default."""
     for given in (override, os.environ.get("CHRONOS_GIT_STORE")):
         if given:              # a command-line or environment value may be relative to the cwd
             where = os.path.expandvars(os.path.expanduser(os.fspath(given)))
             if not os.path.isabs(where):
-                try:
-                    where = os.path.join(os.getcwd(), where)
-                except FileNotFoundError:
-                    raise ValueError(f"the store path {os.fspath(given)!r} is relative, but the current folder "
-                                     "no longer exists (it was deleted or moved): give an absolute path") from None
+                where = os.path.join(current_folder(f"the store path {os.fspath(given)!r} is relative: "
+                                                    "give an absolute path"), where)
             return Path(os.path.normpath(where))
     if settings.store_dir:
         return expand(settings.store_dir)

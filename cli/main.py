@@ -206,11 +206,7 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
 
 
 def _cwd() -> str:
-    try:
-        return os.getcwd()
-    except FileNotFoundError:
-        raise ValueError("the current folder no longer exists (it was deleted or moved): cd into the "
-                         "workspace or pass --workspace") from None
+    return settings_mod.current_folder("cd into the workspace or pass --workspace")
 
 
 def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, Result]:
