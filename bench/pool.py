@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         res = pool(args.runs)
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError) as exc:
         print(f"python -m bench.pool: {exc}", file=sys.stderr)
         return 1
     if args.json:
