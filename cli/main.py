@@ -197,7 +197,7 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
         svc = Chronos.get(args.store or store, loaded.settings, create=command not in READ_ONLY,
                           problems=loaded.problems)
         stores = [str(svc.core.store_dir)]
-        workspace = os.path.abspath(getattr(args, "workspace", None) or _cwd())
+        workspace = _workspace(getattr(args, "workspace", None))
         rc, result = _run(svc, args, workspace, as_json, err)
     except Exception as exc:               # never a traceback for the operator
         result, rc, _ = envelope(exc, *stores)
@@ -207,6 +207,16 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
 
 def _cwd() -> str:
     return settings_mod.current_folder("cd into the workspace or pass --workspace")
+
+
+def _workspace(given: str | None) -> str:
+    """--workspace made absolute; a relative one needs the current folder, which may be gone."""
+    if not given:
+        return _cwd()
+    if os.path.isabs(given):
+        return os.path.normpath(given)
+    return os.path.normpath(os.path.join(settings_mod.current_folder(
+        f"the workspace path {given!r} is relative: give an absolute path"), given))
 
 
 def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, Result]:

@@ -469,6 +469,10 @@ def test_careless_paths_get_a_clear_error_and_nothing_written(cli, ws, tmp_path,
                        timeout=120)
     assert p.returncode == 1 and "'rel-store' is relative" in json.loads(p.stdout)["error"], p
     assert not (tmp_path / "rel-store").exists()
+    gone.mkdir()
+    p = subprocess.run(["sh", "-c", 'rmdir "$PWD" && exec "$0" -m chronos_git.cli --json snapshot --workspace rel-ws',
+                        PY], cwd=gone, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "'rel-ws' is relative" in json.loads(p.stdout)["error"], p
     r = cli("report", "--out", tmp_path / "no" / "such" / "r.html", "--json")
     assert r.rc == 1 and "does not exist" in r.json["error"] and "Traceback" not in r.stderr
 
