@@ -29,6 +29,15 @@ INVARIANTS = ("lost_events", "integrity", "fsck_errors", "torn_paths", "duplicat
 LITTER = (b".chronos-tmp-", b".chronos-restore-", b".chronos-bulk")
 
 
+def _lines(path: Path) -> int:
+    """Acknowledgements so far (the victim appends one line per operation)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
 @dataclass
 class Child:
     rc: int
@@ -87,8 +96,12 @@ class Scenario:
 
     # ------------------------------------------------------------ the victim
     def child(self, *, fault: str | None = None, ops: int = 8, first=(), background: bool = False,
-              kill_after: float | None = None, timeout: float = 120, only=(), durable: bool = False,
+              kill_after: float | None = None, kill_at: tuple[int, float] | None = None,
+              timeout: float = 120, only=(), durable: bool = False,
               prefix: str = "", acks: Path | None = None, wait: bool = True):
+        """Run the victim.  `kill_after`: SIGKILL it after that many seconds; `kill_at=(n, s)`:
+        after its n-th acknowledged operation plus s seconds, so the kill lands inside the
+        workload however fast this machine runs it (n=0: during its start)."""
         env = {k: v for k, v in os.environ.items() if k not in ("CHRONOS_GIT_FAULT", "CHRONOS_GIT_STORE")}
         if fault:
             env["CHRONOS_GIT_FAULT"] = fault
@@ -103,13 +116,26 @@ class Scenario:
             argv.append("--background")
         if durable:
             argv.append("--durable")
+        ack_file = Path(argv[argv.index("--acks") + 1])
+        acked = _lines(ack_file)
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if not wait:
             return proc
         killed = False
         try:
-            if kill_after is not None:
+            if kill_at is not None:
+                n, delay = kill_at
+                while proc.poll() is None and _lines(ack_file) < acked + n:
+                    if time.monotonic() - t0 > timeout:
+                        raise subprocess.TimeoutExpired(argv, timeout)
+                    time.sleep(0.002)
+                try:
+                    proc.wait(delay)
+                except subprocess.TimeoutExpired:
+                    proc.send_signal(signal.SIGKILL)
+                    killed = True
+            elif kill_after is not None:
                 try:
                     proc.wait(kill_after)
                 except subprocess.TimeoutExpired:

@@ -72,9 +72,13 @@ def crash_cases(seeds: range, kills: int) -> list[Case]:
 def run_crash(case: Case, s: Scenario) -> Outcome:
     rng = random.Random(case.seed)
     if case.spec.get("random"):
-        c = s.child(ops=40, kill_after=rng.uniform(1.0, 4.0))
+        # a random operation, then a random moment inside it (ops take a few to tens of ms);
+        # 0: somewhere in the victim's start (imports, settling, the store's creation)
+        n = rng.randint(0, 39)
+        c = s.child(ops=40, kill_at=(n, rng.uniform(0.05, 0.8) if n == 0 else rng.uniform(0.0, 0.03)))
         out = s.check(s.next_start())
-        out.note = f"killed after {c.seconds:.2f} s" if c.killed else "finished before the kill"
+        out.note = (f"killed after operation {n}, {c.seconds:.2f} s in" if c.killed
+                    else "finished before the kill")
         out.reached = c.killed
         return out
     point = case.spec["point"]
