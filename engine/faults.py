@@ -24,8 +24,6 @@ POINTS = {
     "mid_snapshot": "tree objects written, the index file not",
     "snapshot_index_written": "the index file written, the checkpoint commit not",
     "snapshot_after_commit": "the checkpoint ref moved, the workspace HEAD not",
-    # every ref move (engine/refs.py: a checkpoint ref, the journal ref)
-    "ref_locked": "a ref's new id written to its `.lock` file (fsynced when durable), the ref not moved",
     "watcher_handoff": "the watcher's dirty set taken, the snapshot not done",
     # protected calls (service/transaction.py)
     "after_intent": "the intent durable, the call not dispatched",

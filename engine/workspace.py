@@ -14,10 +14,10 @@ from pathlib import Path
 import pygit2
 from pygit2 import GitError
 
-from . import faults, fifo_guard, locking, perms, refs
+from . import faults, fifo_guard, locking, perms
 from .checkpoint import Checkpoint, CheckpointMeta, signature, write_commit
 from .confine import EXCLUDE_PATTERN
-from .durability import fsync_on, fsync_scope
+from .durability import fsync_scope
 from .errors import CheckpointNotFound, PathError, StoreError, StoreUnwritable, WorkspaceRefused
 from .fsutil import atomic_write
 from .ignore import is_ignored
@@ -598,8 +598,8 @@ class Workspace:
                 repo.references.create(self.ref, cid, force=False)
             elif tip is None or ref.target != tip.id:
                 raise GitError(f"the checkpoint ref {self.ref} moved underneath the workspace lock")
-            else:                            # compare-and-swap against the value just read
-                refs.move(repo, self.store.root, self.ref, str(tip.id), str(cid), durable=fsync_on())
+            else:
+                ref.set_target(cid)          # compare-and-swap against the value just read
         except GitError as exc:
             if "corrupted" not in str(exc):
                 raise

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..engine import faults, locking, loose, refs
+from ..engine import faults, locking, loose
 from ..engine.durability import settle_objects
 from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
@@ -614,7 +614,7 @@ class Journal:
             if ref is None or str(ref.target) != self.head:
                 raise IntegrityError(f"the journal ref moved underneath the journal lock "
                                      f"(expected {self.head[:12]}): another writer ignores the lock")
-            refs.move(repo, self.store.root, REF, self.head, new, durable=False)   # the witness carries it
+            ref.set_target(pygit2.Oid(hex=new), "chronos-git journal append")
         except pygit2.AlreadyExistsError:
             raise IntegrityError("the journal ref appeared underneath the journal lock") from None
         except (pygit2.GitError, OSError) as exc:

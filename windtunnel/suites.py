@@ -33,7 +33,7 @@ _WRITES8 = ["write"] * 8
 RECIPES: dict[str, dict] = {
     "bulk_mid_pack": {}, "bulk_before_idx": {}, "bulk_before_index": {}, "bulk_before_ref": {},
     "mid_snapshot": {"nth": 6}, "snapshot_index_written": {"first": ["shell", "shell"], "nth": 3},
-    "snapshot_after_commit": {"nth": 6}, "ref_locked": {"nth": 12},
+    "snapshot_after_commit": {"nth": 6},
     "watcher_handoff": {"background": True, "first": ["write", "shell", "shell"], "nth": 2},
     "after_intent": {"nth": 6}, "after_dispatch": {"nth": 6},
     "mid_append": {"nth": 10}, "after_witness": {"nth": 10}, "witness_half_written": {"nth": 10},

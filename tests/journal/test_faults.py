@@ -574,33 +574,3 @@ def test_restore_killed_after_its_writes_settles_completed(cli, ws, store_dir):
     assert started["tool"] == "chronos.restore" and started["pre_checkpoint"]
     assert {d["path"] for d in started["declared"]} == {str(ws / "a.txt"), str(ws / "new.txt")}
     assert_sound(cli, store_dir)
-
-
-def test_ref_locked_at_the_journal_ref_heals_and_clears_the_lock(cli, ws, store_dir):
-    """Killed with the journal ref's new id in its `.lock` file (engine/refs.py), the ref not
-    moved: the witness has the intent (healed forward), the write settles as not applied and
-    the lock does not block the next call."""
-    init(cli, ws)
-    r = cli("write", "--json", "a.txt", "--content", "zzz", cwd=ws, fault="ref_locked")
-    assert r.rc == KILLED and (ws / "a.txt").read_text() == "alpha\n"
-    assert (store_dir / "refs/chronos/journal.lock").exists()
-    st = status(cli)
-    assert st["integrity"] == "ok" and st["healed"] and st["gate"] == "open"
-    assert [s["result"] for s in st["settled_at_start"]] == ["not_applied"]
-    assert not (store_dir / "refs/chronos/journal.lock").exists()
-    ok = cli("write", "--json", "a.txt", "--content", "zzz", cwd=ws)
-    assert ok.rc == 0 and (ws / "a.txt").read_text() == "zzz", ok.stdout + ok.stderr
-    assert_sound(cli, store_dir)
-
-
-def test_ref_locked_at_a_checkpoint_ref_dispatches_nothing_and_clears_the_lock(cli, ws, store_dir):
-    init(cli, ws)
-    assert cli("snapshot", "--json", cwd=ws).rc == 0           # the checkpoint ref exists: later ones move it
-    (ws / "b.txt").write_text("b\n")
-    r = cli("run", "--json", "--", PY, "-c", "open('ran.txt','w').write('x')", cwd=ws, fault="ref_locked")
-    assert r.rc == KILLED and not (ws / "ran.txt").exists()
-    (lock,) = (store_dir / "refs/chronos/snapshots").glob("*.lock")
-    ok = cli("run", "--json", "--", PY, "-c", "open('ran.txt','w').write('x')", cwd=ws)
-    assert ok.rc == 0 and (ws / "ran.txt").exists(), ok.stdout + ok.stderr
-    assert not lock.exists() and status(cli)["gate"] == "open"
-    assert_sound(cli, store_dir)
