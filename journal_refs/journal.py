@@ -753,6 +753,11 @@ class Journal:
                 except (ValueError, KeyError, TransitionError, pygit2.GitError) as exc:
                     chain_problems.append(f"event #{i} ({cid[:12]}): {exc}")
                     break
+            marker = self._read_verified()
+            if not chain_problems and isinstance(marker.get("head"), str) and marker["head"] not in set(chain):
+                # whole and valid, but without what was verified before: a rollback of the ref
+                # and the local checkpoint together must not be cleared as clean
+                chain_problems.append(self._lost_verified(marker))
             problems += chain_problems + witness_problems
             if chain_problems:
                 try:
@@ -854,8 +859,7 @@ class Journal:
         except (KeyError, ValueError, pygit2.GitError) as exc:
             self._damage(f"the chain is broken at event {cid[:12] if cid else '?'}: {exc}", tip)
         if base is not None and cid != base:
-            self._damage(f"the journal no longer contains the last verified event {base[:12]} (seq "
-                         f"{marker.get('seq')}): its history was rewritten", tip)
+            self._damage(self._lost_verified(marker), tip)
         state = self._load_state_at(base) if base else JournalState()
         for i, cid in enumerate(reversed(chain)):
             try:
@@ -863,6 +867,11 @@ class Journal:
             except (ValueError, KeyError, TransitionError, pygit2.GitError) as exc:
                 self._damage(f"event {cid[:12]} (seq {state.seq + 1}): {exc}", tip)
         self._note_verified(tip, state.seq, full=base is None)
+
+    def _lost_verified(self, marker: dict) -> str:
+        return (f"the journal no longer contains the last verified event {marker['head'][:12]} (seq "
+                f"{marker.get('seq')}): its history was rewritten or rolled back. If that was deliberate "
+                f"(the store put back from a backup), remove {self.verified_path} and verify again")
 
     def _damage(self, problem: str, tip: str | None):
         """Record damage as the alarm (every process's gate closes) and raise."""

@@ -219,6 +219,27 @@ def test_chain_replaced_with_another_journal_id(populate, cli, ws, store_dir):
     assert_detected(cli, ws, store_dir)
 
 
+def test_a_rollback_of_the_ref_and_the_checkpoint_file_together_is_not_cleared_by_verify(
+        populate, cli, ws, store_dir):
+    """New-user trial: both files copied aside and back after two writes closed the gate at
+    the next start, but `journal verify` (the whole chain valid) then said ok and opened it."""
+    populate(1)
+    ref_file, cp = store_dir / REF, checkpoint_file(store_dir)
+    saved = (ref_file.read_bytes(), cp.read_bytes())
+    for _ in range(2):
+        assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
+    assert cli("journal", "verify", "--json").rc == 0
+    ref_file.write_bytes(saved[0])
+    cp.write_bytes(saved[1])
+    for _ in range(2):
+        v = cli("journal", "verify", "--json")
+        assert v.rc == 1 and "no longer contains the last verified event" in v.json["integrity"], v.stdout
+        assert cli("run", "--json", "--", "true", cwd=ws).rc == 3         # the gate stays closed
+    (store_dir / "chronos" / "journal-verified.json").unlink()             # "it was deliberate"
+    assert cli("journal", "verify", "--json").rc == 0
+    assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
+
+
 def test_history_rewritten_below_head(populate, cli, ws, store_dir):
     """Fork from an ancestor with different (valid) events, same length: diverged."""
     populate()
@@ -319,7 +340,8 @@ def test_exported_checkpoint_survives_appends_but_catches_a_rewrite(populate, cl
                            parent=base, state=st)
     repo.references.create(REF, pygit2.Oid(hex=tip), force=True)
     write_witness(store_dir, new_state.journal_id, tip, new_state.seq)
-    # locally the rewrite is undetectable (both local anchors were rewritten)...
+    (store_dir / "chronos" / "journal-verified.json").unlink()
+    # locally the rewrite is undetectable (every local record of the head was rewritten)...
     local = cli("journal", "verify", "--json")
     assert local.rc == 0, local.stdout
     # ...but the exported checkpoint is no longer an ancestor
@@ -337,6 +359,9 @@ def test_exported_checkpoint_catches_truncation(populate, cli, ws, store_dir, tm
     git(f"--git-dir={store_dir}", "update-ref", REF, ids[-3])
     st = state_at(repo, ids[-3])
     write_witness(store_dir, st.journal_id, ids[-3], st.seq)
+    found = cli("journal", "verify", "--json")           # the last verified head is gone
+    assert found.rc == 1 and "no longer contains the last verified event" in found.json["integrity"]
+    (store_dir / "chronos" / "journal-verified.json").unlink()      # that record rolled back too
     assert cli("journal", "verify", "--json").rc == 0
     bad = cli("journal", "verify", "--checkpoint", cp_path, "--json")
     assert bad.rc == 1 and bad.json["external_checkpoint"] != "ok"
