@@ -35,7 +35,7 @@ from .checkpoint import Checkpoint, CheckpointMeta
 from .codec import display
 from .confine import ABSENT, ChangedMeanwhile, Confined, PathBlocked, signature, split
 from .diff import working_tree
-from .errors import ChronosError, PathError, UnsafePath
+from .errors import ChronosError, PathError, UnsafePath, WorkspaceRefused
 from .ignore import is_ignored
 from .paths import delta_path, same
 
@@ -249,10 +249,30 @@ class Prepared:
     clean: bool
 
 
-def preview(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
-            force: bool = False, paths_must_exist: bool = False) -> dict:
-    """A dry run: the plan against the working tree, nothing committed or written."""
+def _target(ws, spec: str, foreign_ok: bool) -> Checkpoint:
+    """The checkpoint to restore.  One off this workspace's chain (fetched from a remote, or
+    dropped from another workspace's by retention) would put another tree over this folder's
+    own files: it goes only into a new or empty folder, unless the caller knows it is this
+    workspace's (a recovery's rollback to the pre-checkpoint its journal names)."""
     target = ws.resolve(spec)
+    if foreign_ok or ws.on_chain(target.id):
+        return target
+    try:
+        crowded = bool(os.listdir(ws.root_bytes))
+    except FileNotFoundError:
+        crowded = False
+    if crowded:
+        raise WorkspaceRefused(
+            f"checkpoint {target.id[:12]} is not one of {ws.root}'s checkpoints (fetched from a remote, "
+            "or dropped from another workspace's history): it is restored only into a new or empty "
+            "folder, so that nothing of this one is replaced (`--workspace NEW_DIR`); nothing was changed")
+    return target
+
+
+def preview(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
+            force: bool = False, paths_must_exist: bool = False, foreign_ok: bool = False) -> dict:
+    """A dry run: the plan against the working tree, nothing committed or written."""
+    target = _target(ws, spec, foreign_ok)
     rels = _rels(ws, paths)
     items = plan(ws, target, working_tree(ws), rels=rels, clean=clean, force=force,
                  paths_must_exist=paths_must_exist)
@@ -260,11 +280,12 @@ def preview(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True
 
 
 def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True, force: bool = False,
-            meta: CheckpointMeta | None = None, paths_must_exist: bool = False) -> Prepared:
+            meta: CheckpointMeta | None = None, paths_must_exist: bool = False,
+            foreign_ok: bool = False) -> Prepared:
     """Steps 1-5: validate, scan, plan, capture check, safety checkpoint.
 
     The caller holds `ws.exclusive()` from here until `apply` returns."""
-    target = ws.resolve(spec)
+    target = _target(ws, spec, foreign_ok)
     rels = _rels(ws, paths)                   # validated before any side effect
     ws.root.mkdir(parents=True, exist_ok=True)
     safety_meta = meta or CheckpointMeta(description="")

@@ -657,6 +657,10 @@ class Workspace:
             except KeyError:
                 return             # below the retention boundary
             
+    def on_chain(self, checkpoint_id: str) -> bool:
+        """Whether the checkpoint is one of this workspace's (not fetched, not another's)."""
+        return any(str(c.id) == checkpoint_id for c in self.iter_commits())
+
     def checkpoints(self, limit: int | None = None) -> list[Checkpoint]:
         out = []
         for c in self.iter_commits():
@@ -694,12 +698,16 @@ class Workspace:
         if not matches:
             # a checkpoint of this workspace that fell off the chain (e.g. referenced by the journal)
             try:
-                obj = self.store.repo().revparse_single(low)
+                repo = self.store.repo()
+                obj = repo.revparse_single(low)
                 if isinstance(obj, pygit2.Commit) and obj.message.startswith("chronos checkpoint:"):
                     owner = self._other_owner(obj.id)
                     if owner is not None:     # restoring it here would swap in another project's files
                         raise CheckpointNotFound(
                             f"checkpoint {spec!r} belongs to workspace {owner}, not {self.root}")
+                    if obj.tree_id not in repo.odb:
+                        raise CheckpointNotFound(f"checkpoint {spec!r} was dropped by retention: its "
+                                                 "files are no longer in the store")
                     return Checkpoint.from_commit(obj)
             except (KeyError, ValueError, GitError):
                 pass

@@ -269,7 +269,8 @@ class Reconciler:
         res = None
         if paths:
             res = self.time.restore(workspace, pre, paths=paths, clean=True, gate=False, actor=actor,
-                                    tool="chronos.rollback", paths_must_exist=False)
+                                    tool="chronos.rollback", paths_must_exist=False,
+                                    foreign_ok=True)      # the journal names it for this workspace
         safety = res.safety_checkpoint if res else None
         text = (f"rolled back to pre-checkpoint {str(pre)[:12]}: {len(paths)} path(s) restored"
                 + (f"; safety checkpoint {safety[:12]}" if safety else ""))

@@ -138,7 +138,8 @@ class TimeMachine:
                 clean: bool | None = None, dry_run: bool = False, force: bool = False,
                 gate: bool = True, actor: str = "cli", session_id: str | None = None,
                 tool: str = "chronos.restore", plan_token: str | None = None,
-                require_plan: bool = False, paths_must_exist: bool = True) -> RestoreResult:
+                require_plan: bool = False, paths_must_exist: bool = True,
+                foreign_ok: bool = False) -> RestoreResult:
         """Restore a checkpoint (engine.restore: validated, confined, undoable), journaled as
         an operation whose pre-checkpoint is the safety checkpoint.  A path in neither the
         checkpoint nor the workspace is an error (a typo), except for a recovery's rollback."""
@@ -147,7 +148,7 @@ class TimeMachine:
         ws = self.core.store.workspace(workspace)
         if dry_run:
             res = RestoreResult(**restore_mod.preview(ws, spec, paths=paths, clean=clean, force=force,
-                                                      paths_must_exist=paths_must_exist))
+                                                      paths_must_exist=paths_must_exist, foreign_ok=foreign_ok))
             res.plan_token = self._issue(self._plan_key(ws, res.restored_checkpoint, paths, clean, force))
             return res
         if gate:
@@ -164,7 +165,7 @@ class TimeMachine:
         with ws.exclusive():
             prepared = restore_mod.prepare(ws, spec, paths=paths, clean=clean, force=force,
                                            meta=CheckpointMeta(description="", session_id=session_id, tool=tool),
-                                           paths_must_exist=paths_must_exist)
+                                           paths_must_exist=paths_must_exist, foreign_ok=foreign_ok)
             target = prepared.target
             declared = [Declared(os.fsdecode(os.path.join(ws.root_bytes, os.fsencode(it.path))),
                                  pre_id=it.current_blob, post_id=it.blob)

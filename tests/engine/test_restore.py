@@ -302,6 +302,42 @@ def test_restore_rejects_a_checkpoint_of_another_workspace(store, ws, tmp_path, 
         store.workspace(ws).resolve(foreign.id[:10])
 
 
+def test_a_checkpoint_off_every_chain_goes_only_into_a_new_or_empty_folder(store, ws, tmp_path, history):
+    """New-user trial: a fetched checkpoint, or one retention had just dropped from another
+    workspace's chain, was planned (and restored) over an unrelated folder, deleting its files."""
+    from chronos_git.engine.errors import WorkspaceRefused
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "o.txt").write_text("o\n")
+    orphan = snap(store, other).checkpoint
+    store.repo().references.delete(store.workspace(other).ref)       # on no workspace's chain now
+    before = files_of(ws)
+    w = store.workspace(ws)
+    for dry in (True, False):
+        with pytest.raises(WorkspaceRefused, match="only into a new or empty folder"):
+            restore_mod.restore(w, orphan.id, dry_run=dry)
+    assert files_of(ws) == before and w.tip().id == history["v2"].id   # no safety checkpoint either
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for dest in (empty, tmp_path / "new" / "dir"):
+        restore_mod.restore(store.workspace(dest), orphan.id)
+        assert (dest / "o.txt").read_text() == "o\n"
+    restore_mod.preview(w, orphan.id, foreign_ok=True)                 # a recovery that knows it
+
+
+def test_a_checkpoint_whose_files_retention_dropped_is_named_not_an_internal_error(store, ws, history):
+    from chronos_git.engine import loose
+    from chronos_git.engine.checkpoint import signature
+    objects = store.root / "objects"
+    body = loose.commit_data("1" * 40, [], signature(1.0), CheckpointMeta(description="gone").to_message())
+    cid = loose.write(objects, pygit2.GIT_OBJECT_COMMIT, body)[0]
+    for call in (lambda: store.workspace(ws).resolve(cid[:12]),
+                 lambda: diff_mod.diff(store.workspace(ws), cid, None),
+                 lambda: restore_mod.restore(store.workspace(ws), cid, dry_run=True)):
+        with pytest.raises(CheckpointNotFound, match="dropped by retention"):
+            call()
+
+
 def test_mtime_and_content_after_restore_match_snapshot(store, ws, history):
     """Restored regular files keep the workspace's permissions; exec bits follow the checkpoint."""
     w = store.workspace(ws)
