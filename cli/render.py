@@ -675,6 +675,9 @@ def _call(res: r.CallRecord):
     note = (res.snapshot or {}).get("note")
     if note:
         yield Text(f"  {_name(str(note))}", style="dim")
+    if (res.snapshot or {}).get("kind") == "failed":       # the call ran without its checkpoint: say so
+        yield Text(f"  warning: no checkpoint was taken before this call ({_name(str(res.snapshot.get('error')))}); "
+                   "it is journaled, but cannot be rolled back from a checkpoint", style="bold yellow")
     if res.outcome == "uncertain":
         yield Text(f"  outcome unknown ({_name(res.reason)}): the recovery gate is closed", style="bold red")
     if res.gate_warning:

@@ -639,7 +639,11 @@ class Workspace:
 
     def has_checkpoint(self) -> bool:
         """Whether a baseline exists (one ref lookup; tip() also parses the metadata)."""
-        return self.store.repo().references.get(self.ref) is not None
+        repo = self.store.repo()
+        try:
+            return repo.references.get(self.ref) is not None
+        except GitError:           # a torn or edited ref: as _tip_commit, the HEAD says (the snapshot mends it)
+            return self._head_checkpoint(repo) is not None
 
     def tip(self) -> Checkpoint | None:
         c = self._tip_commit(self.store.repo())

@@ -307,7 +307,7 @@ class Chronos:
         return self.maintenance.consolidate(**kw)
 
     def protection(self) -> results.Protection:
-        return self.maintenance.protection()
+        return self.maintenance.protection(self.snapshots.last)
 
     def health(self, workspace: str | None = None) -> results.HealthResult:
         self.calls.settle_behind()

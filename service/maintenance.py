@@ -189,7 +189,7 @@ class Maintenance:
                              error=job.get("error"), runs_in=job.get("runs_in"))
 
     # ------------------------------------------------------------ protection
-    def protection(self) -> Protection:
+    def protection(self, last_snapshot: dict | None = None) -> Protection:
         """Whether protected calls can be protected right now, and the one fix when not:
         `on`, `ready` (no store yet: the first call makes it), `degraded` (protected, but
         something is off), `off` (protected calls are refused: no durable intent possible)."""
@@ -221,6 +221,13 @@ class Maintenance:
             notes.append("auto_snapshot is off: calls are journaled but not checkpointed")
         if notes:
             return Protection(state="degraded", reason="; ".join(notes), fix=f"fix the settings in {BLOCK_HINT}")
+        if last_snapshot and last_snapshot.get("kind") == "failed":      # until a later one succeeds
+            where = last_snapshot.get("workspace") or "the workspace"
+            return Protection(state="degraded",
+                              reason=f"the last checkpoint of {where} failed ({last_snapshot.get('error')}): "
+                                     "calls there run without a checkpoint to roll back to",
+                              fix=f"run `chronos-git snapshot --workspace {where}` to see why, and "
+                                  "`chronos-git journal verify`")
         if not core.store_exists():
             return Protection(state="ready", reason=f"no store at {core.store_dir} yet: the first protected "
                                                     "call creates it")
@@ -231,7 +238,7 @@ class Maintenance:
         """The store, the journal and (with `workspace_info`) one workspace, in one answer."""
         core = self.core
         out = HealthResult(store=str(core.store_dir), store_exists=core.store_exists(),
-                           protection=self.protection(), settings=core.settings.model_dump(),
+                           protection=self.protection(last_snapshot), settings=core.settings.model_dump(),
                            settings_problems=core.settings_problems)
         if not out.store_exists:              # never create a store to report on it
             return out
