@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -99,7 +100,15 @@ def _descends(repo, a: str, b: str) -> bool:
 
 
 def witness_path_for(store_root: Path) -> Path:
-    return store_root.parent / (store_root.name + ".journal-checkpoint.json")
+    """Beside the store's real folder, so that the store reached through a symlink has the same
+    journal checkpoint (one kept beside such a link before, and only there, is still used)."""
+    given, real = Path(store_root), Path(os.path.realpath(store_root))
+    ours = real.parent / (real.name + ".journal-checkpoint.json")
+    if real != given:
+        beside_link = given.parent / (given.name + ".journal-checkpoint.json")
+        if beside_link.exists() and not ours.exists():
+            return beside_link
+    return ours
 
 
 class Journal:

@@ -494,3 +494,18 @@ def test_checkpoint_with_wrong_types_is_an_integrity_error_not_a_crash(populate,
         assert st.rc == 0, st.stdout + st.stderr
         assert st.json["integrity"] != "ok" and "checkpoint" in st.json["integrity"]
         assert cli("run", "--json", "--", "true", cwd=ws).rc == 3
+
+
+def test_the_store_reached_through_a_symlink_is_the_same_store(populate, cli, ws, store_dir, tmp_path):
+    """New-user trial: `--store LINK` looked for the journal checkpoint beside the link, called
+    the store copied from elsewhere and closed the gate."""
+    populate(1)
+    (tmp_path / "links").mkdir()
+    link = tmp_path / "links" / "st"
+    link.symlink_to(store_dir)
+    for store in (link, store_dir):
+        st = cli("--store", store, "journal", "status", "--json")
+        assert st.rc == 0 and st.json["integrity"] == "ok" and st.json["gate"] == "open", st.stdout
+        assert cli("--store", store, "run", "--json", "--", "true", cwd=ws).rc == 0
+    assert not (tmp_path / "links" / "st.journal-checkpoint.json").exists()
+    assert cli("journal", "verify", "--json").rc == 0
