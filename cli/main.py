@@ -23,8 +23,21 @@ from ..service.errors import EXIT_ERROR, EXIT_NOT_RECORDED, envelope
 from ..service.results import ErrorResult, Result
 from . import deps, render
 
-READ_ONLY = {"log", "show", "diff", "health", "report"}     # never create a store (the journal commands
-                                                  # open, and so start, the journal)
+READ_ONLY = {"log", "show", "diff", "health", "report"}     # never create a store (`journal status`
+                                                  # opens, and so starts, the journal)
+
+
+READ_ONLY_SUB = {("journal", "verify"), ("journal", "log"), ("journal", "show"), ("journal", "checkpoint"),
+                 ("remote", "list")}
+
+
+def _reads_only(args) -> bool:
+    """Whether the command only reads: then it never creates a store (a mistyped --store
+    must not be answered with a new, empty and "verified" one)."""
+    cmd = args.chronos_cmd
+    sub = getattr(args, "journal_cmd", None) or getattr(args, "remote_cmd", None)
+    return (cmd in READ_ONLY or (cmd, sub) in READ_ONLY_SUB
+            or (cmd == "compact" and bool(getattr(args, "dry_run", False))))
 
 
 def _positive(text: str) -> int:
@@ -194,7 +207,7 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
         if loaded.problems and command != "health":
             raise ValueError("the chronos-git configuration has problems, so nothing was done: "
                              + "; ".join(loaded.problems) + " (fix them; `chronos-git health` shows them too)")
-        svc = Chronos.get(args.store or store, loaded.settings, create=command not in READ_ONLY,
+        svc = Chronos.get(args.store or store, loaded.settings, create=not _reads_only(args),
                           problems=loaded.problems)
         stores = [str(svc.core.store_dir)]
         workspace = _workspace(getattr(args, "workspace", None))

@@ -484,3 +484,17 @@ def test_a_mistyped_restore_path_is_an_error_not_nothing_to_change(cli, ws):
     assert r.rc == 1 and "'nonexist.txt' is in neither checkpoint" in r.json["error"]
     r = cli("restore", "1", "--path", "a.txt", "--dry-run", "--workspace", ws, "--json")
     assert r.rc == 0 and r.json["dry_run"] is True
+
+
+def test_reading_commands_never_create_a_store_at_a_mistyped_path(tmp_path):
+    """New-user trial: `--store TYPO journal verify` made a new, empty store and called it
+    verified (exit 0); `journal log`, `compact --dry-run` and `remote list` made one too."""
+    typo = tmp_path / "store-typo"
+    for args in (["journal", "verify"], ["journal", "log"], ["journal", "show", "abc"], ["journal", "checkpoint"],
+                 ["compact", "--dry-run"], ["remote", "list"], ["log"], ["health"]):
+        p = subprocess.run([PY, "-m", "chronos_git.cli", "--store", str(typo), "--json", *args], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+        doc = json.loads(p.stdout)
+        assert os.listdir(tmp_path) == [], (args, os.listdir(tmp_path))
+        if args[0] not in ("log", "health"):
+            assert p.returncode == 1 and f"no chronos-git store at {typo}" in doc["error"], (args, p.stdout)
