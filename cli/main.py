@@ -278,7 +278,8 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
             return EXIT_NOT_RECORDED, res
         return res.exit_code, res
     if cmd == "write":
-        content = Path(args.from_file).read_bytes() if args.from_file is not None else os.fsencode(args.content)
+        content = (_source(args.from_file, svc.settings.max_file_size_mb) if args.from_file is not None
+                   else os.fsencode(args.content))
         return 0, svc.write_file(workspace, args.path, content)
     if cmd == "remote":
         rc = getattr(args, "remote_cmd", None)
@@ -313,6 +314,18 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
                                   actor="operator-cli")
         raise ValueError("journal needs a subcommand: status, verify, checkpoint, log, show, resolve, recover")
     raise ValueError(f"unknown command {cmd!r}")
+
+
+def _source(path: str, limit_mb: float) -> bytes:
+    """What `write --from` writes, at most max_file_size_mb (a checkpoint would skip a larger
+    file; `/dev/zero` had been read until memory ran out)."""
+    limit = int(limit_mb * 1024 * 1024) if limit_mb else None
+    with open(path, "rb") as fh:
+        data = fh.read() if limit is None else fh.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise ValueError(f"{path} holds more than max_file_size_mb ({limit_mb:g} MB), above which checkpoints "
+                         "skip a file: nothing was written (raise max_file_size_mb to write it)")
+    return data
 
 
 def _exported_head(path: str) -> dict:

@@ -67,6 +67,11 @@ SYSTEM_ROOTS = tuple(Path(p) for p in ("/home", "/media", "/mnt", "/opt", "/root
                                        "/var", "/var/tmp"))
 
 
+# Never a workspace, whoever names it: kernel and runtime pseudo-filesystems, whose files are
+# endless or change as they are read (`/proc/self` had a snapshot read until memory ran out).
+PSEUDO_TREES = tuple(Path(p) for p in ("/dev", "/proc", "/run", "/sys"))
+
+
 def system_folder(root: Path) -> bool:
     """True for `/`, a home directory, a system tree or a shared top-level folder."""
     if root in _refused_roots() or root in SYSTEM_ROOTS:
@@ -126,10 +131,13 @@ class Workspace:
 
     # -------------------------------------------------------------- identity
     def _refuse_bad_roots(self) -> None:
-        if self.root in _refused_roots():
+        if self.root in _refused_roots() or self.root in SYSTEM_ROOTS:
             raise WorkspaceRefused(
-                f"refusing to use {self.root} as a workspace: snapshotting the filesystem root "
-                "or a home directory would capture far more than a project")
+                f"refusing to use {self.root} as a workspace: snapshotting the filesystem root, a home "
+                "directory or a shared top-level folder would capture far more than a project")
+        if any(self.root == t or self.root.is_relative_to(t) for t in PSEUDO_TREES):
+            raise WorkspaceRefused(f"refusing to use {self.root} as a workspace: it is inside a kernel or runtime "
+                                   "pseudo-filesystem (/dev, /proc, /run, /sys), not a project")
         store = canonical_root(self.store.root)
         if store == self.root or self.root.is_relative_to(store):
             raise WorkspaceRefused(f"workspace {self.root} lies inside the chronos store {store}")

@@ -498,3 +498,18 @@ def test_reading_commands_never_create_a_store_at_a_mistyped_path(tmp_path):
         assert os.listdir(tmp_path) == [], (args, os.listdir(tmp_path))
         if args[0] not in ("log", "health"):
             assert p.returncode == 1 and f"no chronos-git store at {typo}" in doc["error"], (args, p.stdout)
+
+
+def test_pseudo_filesystems_shared_folders_and_endless_sources_are_refused(cli, ws, tmp_path):
+    """New-user trial: `snapshot -w /proc/self` read until the kernel killed it for memory,
+    `snapshot -w /tmp` imported all of /tmp, `write x --from /dev/zero` ended in a MemoryError."""
+    for root in ("/proc/self", "/sys/kernel", "/dev/shm", "/tmp", "/var"):
+        r = cli("--json", "snapshot", "--workspace", root, timeout=60)
+        assert r.rc == 1 and r.json["code"] == "workspace_refused" and "refusing to use" in r.json["error"], (root, r)
+    r = cli("--json", "write", "z", "--from", "/dev/zero", "--workspace", ws, settings={"max_file_size_mb": 1},
+            timeout=60)
+    assert r.rc == 1 and "more than max_file_size_mb (1 MB)" in r.json["error"] and not (ws / "z").exists(), r
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"x" * 1024)
+    ok = cli("--json", "write", "z", "--from", src, "--workspace", ws, settings={"max_file_size_mb": 1})
+    assert ok.rc == 0 and (ws / "z").read_bytes() == b"x" * 1024, ok
