@@ -32,12 +32,11 @@ READ_ONLY_SUB = {("journal", "verify"), ("journal", "log"), ("journal", "show"),
 
 
 def _reads_only(args) -> bool:
-    """Whether the command only reads: then it never creates a store (a mistyped --store
-    must not be answered with a new, empty and "verified" one)."""
+    """Whether the command only reads the journal: then it makes no store where none was (a
+    mistyped --store must not be answered with a new, empty and "verified" one)."""
     cmd = args.chronos_cmd
     sub = getattr(args, "journal_cmd", None) or getattr(args, "remote_cmd", None)
-    return (cmd in READ_ONLY or (cmd, sub) in READ_ONLY_SUB
-            or (cmd == "compact" and bool(getattr(args, "dry_run", False))))
+    return (cmd, sub) in READ_ONLY_SUB or (cmd == "compact" and bool(getattr(args, "dry_run", False)))
 
 
 def _positive(text: str) -> int:
@@ -207,7 +206,8 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
         if loaded.problems and command != "health":
             raise ValueError("the chronos-git configuration has problems, so nothing was done: "
                              + "; ".join(loaded.problems) + " (fix them; `chronos-git health` shows them too)")
-        svc = Chronos.get(args.store or store, loaded.settings, create=not _reads_only(args),
+        svc = Chronos.get(args.store or store, loaded.settings, create=command not in READ_ONLY,
+                          reads_only=_reads_only(args),
                           problems=loaded.problems)
         stores = [str(svc.core.store_dir)]
         workspace = _workspace(getattr(args, "workspace", None))
@@ -224,8 +224,10 @@ def _cwd() -> str:
 
 def _workspace(given: str | None) -> str:
     """--workspace made absolute; a relative one needs the current folder, which may be gone."""
-    if not given:
+    if given is None:
         return _cwd()
+    if not given.strip():
+        raise ValueError("--workspace is empty: name a folder, or leave it out for the current one")
     if os.path.isabs(given):
         return os.path.normpath(given)
     return os.path.normpath(os.path.join(settings_mod.current_folder(
@@ -358,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except _ArgumentError as exc:
-        _emit(ErrorResult(error=f"bad arguments: {exc}"), "--json" in argv, sys.stdout, sys.stderr, None)
+        _emit(ErrorResult(error=f"bad arguments: {exc}", code="bad_arguments"), "--json" in argv, sys.stdout, sys.stderr, None)
         return EXIT_ERROR
     try:
         return dispatch(args)

@@ -375,6 +375,9 @@ def _restore(res: r.RestoreResult):
     if not res.dry_run and res.safety_checkpoint:
         yield Text(f"undo: chronos-git restore {res.safety_checkpoint[:12]}  "
                    "(the safety checkpoint taken just before)")
+        if res.restored_checkpoint:       # a trial restored by `#1` twice and got the safety checkpoint
+            yield Text(f"  numbers moved: #1 is now that safety checkpoint; to restore more from the same "
+                       f"checkpoint, name it by id ({res.restored_checkpoint[:12]})", style="dim")
 
 
 # ---------------------------------------------------------------- journal

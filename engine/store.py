@@ -77,13 +77,20 @@ _INIT_DIRS = {"chronos", "objects", "refs", "hooks", "info", "branches"}
 
 
 def _chronos_refs(root: Path) -> bool:
-    """Whether the repository at `root` has refs of ours (checkpoints, the journal)."""
-    if (root / "refs" / "chronos").is_dir() and any(files for _, _, files in os.walk(root / "refs" / "chronos")):
-        return True
+    """Whether the repository at `root` has a store's own refs (checkpoints, the journal); a
+    remote that stores were pushed to holds only `refs/chronos/hosts/...`, and is not a store."""
+    ours = root / "refs" / "chronos"
+    for top, dirs, files in os.walk(ours):
+        if Path(top) == ours:
+            dirs[:] = [d for d in dirs if d != "hosts"]
+        if files:
+            return True
     try:
-        return b" refs/chronos/" in (root / "packed-refs").read_bytes()
+        packed = (root / "packed-refs").read_bytes()
     except OSError:
         return False
+    return any(line.split(b" ", 1)[-1].startswith(b"refs/chronos/")
+               and not line.split(b" ", 1)[-1].startswith(b"refs/chronos/hosts/") for line in packed.splitlines())
 
 
 def _no_refs_or_objects(root: Path) -> bool:

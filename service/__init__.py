@@ -28,6 +28,7 @@ from ..engine import inflight, powercut
 from ..engine.errors import ChronosError, explain
 from ..engine.store import Store
 from ..journal_refs import JournalError, events
+from ..journal_refs.journal import witness_path_for
 from ..settings import Settings, store_location
 from . import results
 from .calls import Call, Declared, Outcome, Ticket
@@ -67,11 +68,15 @@ class Chronos:
 
     @classmethod
     def get(cls, store_dir: os.PathLike | str | None = None, settings: Settings | None = None, *,
-            create: bool = True, problems: list[str] | None = None) -> "Chronos":
+            create: bool = True, problems: list[str] | None = None, reads_only: bool = False) -> "Chronos":
         """The service of one store (cached per process).  `create=False` (read-only
-        commands) never makes a store where there is none."""
+        commands) never makes a store where there is none; `reads_only` (reading journal
+        commands) makes one only where a store was: its journal checkpoint file is left, and
+        opening it is how its deletion is found (a mistyped path gets "no store there")."""
         settings = settings or Settings()
         store_dir = Path(os.path.abspath(store_location(settings, store_dir)))
+        if reads_only and not (Store.exists_at(store_dir) or witness_path_for(store_dir).exists()):
+            create = False
         with cls._guard:
             inst = cls._instances.get(str(store_dir))
             if inst is None or inst.settings != settings:

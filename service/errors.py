@@ -54,7 +54,8 @@ def envelope(exc: BaseException, *stores) -> tuple[ErrorResult, int, int]:
         return exc.refusal, EXIT_BLOCKED, 409
     for kinds, http in _HTTP:
         if isinstance(exc, kinds):
-            return ErrorResult(error=str(exc), code=getattr(exc, "code", None)), EXIT_ERROR, http
+            code = getattr(exc, "code", None) or ("bad_input" if isinstance(exc, ValueError) else "error")
+            return ErrorResult(error=str(exc), code=code), EXIT_ERROR, http
     if isinstance(exc, (OSError, pygit2.GitError)):
         return ErrorResult(error=explain(exc, *stores), code="os_error"), EXIT_ERROR, 500
     return ErrorResult(error=f"{type(exc).__name__}: {exc}", code="internal"), EXIT_ERROR, 500

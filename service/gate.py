@@ -43,8 +43,12 @@ class Gate:
             lines.append(f"{op.operation_id[:12]} {op.tool} {what}" + (f": {op.reason}" if op.reason else ""))
         if anchor and not ops and j.integrity == "ok":
             msg = f"chronos-git recovery gate is closed: {anchor}. Read-only tools still work."
+        elif not ops:          # nothing to resolve: the journal itself, or this process's record
+            msg = (f"chronos-git recovery gate is closed: {'; '.join(reasons).rstrip('.')}. Protected tool calls "
+                   "are refused until that is fixed (`chronos-git journal verify` says what it finds). "
+                   "Read-only tools still work.")
         else:
-            msg = ("chronos-git recovery gate is closed: " + "; ".join(reasons + lines)
+            msg = ("chronos-git recovery gate is closed: " + "; ".join(reasons + lines).rstrip(".")
                    + ". Protected tool calls are refused until an operator reconciles: "
                      "`chronos-git journal status`, then `chronos-git journal resolve <op> --outcome "
                      "completed|not_applied --evidence <text>` or `chronos-git journal recover <op> --rollback`"

@@ -336,6 +336,9 @@ class ProtectedCalls:
         confined to the workspace: never through a symlink, never into a `.git`."""
         ws = self.core.store.workspace(workspace)
         abspath = os.path.normpath(path if os.path.isabs(path) else os.path.join(workspace, path))
+        if os.fsencode(abspath) == ws.root_bytes:
+            raise ValueError(f"{path!r} names the workspace folder itself: write needs the path of a file "
+                             "(nothing was written)")
         split(ws.rel(abspath))                # outside the workspace or into a .git: refused now
         if path.endswith(("/", os.sep)) or os.path.isdir(abspath):
             raise ValueError(f"{path} names a folder: write needs the path of a file (nothing was written)")

@@ -51,6 +51,23 @@ def test_a_bare_repository_is_never_taken_over(tmp_path):
     _refused_untouched(bare, "git repository that chronos-git did not create")
 
 
+def test_a_remote_stores_push_to_is_never_taken_over(tmp_path):
+    """New-user trial: `--store` naming a bare remote that `push` had filled (refs/chronos/hosts/...)
+    was opened as a store: its mode changed to 0700, chronos/ and snapshot refs added."""
+    bare = tmp_path / "shared.git"
+    repo = pygit2.init_repository(str(bare), bare=True)
+    blob = repo.create_blob(b"a host's journal")
+    tree = repo.TreeBuilder()
+    tree.insert("x", blob, pygit2.GIT_FILEMODE_BLOB)
+    sig = pygit2.Signature("h", "h@localhost")
+    commit = repo.create_commit(None, sig, sig, "event", tree.write(), [])
+    repo.references.create("refs/chronos/hosts/laptop-1a2b/journal", commit)
+    os.chmod(bare, 0o755)
+    _refused_untouched(bare, "git repository that chronos-git did not create")
+    git(f"--git-dir={bare}", "pack-refs", "--all")               # packed the same way
+    _refused_untouched(bare, "git repository that chronos-git did not create")
+
+
 def test_a_refused_folder_is_left_as_it_was(tmp_path):
     folder = tmp_path / "notes"
     folder.mkdir(mode=0o755)

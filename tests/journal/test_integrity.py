@@ -234,7 +234,9 @@ def test_a_rollback_of_the_ref_and_the_checkpoint_file_together_is_not_cleared_b
     for _ in range(2):
         v = cli("journal", "verify", "--json")
         assert v.rc == 1 and "no longer contains the last verified event" in v.json["integrity"], v.stdout
-        assert cli("run", "--json", "--", "true", cwd=ws).rc == 3         # the gate stays closed
+        blocked = cli("run", "--json", "--", "true", cwd=ws)              # the gate stays closed
+        assert blocked.rc == 3 and "journal verify" in blocked.json["message"], blocked.stdout
+        assert "journal resolve" not in blocked.json["message"] and ".." not in blocked.json["message"]
     (store_dir / "chronos" / "journal-verified.json").unlink()             # "it was deliberate"
     assert cli("journal", "verify", "--json").rc == 0
     assert cli("run", "--json", "--", "true", cwd=ws).rc == 0

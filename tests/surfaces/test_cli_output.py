@@ -513,3 +513,16 @@ def test_pseudo_filesystems_shared_folders_and_endless_sources_are_refused(cli, 
     src.write_bytes(b"x" * 1024)
     ok = cli("--json", "write", "z", "--from", src, "--workspace", ws, settings={"max_file_size_mb": 1})
     assert ok.rc == 0 and (ws / "z").read_bytes() == b"x" * 1024, ok
+
+
+def test_empty_names_and_argument_errors_are_named_with_a_code(cli, ws):
+    """New-user trial: `-w ""` meant the current folder, `write .` said the workspace was outside
+    itself, and argument errors had no `code` in their JSON."""
+    r = cli("--json", "snapshot", "--workspace", "", cwd=ws)
+    assert r.rc == 1 and r.json["code"] == "bad_input" and "--workspace is empty" in r.json["error"], r
+    for name in ("", ".", str(ws)):
+        r = cli("--json", "write", name, "--content", "x", "--workspace", ws)
+        assert r.rc == 1 and "names the workspace folder itself" in r.json["error"] and r.json["code"], r
+    for args in (["bogus-cmd"], ["log", "--limit", "0"]):
+        r = cli("--json", *args, cwd=ws)
+        assert r.rc != 0 and r.json["code"] == "bad_arguments" and r.json["status"] == "error", r
