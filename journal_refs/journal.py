@@ -762,11 +762,10 @@ class Journal:
                 except (ValueError, KeyError, TransitionError, pygit2.GitError) as exc:
                     chain_problems.append(f"event #{i} ({cid[:12]}): {exc}")
                     break
-            marker = self._read_verified()
-            if not chain_problems and isinstance(marker.get("head"), str) and marker["head"] not in set(chain):
-                # whole and valid, but without what was verified before: a rollback of the ref
-                # and the local checkpoint together must not be cleared as clean
-                chain_problems.append(self._lost_verified(marker))
+            if not chain_problems:
+                lost = self._lost_since_verified(repo, set(chain))
+                if lost:
+                    chain_problems.append(lost)
             problems += chain_problems + witness_problems
             if chain_problems:
                 try:
@@ -876,6 +875,29 @@ class Journal:
             except (ValueError, KeyError, TransitionError, pygit2.GitError) as exc:
                 self._damage(f"event {cid[:12]} (seq {state.seq + 1}): {exc}", tip)
         self._note_verified(tip, state.seq, full=base is None)
+
+    def _lost_since_verified(self, repo, chain: set[str]) -> str | None:
+        """The problem when the journal no longer holds the last verified head: whole and valid,
+        but rolled back (the ref and the local checkpoint put back together), which a verify
+        must not clear as clean.  A head verified after this chain was read (another process's
+        appends) is checked against the ref as it is now, under the journal's lock."""
+        marker = self._read_verified()
+        if not isinstance(marker.get("head"), str) or marker["head"] in chain:
+            return None
+        try:
+            with locking.exclusive(self._lock_path):
+                marker, now = self._read_verified(), self._ref_tip()
+        except IntegrityError as exc:
+            return str(exc)
+        head = marker.get("head")
+        if not isinstance(head, str) or head == now:
+            return None
+        try:
+            if now is not None and repo.descendant_of(now, head):
+                return None
+        except (ValueError, pygit2.GitError):
+            pass                      # not a commit of this store: lost all the same
+        return self._lost_verified(marker)
 
     def _lost_verified(self, marker: dict) -> str:
         return (f"the journal no longer contains the last verified event {marker['head'][:12]} (seq "
