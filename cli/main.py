@@ -13,6 +13,7 @@ import argparse
 import json
 import logging
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -323,6 +324,8 @@ def _source(path: str, limit_mb: float) -> bytes:
     file; `/dev/zero` had been read until memory ran out)."""
     limit = int(limit_mb * 1024 * 1024) if limit_mb else None
     with open(path, "rb") as fh:
+        if stat.S_ISCHR(os.fstat(fh.fileno()).st_mode) or stat.S_ISBLK(os.fstat(fh.fileno()).st_mode):
+            raise ValueError(f"{path} is a device, not a file or a pipe: nothing was written")
         data = fh.read() if limit is None else fh.read(limit + 1)
     if limit is not None and len(data) > limit:
         raise ValueError(f"{path} holds more than max_file_size_mb ({limit_mb:g} MB), above which checkpoints "

@@ -135,6 +135,9 @@ class Workspace:
             raise WorkspaceRefused(
                 f"refusing to use {self.root} as a workspace: snapshotting the filesystem root, a home "
                 "directory or a shared top-level folder would capture far more than a project")
+        if any(part.lower() == ".git" for part in self.root.parts):
+            raise WorkspaceRefused(f"refusing to use {self.root} as a workspace: it is inside a `.git` folder, "
+                                   "whose hooks and config git would run (nothing is ever written there)")
         if any(self.root == t or self.root.is_relative_to(t) for t in PSEUDO_TREES):
             raise WorkspaceRefused(f"refusing to use {self.root} as a workspace: it is inside a kernel or runtime "
                                    "pseudo-filesystem (/dev, /proc, /run, /sys), not a project")

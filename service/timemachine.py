@@ -19,6 +19,7 @@ from ..engine.checkpoint import CheckpointMeta
 from ..engine.codec import canonical
 from ..engine.errors import ChronosError, PlanTokenError, UnknownWorkspace, WorkspaceRefused
 from ..engine.workspace import canonical_root, system_folder
+from ..journal_refs import JournalError, events
 from ..journal_refs.events import sha256_hex
 from .calls import Call, Declared, Outcome
 from .core import Core
@@ -146,6 +147,7 @@ class TimeMachine:
         self._start()
         clean = self.core.settings.clean_untracked_on_rollback if clean is None else clean
         ws = self.core.store.workspace(workspace)
+        foreign_ok = foreign_ok or self._restored_here(ws, spec)
         if dry_run:
             res = RestoreResult(**restore_mod.preview(ws, spec, paths=paths, clean=clean, force=force,
                                                       paths_must_exist=paths_must_exist, foreign_ok=foreign_ok))
@@ -191,6 +193,20 @@ class TimeMachine:
                             f"was restored. Undo all of it by restoring the safety checkpoint "
                             f"{result.safety_checkpoint[:12]}")
         return result
+
+    def _restored_here(self, ws, spec: str) -> bool:
+        """Whether this workspace was restored from that checkpoint before (a fetched one put
+        into a new folder, then more of it path by path): the journal says so.  Only asked for
+        a checkpoint off the workspace's chain, which is rare."""
+        try:
+            target = ws.resolve(spec).id
+            if ws.on_chain(target) or not self.core.store_exists():
+                return False
+            root = os.fsdecode(ws.root_bytes)
+            return any(ev.get("workspace") == root and (ev.get("args") or {}).get("checkpoint") == target
+                       for ev in self.core.journal.events(None, kinds={events.Started}))
+        except (ChronosError, JournalError, ValueError, KeyError):
+            return False              # the restore itself says what is wrong
 
     def _plan_key(self, ws, target_id: str, paths, clean: bool, force: bool) -> str:
         rels = sorted({ws.rel(p) for p in paths}) if paths else None

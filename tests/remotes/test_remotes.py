@@ -87,6 +87,14 @@ def _three_machines(machines, tmp_path, url: str, env: dict | None = None, setti
         rr = c.cli("restore", w["latest"], "--workspace", dest)
         assert rr.rc == 0, rr.stdout + rr.stderr
         assert fingerprint(dest) == fingerprint(m.ws)
+        again = c.cli("restore", w["latest"], "--workspace", dest, "--dry-run")   # the folder it went into
+        assert again.rc == 0, again.stdout + again.stderr
+        other = tmp_path / f"unrelated-{m.host}"            # a trial's: it replaced this folder's files
+        other.mkdir()
+        (other / "mine.txt").write_text("mine\n")
+        refused = c.cli("restore", w["latest"], "--workspace", other)
+        assert refused.rc == 1 and refused.json["code"] == "workspace_refused", refused.stdout
+        assert [p.name for p in other.iterdir()] == ["mine.txt"]
     return a, b, c
 
 

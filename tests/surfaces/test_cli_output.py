@@ -506,9 +506,19 @@ def test_pseudo_filesystems_shared_folders_and_endless_sources_are_refused(cli, 
     for root in ("/proc/self", "/sys/kernel", "/dev/shm", "/tmp", "/var"):
         r = cli("--json", "snapshot", "--workspace", root, timeout=60)
         assert r.rc == 1 and r.json["code"] == "workspace_refused" and "refusing to use" in r.json["error"], (root, r)
-    r = cli("--json", "write", "z", "--from", "/dev/zero", "--workspace", ws, settings={"max_file_size_mb": 1},
-            timeout=60)
+    for limit in (1, 0):                               # 0: no size cap, and still no device
+        r = cli("--json", "write", "z", "--from", "/dev/zero", "--workspace", ws,
+                settings={"max_file_size_mb": limit}, timeout=60)
+        assert r.rc == 1 and "is a device" in r.json["error"] and not (ws / "z").exists(), r
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"y" * (2 << 20))
+    r = cli("--json", "write", "z", "--from", big, "--workspace", ws, settings={"max_file_size_mb": 1})
     assert r.rc == 1 and "more than max_file_size_mb (1 MB)" in r.json["error"] and not (ws / "z").exists(), r
+    git_dir = tmp_path / "repo" / ".git" / "hooks"   # a trial restored a fetched hook here, and git ran it
+    git_dir.mkdir(parents=True)
+    for root in (git_dir, git_dir.parent, tmp_path / "repo" / ".GIT"):
+        r = cli("--json", "snapshot", "--workspace", root)
+        assert r.rc == 1 and r.json["code"] == "workspace_refused" and ".git" in r.json["error"], (root, r)
     src = tmp_path / "src.bin"
     src.write_bytes(b"x" * 1024)
     ok = cli("--json", "write", "z", "--from", src, "--workspace", ws, settings={"max_file_size_mb": 1})
