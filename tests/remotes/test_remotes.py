@@ -427,10 +427,16 @@ def test_a_rewrite_that_keeps_the_anchor_ref_is_caught(machines, tmp_path):
     witness = Path(str(a.store) + ".journal-checkpoint.json")
     saved_ref = git("--git-dir", a.store, "rev-parse", "refs/chronos/journal").stdout.strip()
     saved_witness = witness.read_bytes()
+    verified = Path(a.store) / "chronos" / "journal-verified.json"     # the store's last verified head
+    saved_verified = verified.read_bytes()
     a.write("a.txt", "2\n")
     assert a.cli("push").rc == 0
     assert git("--git-dir", a.store, "update-ref", "refs/chronos/journal", saved_ref).returncode == 0
     witness.write_bytes(saved_witness)
+    local = a.cli("journal", "verify")                   # that record alone already tells
+    assert local.rc == 1 and "no longer contains the last verified event" in local.json["error"], local.stdout
+    (Path(a.store) / "chronos" / "journal-alarm.json").unlink()
+    verified.write_bytes(saved_verified)                 # rolled back too: only the anchor is left
     v = a.cli("journal", "verify", "--remote", "r")
     assert v.rc == 1 and "remote" in v.json["error"] and "diverged" in v.json["error"], v.stdout
     blocked = a.cli("write", "b.txt", "--content", "x", "--workspace", a.ws)
