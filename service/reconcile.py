@@ -110,9 +110,9 @@ class Reconciler:
         res = self.core.journal.verify(checkpoint)
         out = VerifyResult(**res, checkpoint_trees=TreeCheck(**treecheck.check_checkpoints(self.core.store)))
         if res["integrity"] != "ok":
-            out.status, out.error = "error", res["integrity"]
+            out.status, out.error, out.code = "error", res["integrity"], "integrity"
         elif out.checkpoint_trees.problems:
-            out.status = "error"
+            out.status, out.code = "error", "unsafe_path"
             out.error = ("checkpoints hold entries that git's fsck rejects (a restore refuses them): "
                          + "; ".join(out.checkpoint_trees.problems[:5]))
         return out

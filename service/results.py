@@ -296,6 +296,7 @@ class VerifyResult(Result):
     seconds: float
     checkpoint_trees: TreeCheck
     remote: "AnchorCheck | None" = None
+    code: str | None = None        # when it failed: "integrity" (the journal), "unsafe_path" (a tree)
 
 
 class JournalHead(Model):
@@ -375,6 +376,7 @@ class RollbackResult(Result):
 class Refusal(ErrorResult):
     """The recovery gate is closed: protected calls are refused until an operator reconciles."""
     error: Literal["chronos_blocked"] = "chronos_blocked"
+    code: str | None = "chronos_blocked"
     blocked: Literal[True] = True
     operation_ids: list[str]
     operations: list[Operation]

@@ -234,8 +234,10 @@ def test_a_rollback_of_the_ref_and_the_checkpoint_file_together_is_not_cleared_b
     for _ in range(2):
         v = cli("journal", "verify", "--json")
         assert v.rc == 1 and "no longer contains the last verified event" in v.json["integrity"], v.stdout
+        assert v.json["code"] == "integrity"
         blocked = cli("run", "--json", "--", "true", cwd=ws)              # the gate stays closed
         assert blocked.rc == 3 and "journal verify" in blocked.json["message"], blocked.stdout
+        assert blocked.json["code"] == "chronos_blocked"
         assert "journal resolve" not in blocked.json["message"] and ".." not in blocked.json["message"]
     (store_dir / "chronos" / "journal-verified.json").unlink()             # "it was deliberate"
     assert cli("journal", "verify", "--json").rc == 0
