@@ -58,9 +58,19 @@ def default_host_id(store_dir: Path) -> str:
     return f"{name}-{digest}"
 
 
+def _expanded(raw: str) -> str:
+    """`~`, `~user` and `$VAR` expanded; an unset variable is an error (it had made a folder
+    literally named `$NOPE`)."""
+    out = os.path.expandvars(os.path.expanduser(raw))
+    unset = re.search(r"\$(\w+|\{[^}]*\})", out)
+    if unset:
+        raise ValueError(f"{raw!r} names the environment variable {unset.group(0)}, which is not set")
+    return out
+
+
 def expand(raw: str) -> Path:
     """`~`, `~user` and `$VAR` expanded; relative paths are refused (relative to what?)."""
-    p = Path(os.path.expandvars(os.path.expanduser(raw)))
+    p = Path(_expanded(raw))
     if not p.is_absolute():
         raise ValueError(f"{raw!r} is not an absolute path (use /..., ~/... or $VAR/...)")
     return p
@@ -253,7 +263,7 @@ def store_location(settings: Settings, override: str | os.PathLike | None = None
     """Where the store is: `override` (--store, CHRONOS_GIT_STORE), `store_dir`, or the default."""
     for given in (override, os.environ.get("CHRONOS_GIT_STORE")):
         if given:              # a command-line or environment value may be relative to the cwd
-            where = os.path.expandvars(os.path.expanduser(os.fspath(given)))
+            where = _expanded(os.fspath(given))
             if not os.path.isabs(where):
                 where = os.path.join(current_folder(f"the store path {os.fspath(given)!r} is relative: "
                                                     "give an absolute path"), where)

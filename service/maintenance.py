@@ -15,7 +15,8 @@ from .results import (CheckpointInfo, CompactResult, ConsolidateResult, Consolid
                       JournalSummary, Protection, StoreBudget)
 
 MIN_FREE_BYTES = 16 << 20        # below this a snapshot or an intent is likely to fail
-BLOCK_HINT = "plugins.entries.chronos-git.settings of the profile's config.yaml"
+BLOCK_HINT = ("plugins.entries.chronos-git.settings of the profile's config.yaml (or CHRONOS_GIT_SETTINGS, "
+              "for the standalone tools)")
 
 
 def _existing_parent(path: Path) -> Path:

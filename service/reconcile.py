@@ -147,8 +147,8 @@ class Reconciler:
             matches = sorted({e["operation_id"] for e in journal.events(None, kinds={events.Started})
                               if e["operation_id"].startswith(prefix)})
         if not matches:
-            raise ChronosError(f"no operation {prefix!r} is open" + ("" if include_closed else
-                               " (it may be closed already: see `journal log`)"))
+            raise ChronosError(f"no operation {prefix!r} in the journal" if include_closed else
+                               f"no operation {prefix!r} is open (it may be closed already: see `journal log`)")
         if len(matches) > 1:
             raise ChronosError(f"operation prefix {prefix!r} is ambiguous")
         return matches[0]

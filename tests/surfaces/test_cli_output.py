@@ -536,3 +536,16 @@ def test_empty_names_and_argument_errors_are_named_with_a_code(cli, ws):
     for args in (["bogus-cmd"], ["log", "--limit", "0"]):
         r = cli("--json", *args, cwd=ws)
         assert r.rc != 0 and r.json["code"] == "bad_arguments" and r.json["status"] == "error", r
+
+
+def test_an_unset_variable_in_the_store_path_and_an_unknown_operation_are_named(cli, ws, tmp_path):
+    """New-user trial: `--store '$NOPE/x'` made a folder literally named `$NOPE`; `journal show
+    nosuch` said the operation "is open"."""
+    env = {k: v for k, v in os.environ.items() if k != "NOPE_CHRONOS"}
+    p = subprocess.run([PY, "-m", "chronos_git.cli", "--store", "$NOPE_CHRONOS/x", "--json", "journal", "status"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "$NOPE_CHRONOS, which is not set" in json.loads(p.stdout)["error"], p
+    assert not any("NOPE" in name for name in os.listdir(tmp_path))
+    assert cli("write", "a.txt", "--content", "x", "--workspace", ws).rc == 0
+    r = cli("--json", "journal", "show", "abcdef12")
+    assert r.rc == 1 and r.json["error"] == "no operation 'abcdef12' in the journal", r
