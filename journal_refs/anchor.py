@@ -45,6 +45,16 @@ def event_of(commit: pygit2.Commit) -> str | None:
     return None
 
 
+def mirrored(store) -> str | None:
+    """The journal event the local anchor chain mirrors last (None: no anchor yet, or unreadable)."""
+    try:
+        repo = store.repo()
+        ref = repo.references.get(ANCHOR_REF)
+        return event_of(repo[ref.target]) if ref is not None else None
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+
+
 def payload_of(commit: pygit2.Commit) -> dict:
     """The event payload a mirror commit carries."""
     body = commit.message.rstrip("\n").rsplit("\n\n", 1)[0]

@@ -698,7 +698,7 @@ class Journal:
         }
 
     # ---------------------------------------------------------------- verify
-    def verify(self, checkpoint: dict | None = None) -> dict:
+    def verify(self, checkpoint: dict | None = None, *, anchored: str | None = None) -> dict:
         """Re-hash and replay the whole chain; O(history).  Never raises for bad data.
 
         Damage in the chain itself is recorded as the journal alarm (every
@@ -763,9 +763,16 @@ class Journal:
                     chain_problems.append(f"event #{i} ({cid[:12]}): {exc}")
                     break
             if not chain_problems:
-                lost = self._lost_since_verified(repo, set(chain))
-                if lost:
-                    chain_problems.append(lost)
+                # whole and valid, but without an event known to have been in it: rolled back (the
+                # ref and the local checkpoint put back together), which must not be cleared as clean
+                held, marker = set(chain), self._read_verified()
+                if isinstance(marker.get("head"), str) and not self._still_holds(repo, held, marker["head"]):
+                    chain_problems.append(self._lost_verified(marker))
+                if anchored and not self._still_holds(repo, held, anchored):
+                    chain_problems.append(
+                        f"the journal no longer contains event {anchored[:12]}, which the local anchor chain "
+                        "(refs/chronos/anchor/journal, what pushes send) mirrors: its history was rewritten "
+                        "or rolled back")
             problems += chain_problems + witness_problems
             if chain_problems:
                 try:
@@ -876,28 +883,21 @@ class Journal:
                 self._damage(f"event {cid[:12]} (seq {state.seq + 1}): {exc}", tip)
         self._note_verified(tip, state.seq, full=base is None)
 
-    def _lost_since_verified(self, repo, chain: set[str]) -> str | None:
-        """The problem when the journal no longer holds the last verified head: whole and valid,
-        but rolled back (the ref and the local checkpoint put back together), which a verify
-        must not clear as clean.  A head verified after this chain was read (another process's
-        appends) is checked against the ref as it is now, under the journal's lock."""
-        marker = self._read_verified()
-        if not isinstance(marker.get("head"), str) or marker["head"] in chain:
-            return None
+    def _still_holds(self, repo, chain: set[str], head: str) -> bool:
+        """Whether the journal holds `head`: in the chain just read, or (appended by another
+        process since, and so noted or mirrored) below the ref as it is now, read under the
+        journal's lock."""
+        if head in chain:
+            return True
         try:
             with locking.exclusive(self._lock_path):
-                marker, now = self._read_verified(), self._ref_tip()
-        except IntegrityError as exc:
-            return str(exc)
-        head = marker.get("head")
-        if not isinstance(head, str) or head == now:
-            return None
+                now = self._ref_tip()
+        except IntegrityError:
+            return False
         try:
-            if now is not None and repo.descendant_of(now, head):
-                return None
+            return now is not None and (now == head or repo.descendant_of(now, head))
         except (ValueError, pygit2.GitError):
-            pass                      # not a commit of this store: lost all the same
-        return self._lost_verified(marker)
+            return False              # not a commit of this store: not held
 
     def _lost_verified(self, marker: dict) -> str:
         return (f"the journal no longer contains the last verified event {marker['head'][:12]} (seq "

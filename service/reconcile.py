@@ -11,7 +11,7 @@ from pathlib import Path
 from ..engine import faults, treecheck
 from ..engine.errors import ChronosError
 from ..engine.fsutil import atomic_write
-from ..journal_refs import IntegrityError, TransitionError, events
+from ..journal_refs import IntegrityError, TransitionError, anchor, events
 from ..journal_refs import evidence as evidence_of
 from ..journal_refs.evidence import UNKNOWN, describe
 from .calls import Call, Declared, Outcome
@@ -107,7 +107,7 @@ class Reconciler:
     def verify(self, checkpoint: dict | None = None) -> VerifyResult:
         """The journal's chain and witness, and every checkpoint tree's entry names."""
         self._startup()
-        res = self.core.journal.verify(checkpoint)
+        res = self.core.journal.verify(checkpoint, anchored=anchor.mirrored(self.core.store))
         out = VerifyResult(**res, checkpoint_trees=TreeCheck(**treecheck.check_checkpoints(self.core.store)))
         if res["integrity"] != "ok":
             out.status, out.error, out.code = "error", res["integrity"], "integrity"

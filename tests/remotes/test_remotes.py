@@ -429,6 +429,7 @@ def test_a_rewrite_that_keeps_the_anchor_ref_is_caught(machines, tmp_path):
     saved_witness = witness.read_bytes()
     verified = Path(a.store) / "chronos" / "journal-verified.json"     # the store's last verified head
     saved_verified = verified.read_bytes()
+    saved_anchor = git("--git-dir", a.store, "rev-parse", "refs/chronos/anchor/journal").stdout.strip()
     a.write("a.txt", "2\n")
     assert a.cli("push").rc == 0
     assert git("--git-dir", a.store, "update-ref", "refs/chronos/journal", saved_ref).returncode == 0
@@ -436,7 +437,12 @@ def test_a_rewrite_that_keeps_the_anchor_ref_is_caught(machines, tmp_path):
     local = a.cli("journal", "verify")                   # that record alone already tells
     assert local.rc == 1 and "no longer contains the last verified event" in local.json["error"], local.stdout
     (Path(a.store) / "chronos" / "journal-alarm.json").unlink()
-    verified.write_bytes(saved_verified)                 # rolled back too: only the anchor is left
+    verified.write_bytes(saved_verified)                 # rolled back too: the local anchor chain tells
+    local = a.cli("journal", "verify")
+    assert local.rc == 1 and "the local anchor chain" in local.json["error"], local.stdout
+    (Path(a.store) / "chronos" / "journal-alarm.json").unlink()
+    assert git("--git-dir", a.store, "update-ref", "refs/chronos/anchor/journal", saved_anchor).returncode == 0
+    # and with that rolled back as well, only the remote's copy is left
     v = a.cli("journal", "verify", "--remote", "r")
     assert v.rc == 1 and "remote" in v.json["error"] and "diverged" in v.json["error"], v.stdout
     blocked = a.cli("write", "b.txt", "--content", "x", "--workspace", a.ws)
