@@ -440,6 +440,9 @@ def _journal_status(res: r.JournalStatus):
     if p.state not in ("on", "ready"):
         yield Text(f"  protection {p.state.upper()}: {_name(p.reason)}" + (f" (fix: {p.fix})" if p.fix else ""),
                    style="bold red" if p.state == "off" else "yellow")
+    if res.new_store:
+        yield Text(f"  note: there was no store at {_name(res.new_store)}, so this made a new, empty one; if you "
+                   "expected another, check --store / CHRONOS_GIT_STORE / store_dir", style="yellow")
     if res.healed:
         yield Text(f"  healed: {_name(res.healed)}")
     waiting = {op.operation_id for op in _ops(res.unresolved)}

@@ -253,7 +253,10 @@ class Chronos:
     # ---------------------------------------------------------------- journal
     def journal_status(self) -> results.JournalStatus:
         self.calls.settle_behind()            # this process's last call is in the answer
+        existed = self.store_exists()
         res = self.reconcile.status()
+        if not existed and self.store_exists():
+            res.new_store = str(self.core.store_dir)
         res.remotes = self.remotes.list().remotes or None
         return res
 

@@ -277,6 +277,7 @@ class JournalStatus(Result):
     gate: Literal["open", "closed"]
     protection: Protection
     remotes: "list[RemoteInfo] | None" = None
+    new_store: str | None = None     # this command made the store: none was there (a mistyped path?)
 
 
 class TreeCheck(Model):

@@ -498,6 +498,13 @@ def test_reading_commands_never_create_a_store_at_a_mistyped_path(tmp_path):
         assert os.listdir(tmp_path) == [], (args, os.listdir(tmp_path))
         if args[0] not in ("log", "health"):
             assert p.returncode == 1 and f"no chronos-git store at {typo}" in doc["error"], (args, p.stdout)
+    # `journal status` starts a journal, and says that it made the store
+    p = subprocess.run([PY, "-m", "chronos_git.cli", "--store", str(typo), "journal", "status"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and f"there was no store at {typo}, so this made a new, empty one" in p.stdout, p
+    again = subprocess.run([PY, "-m", "chronos_git.cli", "--store", str(typo), "--json", "journal", "status"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert json.loads(again.stdout).get("new_store") is None
 
 
 def test_pseudo_filesystems_shared_folders_and_endless_sources_are_refused(cli, ws, tmp_path):
