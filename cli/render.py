@@ -241,6 +241,8 @@ def _snapshot(res: r.SnapshotResult):
     if not res.created:
         yield Text(f"nothing changed since checkpoint {_checkpoint(res.checkpoint_info, res.checkpoint)} "
                    f"of {ws}; no new checkpoint" if res.checkpoint else f"no checkpoint taken of {ws}")
+        if res.note:
+            yield Text(f"  {_name(res.note)}", style="yellow")
     else:
         info = res.checkpoint_info
         new = f", {_size(info.added_bytes)} new" if info else ""

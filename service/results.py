@@ -101,6 +101,7 @@ class SnapshotResult(Result):
     scan: str
     fallback: bool | None = None
     checkpoint_info: CheckpointInfo | None
+    note: str | None = None          # e.g. a label that was not kept (nothing changed)
 
 
 class LogResult(Result):

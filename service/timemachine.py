@@ -100,8 +100,12 @@ class TimeMachine:
         res = ws.snapshot(meta, paths=paths, progress=progress)
         self.snapshots.imported(res.report.get("scan"))
         self._maybe_compact(ws)
-        return SnapshotResult(workspace=os.fsdecode(ws.root_bytes), **res.to_dict(),
-                              checkpoint_info=CheckpointInfo(**res.checkpoint.summary()) if res.checkpoint else None)
+        out = SnapshotResult(workspace=os.fsdecode(ws.root_bytes), **res.to_dict(),
+                             checkpoint_info=CheckpointInfo(**res.checkpoint.summary()) if res.checkpoint else None)
+        if not res.created and message and message != "manual checkpoint":
+            out.note = (f"the label {message!r} was not kept: a checkpoint is made only when something changed, "
+                        "and the newest one keeps its own label")
+        return out
 
     def log(self, workspace: str, limit: int | None = 20) -> LogResult:
         if limit is not None and limit < 1:

@@ -556,3 +556,12 @@ def test_an_unset_variable_in_the_store_path_and_an_unknown_operation_are_named(
     assert cli("write", "a.txt", "--content", "x", "--workspace", ws).rc == 0
     r = cli("--json", "journal", "show", "abcdef12")
     assert r.rc == 1 and r.json["error"] == "no operation 'abcdef12' in the journal", r
+
+
+def test_a_label_with_nothing_to_checkpoint_is_said_to_be_dropped(cli, ws):
+    """New-user trial: `snapshot -m "before refactor"` with nothing changed dropped the label silently."""
+    assert cli("snapshot", "-m", "first", cwd=ws).rc == 0
+    r = cli("snapshot", "-m", "before refactor", cwd=ws)
+    assert r.rc == 0 and "the label 'before refactor' was not kept" in r.stdout, r.stdout
+    plain = cli("--json", "snapshot", cwd=ws)
+    assert plain.rc == 0 and plain.json.get("note") is None, plain.stdout
