@@ -635,7 +635,8 @@ def _consolidation(c: r.Consolidation) -> Text:
                     f"{_name(c.error)} (retried by the next start or `chronos-git compact`)", style="yellow")
     if c.running:
         p = c.progress or {}
-        done = f", {p.get('phase')} {p.get('objects_done')}/{p.get('objects_total')} objects" if p else ""
+        done = (f", {p.get('phase')}" + (f" {p.get('objects_done')}/{p.get('objects_total')} objects"
+                                          if p.get("objects_total") else "")) if p else ""
         where = _on_a_thread(c.runs_in) or "in a child process"
         return Text(f"compressing a first import in the background, {where} ({c.pending_packs} pack(s){done})")
     if c.pending_packs:

@@ -18,6 +18,12 @@ Progress survives: the copy is written as 16 MiB packs, and a run that finds
 objects already in another pack (an earlier run's, cut off when its process
 exited, as a one-shot `hermes chat -q` does) does not copy them again.
 
+In a host's background (`Quiet`), phase B waits for a pause in the agent's
+calls before it starts and between batches: its reads, writes and fsyncs slow
+the agent's own file work on a shared disk (on the kernel tree ~+50 ms per
+call of a first session).  It never waits while it holds a lock a call needs
+(phase C), and never past DEFER_MAX_S after the import listed its packs.
+
 Crash points: before C nothing was deleted (the new pack only duplicates);
 inside C the new pack is durable before the first deletion, and each pack
 goes `.idx` first, so libgit2 never sees a pack without its data.  The list
@@ -39,7 +45,7 @@ import pygit2
 from . import faults, locking
 from .bulk import _PackWriter, pack_entry
 from .fsutil import atomic_write, fsync_dir
-from .retention import _roots, _walk, note_compacted_packs
+from .retention import _roots, _walk, compaction_lock, note_compacted_packs
 from .usergit import Unusable, read_idx
 
 LEVEL = 1                     # git's own loose-object level: ~4x smaller than stored, fast
@@ -49,6 +55,9 @@ WINDOW = 8
 
 
 ADOPT = 0.5                   # a linked pack our refs reach this much of is kept as it is
+QUIET_S = 1.0                 # background work waits until no call has begun or ended for this long
+DEFER_MAX_S = 300.0           # ... but not once the packs have been pending this long: a busy
+                              # agent leaves the store uncompressed for minutes, never for good
 
 
 def _list_path(store) -> Path:
@@ -109,8 +118,56 @@ def lower_priority() -> None:
         pass
 
 
-def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int], total: int) -> None:
-    """Read each object (libgit2 resolves deltas) and compress on the pool into `writer`."""
+WAITING = "waiting for a pause in the agent's calls"
+
+
+class Quiet:
+    """Waits until the agent pauses: `activity` is a file every protected call rewrites
+    as it begins and as it ends (the journal's witness), so its age is the time since the
+    agent last did anything.  A missing file is a quiet agent.  No waiting once the pending
+    list (`since`: its file) is DEFER_MAX_S old, nor for longer than that in one run, nor
+    once someone asks for the compaction lock it holds (`wanted`: retention.compaction_lock)."""
+
+    def __init__(self, activity: Path, since: Path, wanted: Path | None = None, *,
+                 quiet_s: float = QUIET_S, max_s: float = DEFER_MAX_S, now=time.time, sleep=time.sleep):
+        self.activity, self.since = Path(activity), Path(since)
+        self.wanted = Path(wanted) if wanted else None
+        self.quiet_s, self.max_s, self.now, self.sleep = quiet_s, max_s, now, sleep
+        self.waited = 0.0
+        self.started = now()
+
+    def _age(self, path: Path) -> float | None:
+        try:
+            return self.now() - path.stat().st_mtime
+        except OSError:
+            return None
+
+    def __call__(self, say, done: int, total: int) -> None:
+        told = False
+        while self.waited < self.max_s:
+            pending = self._age(self.since)
+            busy = self._age(self.activity)
+            asked = self._age(self.wanted) if self.wanted else None
+            if (busy is None or busy >= self.quiet_s or (pending is not None and pending >= self.max_s)
+                    or (asked is not None and asked <= self.now() - self.started)):
+                return
+            if not told:
+                say(WAITING, done, total)
+                told = True
+            step = min(max(self.quiet_s - busy, 0.05), 0.25, self.max_s - self.waited)
+            self.sleep(step)
+            self.waited += step
+
+
+def quiet_for(store, activity: Path) -> Quiet:
+    """Background consolidation of `store`, waiting for pauses in the calls that rewrite `activity`."""
+    return Quiet(activity, _list_path(store), store.meta_dir / "compact.wanted")
+
+
+def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int], total: int,
+          quiet=None) -> None:
+    """Read each object (libgit2 resolves deltas) and compress on the pool into `writer`;
+    `quiet(say, done, total)`, when given, is asked before each batch is read."""
     def compress(batch):
         out = []
         for oid, kind, data in batch:
@@ -130,6 +187,8 @@ def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int
                 say("compressing", done[0], total)
 
         for oid in oids:
+            if quiet is not None and not batch:
+                quiet(say, done[0], total)
             kind, data = repo.odb.read(oid)
             batch.append((oid, int(kind), data))
             size += len(data)
@@ -142,15 +201,17 @@ def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int
         drain(0)
 
 
-def consolidate(store, progress=None) -> dict:
+def consolidate(store, progress=None, quiet: Quiet | None = None) -> dict:
     """Consolidate every pending pack; returns what was done (safe to call at any time).
 
     A linked pack that our refs reach at least half of is adopted as it is (a fresh
-    clone's pack is smaller than any copy we would make); the others are copied out of."""
+    clone's pack is smaller than any copy we would make); the others are copied out of.
+    `quiet` (a host's background run): phase B waits for pauses in the agent's calls."""
     say = progress or (lambda phase, done, total: None)
     t0 = time.monotonic()
     out = {"packs": 0, "adopted": 0, "objects": 0, "bytes_before": 0, "bytes_after": 0, "seconds": 0.0}
-    with locking.exclusive(store.meta_dir / "compact.lock"):
+    with (locking.exclusive(store.meta_dir / "compact.lock") if quiet is not None
+          else compaction_lock(store)):
         lists = _read_list(store)
         stems = sorted(set(lists["fast"]) | set(lists["linked"]))
         if not stems:
@@ -164,6 +225,8 @@ def consolidate(store, progress=None) -> dict:
             except (OSError, Unusable):
                 ids[s] = set()
         every = set().union(*ids.values())
+        if quiet is not None:
+            quiet(say, 0, 0)
         say("walking", 0, 0)
         with store.maintenance.exclusive():
             store.forget_repos()
@@ -193,7 +256,7 @@ def consolidate(store, progress=None) -> dict:
         done = [0]
         ours: set[str] = set()
         try:
-            _copy(repo, wanted, writer, say, done, len(wanted))
+            _copy(repo, wanted, writer, say, done, len(wanted), quiet)
             faults.hit("consolidate_mid_copy")
             with store.maintenance.exclusive():
                 store.forget_repos()

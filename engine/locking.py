@@ -10,6 +10,7 @@ import errno
 import fcntl
 import os
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -72,16 +73,28 @@ def holding_exclusive() -> bool:
     return getattr(_mine, "held", 0) > 0
 
 
+WAIT_POLL_S = 0.1
+
+
 @contextmanager
-def exclusive(path: Path):
-    """Re-entrant (per thread) exclusive lock shared by every thread and process."""
+def exclusive(path: Path, *, while_waiting=None):
+    """Re-entrant (per thread) exclusive lock shared by every thread and process.
+    `while_waiting()`: called every WAIT_POLL_S while someone else holds it."""
     key = str(path)
     with _registry_guard:
         st = _exclusive.setdefault(key, _ExclusiveState())
-    with st.rlock:
+    if while_waiting is None:
+        st.rlock.acquire()
+    else:
+        while not st.rlock.acquire(timeout=WAIT_POLL_S):
+            while_waiting()
+    try:
         if st.depth == 0:
             st.fd = _open(path)
-            _flock(st.fd, fcntl.LOCK_EX)
+            if while_waiting is None:
+                _flock(st.fd, fcntl.LOCK_EX)
+            else:
+                _poll_flock(st, while_waiting)
         st.depth += 1
         _mine.held = getattr(_mine, "held", 0) + 1
         try:
@@ -93,6 +106,22 @@ def exclusive(path: Path):
                 _flock(st.fd, fcntl.LOCK_UN)
                 _close(st.fd)
                 st.fd = -1
+    finally:
+        st.rlock.release()
+
+
+def _poll_flock(st, while_waiting) -> None:
+    while True:
+        try:
+            _flock(st.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            while_waiting()
+            time.sleep(WAIT_POLL_S)
+        except BaseException:
+            _close(st.fd)
+            st.fd = -1
+            raise
 
 
 class ReadWriteLock:

@@ -176,7 +176,9 @@ def _first_snapshot(store, params: dict, say) -> dict:
 
 def _consolidate(store, params: dict, say) -> dict:
     from . import consolidate
-    return consolidate.consolidate(store, progress=say)
+    quiet = params.get("quiet")
+    return consolidate.consolidate(store, progress=say,
+                                   quiet=consolidate.quiet_for(store, Path(quiet)) if quiet else None)
 
 
 JOBS = {"first_snapshot": _first_snapshot, "consolidate": _consolidate}

@@ -51,6 +51,21 @@ from .fsutil import atomic_write, fsync_dir, tree_size
 from .packers import cores as _cores
 
 
+def compaction_lock(store):
+    """The lock compaction and consolidation hold for their whole run.  Who waits for it
+    says so (`compact.wanted`, rewritten while it waits): a background consolidation
+    waiting for a pause in the agent's calls (consolidate.Quiet) then goes on at once."""
+    wanted = store.meta_dir / "compact.wanted"
+
+    def asking() -> None:
+        try:
+            wanted.touch(mode=0o600)
+            os.utime(wanted)
+        except OSError:
+            pass        # at worst the asker waits for the pause (consolidate.DEFER_MAX_S at most)
+    return locking.exclusive(store.meta_dir / "compact.lock", while_waiting=asking)
+
+
 def _shallow_path(store) -> Path:
     return store.root / "shallow"
 
@@ -483,9 +498,10 @@ def store_size(store) -> int:
 def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | None = None,
             size_budget_bytes: int | None = None, grace_s: float | None = None,
             store_budget_bytes: int | None = None, orphan_s: float | None = None,
-            dry_run: bool = False, progress=None, on_decided=None) -> dict:
+            dry_run: bool = False, progress=None, on_decided=None, patient: bool = False) -> dict:
     """`on_decided(dropped, pruned)` runs after the decision and before anything is cut
-    (the service journals it there)."""
+    (the service journals it there).  `patient` (background work): waits for the lock
+    without asking a consolidation that waits for a pause in the agent's calls to go on."""
     cfg = store.config
     max_checkpoints = cfg.max_checkpoints if max_checkpoints is None else max_checkpoints
     size_budget_bytes = (int(cfg.size_budget_mb * 1024 * 1024) if size_budget_bytes is None
@@ -499,7 +515,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
     t0 = time.monotonic()
     report: dict = {"dropped": [], "pruned": [], "dry_run": dry_run, "size_before": store_size(store)}
 
-    with locking.exclusive(store.meta_dir / "compact.lock"), _bounded_mapping():
+    lock = (locking.exclusive(store.meta_dir / "compact.lock") if patient else compaction_lock(store))
+    with lock, _bounded_mapping():
         # ---- phase 0: decide (read-only) and have the decision recorded -----
         now = time.time()
         missing = note_missing(store, now)

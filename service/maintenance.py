@@ -7,8 +7,9 @@ import threading
 import time
 from pathlib import Path
 
-from ..engine import consolidate, offload, retention
+from ..engine import consolidate, locking, offload, retention
 from ..journal_refs import IntegrityError, events
+from ..journal_refs.journal import witness_path_for
 from .core import Core
 from .remotes import pinned_tips
 from .results import (CheckpointInfo, CompactResult, ConsolidateResult, Consolidation, HealthResult,
@@ -34,8 +35,9 @@ class Maintenance:
 
     # ------------------------------------------------------------ retention
     def compact(self, *, dry_run: bool = False, max_checkpoints: int | None = None,
-                grace_s: float | None = None, progress=None) -> CompactResult:
-        """Retention (never what an open or replayable operation needs), then packing."""
+                grace_s: float | None = None, progress=None, patient: bool = False) -> CompactResult:
+        """Retention (never what an open or replayable operation needs), then packing.
+        `patient`: a background run, which lets a consolidation wait for the agent's pause."""
         self._start()
         journal = self.core.journal
         if journal.integrity != "ok":
@@ -57,7 +59,7 @@ class Maintenance:
 
         rep = retention.compact(self.core.store, pinned=journal.pinned_checkpoints() | pinned_tips(self.core),
                                 max_checkpoints=max_checkpoints, grace_s=grace_s, dry_run=dry_run,
-                                progress=progress, on_decided=journal_decision)
+                                progress=progress, on_decided=journal_decision, patient=patient)
         if not dry_run:
             journal.append(events.Maintenance, {
                 "operation_id": None, "action": "compact", "size_before": rep["size_before"],
@@ -121,7 +123,7 @@ class Maintenance:
                 consolidate.lower_priority()
                 try:
                     if self.store_due() is not None:
-                        self.compact()
+                        self.compact(patient=True)
                 except Exception:          # the next turn retries; health shows the budget use
                     pass
             self._compactor = threading.Thread(target=run, name="chronos-git-compact", daemon=True)
@@ -135,7 +137,10 @@ class Maintenance:
         (it changes no checkpoint), so a snapshot-only store stays without one."""
         job = self._consolidating.get("thread")
         if job is not None and job is not threading.current_thread():
-            job.join()
+            while job.is_alive():        # asking for its lock: it waits for no pause in the calls
+                with retention.compaction_lock(self.core.store):
+                    pass
+                job.join(locking.WAIT_POLL_S)
         return ConsolidateResult(**consolidate.consolidate(self.core.store, progress=progress))
 
     def consolidate_in_background(self) -> bool:
@@ -155,14 +160,18 @@ class Maintenance:
 
             def run():
                 consolidate.lower_priority()     # the agent's own work goes first
+                # phase B waits for pauses in the agent's calls: each of them rewrites the witness
+                journal = self.core.journal_opened()
+                activity = journal.witness_path if journal else witness_path_for(self.core.store.root)
                 try:
                     try:                         # in a child process: no GIL shared with the agent
                         job["runs_in"] = "a child process"
                         job["last"] = offload.run("consolidate", self.core.store_dir, self.core.store.config,
-                                                  progress=tell)
+                                                  {"quiet": os.fsdecode(activity)}, progress=tell)
                     except offload.Unavailable as exc:
                         job["runs_in"] = f"this process: {exc}"
-                        job["last"] = consolidate.consolidate(self.core.store, progress=tell)
+                        job["last"] = consolidate.consolidate(
+                            self.core.store, progress=tell, quiet=consolidate.quiet_for(self.core.store, activity))
                 except offload.Failed as exc:   # reported by health; the list stays for a retry
                     job["error"] = str(exc)
                 except Exception as exc:

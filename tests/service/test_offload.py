@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -197,3 +198,47 @@ def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
             host.wait()
             for pid in _children(store):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("asked", [False, True], ids=["agent pauses", "operator asks"])
+def test_the_consolidation_waits_for_a_pause_in_the_agent_s_calls(tmp_path, tree, asked):
+    """Its disk work would slow the agent's own (engine/consolidate.py: Quiet): the child
+    waits while the journal's witness, which every protected call rewrites, is fresh,
+    until the agent pauses or an operator asks for the lock it holds."""
+    from chronos_git.engine.consolidate import WAITING
+    svc = _host(tmp_path)
+    witness = svc.journal.witness_path
+    before = witness.stat().st_mtime_ns
+    svc.write_file(str(tree), "premise.txt", b"a protected call rewrites the witness\n")
+    assert witness.stat().st_mtime_ns > before
+    busy = threading.Event()
+    busy.set()
+
+    def agent():                                   # an agent calling several times a second
+        while busy.is_set():
+            os.utime(witness)
+            time.sleep(0.05)
+    t = threading.Thread(target=agent, daemon=True)
+    t.start()
+    try:
+        _first(svc, tree)
+        deadline = time.monotonic() + 60
+        while ((svc.health(str(tree)).wire()["consolidation"] or {}).get("progress") or {}).get(
+                "phase") != WAITING and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)
+        cons = svc.health(str(tree)).wire()["consolidation"]
+        assert cons["running"] and cons["pending_packs"] >= 1 and cons["progress"]["phase"] == WAITING
+        assert "waiting for a pause in the agent's calls)" in render.text(svc.health(str(tree)))
+        if asked:       # an operator's `consolidate` (or `compact`) asks for its lock: no waiting
+            done = []
+            op = threading.Thread(target=lambda: done.append(svc.consolidate()), daemon=True)
+            op.start()
+            op.join(120)
+            assert done and busy.is_set(), "the operator waited for the agent's pause"
+    finally:
+        busy.clear()
+        t.join()
+    assert svc.maintenance.wait_consolidated(120)      # the agent paused (or it was asked): it goes on
+    cons = svc.health(str(tree)).wire()["consolidation"]
+    assert cons["pending_packs"] == 0 and cons.get("error") is None and cons["last"]["objects"] >= FILES
