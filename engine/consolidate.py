@@ -123,40 +123,67 @@ WAITING = "waiting for a pause in the agent's calls"
 
 class Quiet:
     """Waits until the agent pauses: `activity` is a file every protected call rewrites
-    as it begins and as it ends (the journal's witness), so its age is the time since the
-    agent last did anything.  A missing file is a quiet agent.  No waiting once the pending
-    list (`since`: its file) is DEFER_MAX_S old, nor for longer than that in one run, nor
-    once someone asks for the compaction lock it holds (`wanted`: retention.compaction_lock)."""
+    as it begins and as it ends (the journal's witness), so the time since its last change
+    is the time since the agent last did anything.  A missing file is a quiet agent.  No
+    waiting once the pending list (`since`: its file) is DEFER_MAX_S old, nor for longer
+    than that in one run, nor once someone asks for the compaction lock it holds (`wanted`
+    changes: retention.compaction_lock).  Changes are timed on this process's monotonic
+    clock: a file stamped in the future, or a clock stepped back, makes no agent busy for
+    longer than QUIET_S and hides no one's asking."""
 
     def __init__(self, activity: Path, since: Path, wanted: Path | None = None, *,
-                 quiet_s: float = QUIET_S, max_s: float = DEFER_MAX_S, now=time.time, sleep=time.sleep):
+                 quiet_s: float = QUIET_S, max_s: float = DEFER_MAX_S, now=time.time,
+                 monotonic=time.monotonic, sleep=time.sleep):
         self.activity, self.since = Path(activity), Path(since)
         self.wanted = Path(wanted) if wanted else None
-        self.quiet_s, self.max_s, self.now, self.sleep = quiet_s, max_s, now, sleep
+        self.quiet_s, self.max_s = quiet_s, max_s
+        self.now, self.monotonic, self.sleep = now, monotonic, sleep
         self.waited = 0.0
-        self.started = now()
+        self._asked0 = self._stamp(self.wanted)
+        self._seen = self._stamp(self.activity)
+        # the last change before we looked: its age by the file's own stamp, at most QUIET_S
+        age = self.now() - self._seen[0] / 1e9 if self._seen else quiet_s
+        self._changed = self.monotonic() - min(max(age, 0.0), quiet_s)
 
-    def _age(self, path: Path) -> float | None:
+    @staticmethod
+    def _stamp(path: Path | None) -> tuple[int, int] | None:
         try:
-            return self.now() - path.stat().st_mtime
+            st = path.stat()
+            return st.st_mtime_ns, st.st_ino
+        except (OSError, AttributeError):
+            return None
+
+    def _busy_for(self) -> float | None:
+        """Seconds since the agent last began or ended a call (None: no journal)."""
+        seen = self._stamp(self.activity)
+        if seen is None:
+            return None
+        if seen != self._seen:
+            self._seen, self._changed = seen, self.monotonic()
+        return self.monotonic() - self._changed
+
+    def _pending_for(self) -> float | None:
+        try:
+            return self.now() - self.since.stat().st_mtime
         except OSError:
             return None
 
     def __call__(self, say, done: int, total: int) -> None:
         told = False
         while self.waited < self.max_s:
-            pending = self._age(self.since)
-            busy = self._age(self.activity)
-            asked = self._age(self.wanted) if self.wanted else None
+            busy = self._busy_for()
+            pending = self._pending_for()
             if (busy is None or busy >= self.quiet_s or (pending is not None and pending >= self.max_s)
-                    or (asked is not None and asked <= self.now() - self.started)):
-                return
+                    or (self.wanted is not None and self._stamp(self.wanted) != self._asked0)):
+                break
             if not told:
                 say(WAITING, done, total)
                 told = True
             step = min(max(self.quiet_s - busy, 0.05), 0.25, self.max_s - self.waited)
             self.sleep(step)
             self.waited += step
+        if told:
+            say("compressing", done, total)
 
 
 def quiet_for(store, activity: Path) -> Quiet:

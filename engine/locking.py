@@ -10,7 +10,6 @@ import errno
 import fcntl
 import os
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -79,22 +78,30 @@ WAIT_POLL_S = 0.1
 @contextmanager
 def exclusive(path: Path, *, while_waiting=None):
     """Re-entrant (per thread) exclusive lock shared by every thread and process.
-    `while_waiting()`: called every WAIT_POLL_S while someone else holds it."""
+    `while_waiting()`: called every WAIT_POLL_S (from a helper thread) while this thread
+    waits for it; the wait itself stays a blocking one, in the kernel's order of arrival."""
     key = str(path)
     with _registry_guard:
         st = _exclusive.setdefault(key, _ExclusiveState())
-    if while_waiting is None:
-        st.rlock.acquire()
-    else:
-        while not st.rlock.acquire(timeout=WAIT_POLL_S):
-            while_waiting()
+    if not st.rlock.acquire(blocking=False):
+        with _asking(while_waiting):
+            st.rlock.acquire()
     try:
         if st.depth == 0:
             st.fd = _open(path)
-            if while_waiting is None:
-                _flock(st.fd, fcntl.LOCK_EX)
-            else:
-                _poll_flock(st, while_waiting)
+            try:
+                if while_waiting is None:
+                    _flock(st.fd, fcntl.LOCK_EX)
+                else:
+                    try:
+                        _flock(st.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        with _asking(while_waiting):
+                            _flock(st.fd, fcntl.LOCK_EX)
+            except BaseException:         # a Ctrl-C while waiting: no fd left behind
+                _close(st.fd)
+                st.fd = -1
+                raise
         st.depth += 1
         _mine.held = getattr(_mine, "held", 0) + 1
         try:
@@ -110,18 +117,27 @@ def exclusive(path: Path, *, while_waiting=None):
         st.rlock.release()
 
 
-def _poll_flock(st, while_waiting) -> None:
-    while True:
-        try:
-            _flock(st.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            while_waiting()
-            time.sleep(WAIT_POLL_S)
-        except BaseException:
-            _close(st.fd)
-            st.fd = -1
-            raise
+@contextmanager
+def _asking(while_waiting):
+    """Calls `while_waiting()` at once and then every WAIT_POLL_S until the block ends."""
+    if while_waiting is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def ask() -> None:
+        while True:
+            try:
+                while_waiting()
+            except Exception:                # noqa: BLE001 (asking is a courtesy; the wait goes on)
+                pass
+            if stop.wait(WAIT_POLL_S):
+                return
+    threading.Thread(target=ask, name="chronos-git-asking", daemon=True).start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 class ReadWriteLock:

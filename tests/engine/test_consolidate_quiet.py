@@ -12,20 +12,28 @@ from chronos_git.settings import Settings
 
 
 class Clock:
-    """A fake clock: `sleep` moves it on, and the agent (when busy) calls at every step."""
+    """Fake clocks: `sleep` moves both on, and the agent (when busy) calls at every step;
+    `step` moves the wall clock alone (an NTP correction)."""
 
     def __init__(self, activity, t=1_000_000.0, busy_for=0.0):
-        self.t, self.activity, self.busy_until = t, activity, t + busy_for
+        self.t, self.mono, self.activity, self.busy_until = t, 50.0, activity, 50.0 + busy_for
         self.slept = []
 
     def now(self):
         return self.t
 
+    def monotonic(self):
+        return self.mono
+
     def sleep(self, s):
         self.slept.append(s)
         self.t += s
-        if self.t < self.busy_until:               # the agent made another call meanwhile
+        self.mono += s
+        if self.mono < self.busy_until:            # the agent made another call meanwhile
             os.utime(self.activity, (self.t, self.t))
+
+    def quiet(self, *files):
+        return Quiet(*files, now=self.now, monotonic=self.monotonic, sleep=self.sleep)
 
 
 def _files(tmp_path, clock, *, last_call_ago, pending_for):
@@ -40,14 +48,14 @@ def _quiet(tmp_path, *, last_call_ago, pending_for, busy_for=0.0):
     clock = Clock(tmp_path / "witness", busy_for=busy_for)
     activity, since = _files(tmp_path, clock, last_call_ago=last_call_ago, pending_for=pending_for)
     said = []
-    q = Quiet(activity, since, now=clock.now, sleep=clock.sleep)
+    q = clock.quiet(activity, since)
     q(lambda *a: said.append(a), 7, 9)
     return clock, said, q
 
 
 def test_it_waits_while_the_agent_calls_and_goes_on_once_it_pauses(tmp_path):
     clock, said, q = _quiet(tmp_path, last_call_ago=0.2, pending_for=5, busy_for=10)
-    assert said == [(WAITING, 7, 9)]                 # said once, with the progress so far
+    assert said == [(WAITING, 7, 9), ("compressing", 7, 9)]     # said once, and when it goes on
     waited = sum(clock.slept)
     assert 10 + consolidate.QUIET_S - 0.3 <= waited <= 10 + consolidate.QUIET_S + 0.3
     assert max(clock.slept) <= 0.25                  # it looks again at least four times a second
@@ -58,7 +66,7 @@ def test_a_quiet_or_unknown_agent_is_not_waited_for(tmp_path):
         clock, said, _ = _quiet(tmp_path, last_call_ago=ago, pending_for=5)
         assert clock.slept == [] and said == []
     clock = Clock(tmp_path / "gone")
-    q = Quiet(tmp_path / "gone", tmp_path / "also-gone", now=clock.now, sleep=clock.sleep)
+    q = clock.quiet(tmp_path / "gone", tmp_path / "also-gone")
     q(lambda *a: None, 0, 0)                          # no journal (a snapshot-only store)
     assert clock.slept == []
 
@@ -70,13 +78,34 @@ def test_a_busy_agent_defers_it_for_minutes_never_for_good(tmp_path):
     assert clock.slept == [] and said == []
     # an agent that never pauses: waited DEFER_MAX_S in all, then on, and no more waiting in this run
     clock, said, q = _quiet(tmp_path, last_call_ago=0.0, pending_for=0, busy_for=10_000)
-    assert abs(sum(clock.slept) - consolidate.DEFER_MAX_S) < 1e-6 and len(said) == 1
+    assert abs(sum(clock.slept) - consolidate.DEFER_MAX_S) < 1e-6 and len(said) == 2
     clock.slept.clear()
     q(lambda *a: None, 8, 9)
     assert clock.slept == []
-    # a file stamped in the future (the clock stepped back): bounded the same way
+    # a witness stamped in the future (the clock stepped back since): busy no longer than
+    # QUIET_S unless it changes again
     clock, said, _ = _quiet(tmp_path, last_call_ago=-600, pending_for=-600)
-    assert abs(sum(clock.slept) - consolidate.DEFER_MAX_S) < 1e-6
+    assert abs(sum(clock.slept) - consolidate.QUIET_S) < 1e-6
+
+
+def test_an_operator_s_asking_is_seen_whatever_the_wall_clock_does(tmp_path):
+    clock = Clock(tmp_path / "witness", busy_for=10_000)
+    activity, since = _files(tmp_path, clock, last_call_ago=0.0, pending_for=5)
+    wanted = tmp_path / "compact.wanted"
+    wanted.write_bytes(b"")
+    os.utime(wanted, (clock.t - 60, clock.t - 60))          # an earlier operator's
+    q = clock.quiet(activity, since, wanted)
+    clock.t -= 3600                                          # the clock steps back an hour
+    asked = []
+
+    def sleep(s):
+        clock.sleep(s)
+        if clock.mono > 52 and not asked:                    # an operator asks, stamped in the past
+            os.utime(wanted, (clock.t, clock.t))
+            asked.append(clock.mono)
+    q.sleep = sleep
+    q(lambda *a: None, 0, 0)
+    assert asked and q.waited - 2.0 < 0.3                     # it went on at the next look
 
 
 def test_it_is_asked_before_the_walk_and_between_batches_never_under_the_maintenance_lock(
@@ -140,9 +169,50 @@ def test_who_waits_for_its_lock_ends_the_wait(tmp_path):
         asker.start()
         said = []
         q(lambda *a: said.append(a), 0, 0)
-        assert said == [(WAITING, 0, 0)] and q.waited < consolidate.DEFER_MAX_S / 10
+        assert said == [(WAITING, 0, 0), ("compressing", 0, 0)] and q.waited < consolidate.DEFER_MAX_S / 10
         assert not got.is_set()                             # the operator still waits for the lock
     finally:
         busy.clear()
         holder.communicate("", timeout=10)
     assert got.wait(10)                                     # and has it once the holder is done
+
+
+def test_an_operator_waiting_first_gets_the_lock_first(tmp_path):
+    """Asking does not cost the asker its place: a later waiter (the host's patient
+    compaction, another consolidation) does not take the lock before it."""
+    import subprocess
+    import sys
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from chronos_git.engine import retention
+    hold = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
+    later = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
+             "print('waiting', flush=True); fcntl.flock(fd, fcntl.LOCK_EX); print(time.monotonic(), flush=True)")
+    wins = 0
+    for trial in range(3):
+        meta = tmp_path / f"t{trial}"
+        meta.mkdir()
+        lock = str(meta / "compact.lock")
+        holder = subprocess.Popen([sys.executable, "-c", hold, lock], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "held"
+        got = []
+
+        def operator():
+            with retention.compaction_lock(SimpleNamespace(meta_dir=meta)):
+                got.append(time.monotonic())
+        op = threading.Thread(target=operator, daemon=True)
+        op.start()
+        time.sleep(0.5)                                    # the operator waits first
+        blocker = subprocess.Popen([sys.executable, "-c", later, lock], stdout=subprocess.PIPE, text=True)
+        assert blocker.stdout.readline().strip() == "waiting"
+        time.sleep(0.5)
+        holder.communicate("", timeout=10)
+        op.join(10)
+        their = float(blocker.communicate(timeout=10)[0])
+        assert got and (meta / "compact.wanted").exists()      # it asked while it waited
+        wins += got[0] < their
+    assert wins >= 2, f"the operator who waited first got the lock first in {wins} of 3 trials"
