@@ -139,6 +139,7 @@ def test_who_waits_for_its_lock_ends_the_wait(tmp_path):
     import subprocess
     import sys
     import threading
+    import time
     from types import SimpleNamespace
 
     from chronos_git.engine import retention
@@ -162,14 +163,21 @@ def test_who_waits_for_its_lock_ends_the_wait(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"     # the consolidation, as it waits
         q = Quiet(activity, since, tmp_path / "compact.wanted")
+        said = []
+        waiting = threading.Thread(target=q, args=(lambda *a: said.append(a), 0, 0), daemon=True)
+        waiting.start()
+        deadline = time.monotonic() + 30
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert said == [(WAITING, 0, 0)]                    # it waits for the busy agent
+
         def operator():
             with retention.compaction_lock(store):
                 got.set()
-        asker = threading.Thread(target=operator, daemon=True)
-        asker.start()
-        said = []
-        q(lambda *a: said.append(a), 0, 0)
-        assert said == [(WAITING, 0, 0), ("compressing", 0, 0)] and q.waited < consolidate.DEFER_MAX_S / 10
+        threading.Thread(target=operator, daemon=True).start()
+        waiting.join(30)
+        assert not waiting.is_alive() and said == [(WAITING, 0, 0), ("compressing", 0, 0)]
+        assert q.waited < consolidate.DEFER_MAX_S / 10
         assert not got.is_set()                             # the operator still waits for the lock
     finally:
         busy.clear()
