@@ -237,8 +237,7 @@ def consolidate(store, progress=None, quiet: Quiet | None = None) -> dict:
     say = progress or (lambda phase, done, total: None)
     t0 = time.monotonic()
     out = {"packs": 0, "adopted": 0, "objects": 0, "bytes_before": 0, "bytes_after": 0, "seconds": 0.0}
-    with (locking.exclusive(store.meta_dir / "compact.lock") if quiet is not None
-          else compaction_lock(store)):
+    with compaction_lock(store, ask=quiet is None):
         lists = _read_list(store)
         stems = sorted(set(lists["fast"]) | set(lists["linked"]))
         if not stems:

@@ -51,19 +51,19 @@ from .fsutil import atomic_write, fsync_dir, tree_size
 from .packers import cores as _cores
 
 
-def compaction_lock(store):
+def compaction_lock(store, *, ask: bool = True):
     """The lock compaction and consolidation hold for their whole run.  Who waits for it
     says so (`compact.wanted`, rewritten while it waits): a background consolidation
-    waiting for a pause in the agent's calls (consolidate.Quiet) then goes on at once."""
+    waiting for a pause in the agent's calls (consolidate.Quiet) then goes on at once.
+    `ask=False` (background work, the consolidation itself): waits without saying so."""
     wanted = store.meta_dir / "compact.wanted"
 
     def asking() -> None:
         try:
-            wanted.touch(mode=0o600)
-            os.utime(wanted)
+            wanted.touch(mode=0o600)       # an existing file gets a new mtime
         except OSError:
             pass        # at worst the asker waits for the pause (consolidate.DEFER_MAX_S at most)
-    return locking.exclusive(store.meta_dir / "compact.lock", while_waiting=asking)
+    return locking.exclusive(store.meta_dir / "compact.lock", while_waiting=asking if ask else None)
 
 
 def _shallow_path(store) -> Path:
@@ -515,8 +515,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
     t0 = time.monotonic()
     report: dict = {"dropped": [], "pruned": [], "dry_run": dry_run, "size_before": store_size(store)}
 
-    lock = (locking.exclusive(store.meta_dir / "compact.lock") if patient else compaction_lock(store))
-    with lock, _bounded_mapping():
+    with compaction_lock(store, ask=not patient), _bounded_mapping():
         # ---- phase 0: decide (read-only) and have the decision recorded -----
         now = time.time()
         missing = note_missing(store, now)

@@ -161,8 +161,7 @@ class Maintenance:
             def run():
                 consolidate.lower_priority()     # the agent's own work goes first
                 # phase B waits for pauses in the agent's calls: each of them rewrites the witness
-                journal = self.core.journal_opened()
-                activity = journal.witness_path if journal else witness_path_for(self.core.store.root)
+                activity = witness_path_for(self.core.store.root)
                 try:
                     try:                         # in a child process: no GIL shared with the agent
                         job["runs_in"] = "a child process"

@@ -13,7 +13,7 @@ from chronos_git.settings import Settings
 
 class Clock:
     """Fake clocks: `sleep` moves both on, and the agent (when busy) calls at every step;
-    `step` moves the wall clock alone (an NTP correction)."""
+    a test moves `t` alone for an NTP correction."""
 
     def __init__(self, activity, t=1_000_000.0, busy_for=0.0):
         self.t, self.mono, self.activity, self.busy_until = t, 50.0, activity, 50.0 + busy_for
