@@ -97,7 +97,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _common(p)
     p = sub.add_parser("report", help="write the self-contained HTML forensic report of the store")
     p.add_argument("--out", "-o", default=None,
-                   help="file or folder to write (default: the current directory, a dated file name)")
+                   help="file or folder to write (default: the folder chronos-git-reports beside the store, "
+                        "outside every workspace; a dated file name)")
     p.add_argument("--limit", type=_positive, default=500, help="newest journal events in the timeline")
     p.add_argument("--checkpoints", type=_positive, default=20, help="newest checkpoints per workspace")
     _common(p)
@@ -263,7 +264,8 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
     if cmd == "report":
         from ..report import written          # jinja2 only when a report is asked for
         return 0, written(svc, Path(args.out) if args.out else None, limit=args.limit,
-                          checkpoints=args.checkpoints)
+                          checkpoints=args.checkpoints,
+                          workspace=workspace if getattr(args, "workspace", None) else None)
     if cmd == "run":
         argv = list(args.run_argv)
         if argv and argv[0] == "--":

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine.codec import human
+from ..engine.wording import plural
 from ..service import results as r
 
 _PLAIN_WIDTH = 10_000            # no wrapping in pipes: tables get their natural width
@@ -248,7 +249,7 @@ def _snapshot(res: r.SnapshotResult):
         new = f", {_size(info.added_bytes)} new" if info else ""
         how = {"bulk": " (first snapshot)", "declared": " (only the given paths were read)"}.get(res.scan, "")
         yield Text.assemble("new checkpoint ", (_checkpoint(info, res.checkpoint), "bold"),
-                            f" of {ws}: {res.files} files{new}{how}")
+                            f" of {ws}: {plural(res.files, 'file')}{new}{how}")
     if res.partial:
         yield Text("  partial: the snapshot budget ran out; entries it did not reach are as in the "
                    "checkpoint before", style="yellow")
@@ -260,7 +261,7 @@ def _skipped(skipped: list[r.Skipped], nested: list[str]):
         more = f" and {len(nested) - 10} more" if len(nested) > 10 else ""
         yield Text(f"  nested repositories left out: {', '.join(_name(n) for n in nested[:10])}{more}")
     if skipped:
-        yield Text(f"  {len(skipped)} path(s) not captured:")
+        yield Text(f"  {plural(len(skipped), 'path')} not captured:")
         t = _table("path", "why", ("size", "right"))
         for s in skipped[:50]:
             t.add_row(_name(s.path), s.reason.replace("_", " "), _size(s.size) if s.size is not None else "")
@@ -294,7 +295,7 @@ def _diff(res: r.DiffResult):
     if not res.files:
         yield Text(f"{_short(res.from_)} -> {to}: no changes")
         return
-    yield Text(f"{_short(res.from_)} -> {to}: {res.stats.files} file(s) changed, "
+    yield Text(f"{_short(res.from_)} -> {to}: {plural(res.stats.files, 'file')} changed, "
                f"+{res.stats.additions} -{res.stats.deletions} lines")
     t = _table("status", "path", ("+", "right"), ("-", "right"))
     for f in res.files:
@@ -355,14 +356,14 @@ def _restore(res: r.RestoreResult):
             yield Text(f"dry run: restoring checkpoint {target} would change nothing{others_text}; "
                        "the workspace already matches it. Nothing was changed.")
         else:
-            yield Text(f"dry run: restoring checkpoint {target} would write {res.files_changed} file(s) and "
+            yield Text(f"dry run: restoring checkpoint {target} would write {plural(res.files_changed, 'file')} and "
                        f"remove {res.untracked_removed}{others_text}. Nothing was changed.")
     else:
         head = (("restore INCOMPLETE", "bold red") if res.failed else ("restored", "bold"))
-        yield Text.assemble(head, f" checkpoint {target}: {res.files_changed} file(s) written, "
+        yield Text.assemble(head, f" checkpoint {target}: {plural(res.files_changed, 'file')} written, "
                                   f"{res.untracked_removed} removed{others_text}")
     if res.kept:
-        yield Text(f"  kept: {res.kept} file(s) whose current bytes could not be saved first; "
+        yield Text(f"  kept: {plural(res.kept, 'file')} whose current bytes could not be saved first; "
                    "--force overwrites them (their bytes are lost for good)", style="magenta")
     if res.plan:
         shown = res.plan[:200]
@@ -436,7 +437,7 @@ def _integrity(integrity: str) -> Text:
 
 
 def _journal_status(res: r.JournalStatus):
-    yield Text.assemble(f"journal: {res.events} events, recovery gate ", _gate(res.gate), ", integrity ",
+    yield Text.assemble(f"journal: {plural(res.events, 'event')}, recovery gate ", _gate(res.gate), ", integrity ",
                         _integrity(res.integrity))
     p = res.protection
     if p.state not in ("on", "ready"):
@@ -475,13 +476,15 @@ def _verify(res: r.VerifyResult):
             yield Text(f"  {_name(p)}")
         return
     extra = "; matches the exported head" if res.external_checkpoint else ""
-    yield Text(f"journal verified: {res.events} events, integrity ok; {trees.checkpoints} checkpoint(s) "
+    yield Text(f"journal verified: {plural(res.events, 'event')}, integrity ok; "
+               f"{plural(trees.checkpoints, 'checkpoint')} "
                f"clean ({res.seconds} s){extra}" + (f"; {_name(res.healed)}" if res.healed else ""),
                style="green")
     if res.remote:
         a = res.remote
         yield Text(f"remote {_name(a.remote)} holds host {_name(a.host)}'s journal up to {_short(a.remote_head)}"
-                   + (f", {a.behind} event(s) behind (the next push sends them)" if a.behind else
+                   + (f", {plural(a.behind, 'event')} behind (the next push sends "
+                      f"{'it' if a.behind == 1 else 'them'})" if a.behind else
                       ", the local head"), style="green")
 
 
@@ -494,7 +497,8 @@ def _head(res: r.JournalHeadResult):
 
 def _events(res: r.EventsResult | r.OperationEvents):
     if isinstance(res, r.OperationEvents):
-        yield Text(f"operation {res.operation_id}: {len(res.events)} event(s)")
+        yield Text(f"operation {res.operation_id}: {plural(len(res.events), 'event')}")
+        yield _operation_facts(res.events)
     elif not res.events:
         yield Text("no journal events")
         return
@@ -506,6 +510,41 @@ def _events(res: r.EventsResult | r.OperationEvents):
     yield _indent(t)
 
 
+def _operation_facts(events: list[r.Event]) -> Padding:
+    """What `journal show` says of the call itself (the JSON has it in its events): the tool,
+    who ran and who settled it, its checkpoints before and after, its exit code, its outcome."""
+    ev = [(e.kind, e.model_extra or {}) for e in events]
+    started = next((x for k, x in ev if k == "started"), {})
+    after = next((x for _, x in reversed(ev) if x.get("post_checkpoint")), {})
+    exit_code = next((x["exit_code"] for _, x in reversed(ev) if x.get("exit_code") is not None), None)
+    actors = [str(started["actor"])] if started.get("actor") else []
+    actors += [f"{k} by {x['actor']}" for k, x in ev if k != "started" and x.get("actor")]
+    pre, post = started.get("pre_checkpoint"), after.get("post_checkpoint")
+    cps = (None if not pre and not post else
+           f"{_short(pre)} (nothing changed)" if pre == post else
+           f"before {_short(pre) if pre else 'none'}, after {_short(post) if post else 'none yet'}")
+    outcome = None
+    for k, x in ev:
+        if k == "returned":
+            outcome = f"returned {x.get('status')}"
+        elif k == "uncertain":
+            outcome = f"unknown: {x.get('reason')}"
+        elif k == "recovered":
+            outcome = f"settled by evidence: {x.get('outcome')}"
+        elif k == "resolved":
+            outcome = f"resolved by an operator: {x.get('outcome')}"
+        elif k == "replayed":
+            outcome = f"replayed once as {str(x.get('replay_operation_id'))[:12]}"
+    return _facts([
+        ("tool", _name(str(started["tool"])) if started.get("tool") else None),
+        ("workspace", _name(str(started["workspace"])) if started.get("workspace") else None),
+        ("actor", _name("; ".join(actors)) if actors else None),
+        ("checkpoints", cps),
+        ("exit code", str(exit_code) if exit_code is not None else None),
+        ("outcome", _name(outcome) if outcome else "none recorded yet (running, or cut off by a crash)"),
+    ])
+
+
 def _resolve(res: r.ResolveResult):
     yield Text.assemble(f"operation {res.operation_id[:12]} resolved as {res.outcome} (event #{res.event}); "
                         "recovery gate ", _gate(res.gate))
@@ -514,7 +553,7 @@ def _resolve(res: r.ResolveResult):
 def _recover(res: r.RecoverResult):
     waiting = {op.operation_id for op in _ops(res.unresolved)}
     done = [s for s in res.settled if s.operation_id not in waiting and s.result != "needs_operator"]
-    yield Text(f"settled {len(done)} operation(s) by evidence" if done else "nothing to settle by evidence")
+    yield Text(f"settled {plural(len(done), 'operation')} by evidence" if done else "nothing to settle by evidence")
     yield from _settled(res.settled, waiting, "settled:")
     for rp in res.replayed or ():
         yield Text(f"replayed {rp.operation_id[:12]} as {rp.replay_operation_id[:12]} ({rp.outcome}): "
@@ -538,12 +577,12 @@ def _rollback(res: r.RollbackResult):
 def _compact(res: r.CompactResult):
     dropped = sum(len(d.checkpoints) for d in res.dropped)
     if res.dry_run:
-        yield Text(f"dry run: retention would drop {dropped} checkpoint(s), then pack the store "
+        yield Text(f"dry run: retention would drop {plural(dropped, 'checkpoint')}, then pack the store "
                    f"(now {_size(res.size_before)}). Nothing was changed.")
     else:
-        packed = f", {res.objects_packed} objects packed" if res.objects_packed is not None else ""
+        packed = f", {plural(res.objects_packed, 'object')} packed" if res.objects_packed is not None else ""
         yield Text(f"compacted the store: {_size(res.size_before)} -> {_size(res.size_after)}; "
-                   f"{dropped} checkpoint(s) dropped by retention{packed} ({res.elapsed_s} s)")
+                   f"{plural(dropped, 'checkpoint')} dropped by retention{packed} ({res.elapsed_s} s)")
     for d in res.dropped:
         verb = "would drop" if res.dry_run else "dropped"
         yield Text(f"  {_name(d.workspace)}: {verb} {len(d.checkpoints)}, {d.kept} kept "
@@ -556,7 +595,7 @@ def _compact(res: r.CompactResult):
             yield Text(f"    ... and {len(d.checkpoints) - 50} more (--json lists them all)", style="dim")
     for p in res.pruned:
         verb = "would prune" if res.dry_run else "pruned"
-        yield Text(f"  {_name(p.workspace)}: {verb} the whole workspace ({p.checkpoints} checkpoint(s)); "
+        yield Text(f"  {_name(p.workspace)}: {verb} the whole workspace ({plural(p.checkpoints, 'checkpoint')}); "
                    f"its folder is gone since {_when(p.missing_since)}")
 
 
@@ -571,19 +610,20 @@ def _health(res: r.HealthResult):
     for problem in res.settings_problems:
         yield Text(f"  settings problem: {_name(problem)}", style="yellow")
     if not res.store_exists:
-        yield Text(f"store: {_name(res.store)} (not created yet: nothing has been checkpointed)")
+        if p.state != "ready":           # "ready" is said only of a store not made yet, and names it
+            yield Text(f"store: {_name(res.store)} (not created yet: nothing has been checkpointed)")
         return
     j = res.journal
     w = res.workspace
     yield _facts([
-        ("store", f"{_name(res.store)} ({_size(res.store_bytes)}, {res.workspaces} workspace(s))"),
-        ("journal", Text.assemble(f"{j.events} events, integrity ", _integrity(j.integrity),
+        ("store", f"{_name(res.store)} ({_size(res.store_bytes)}, {plural(res.workspaces, 'workspace')})"),
+        ("journal", Text.assemble(f"{plural(j.events, 'event')}, integrity ", _integrity(j.integrity),
                                   f"; {_name(j.healed)}" if j.healed else "") if j else None),
         ("gate", Text.assemble(_gate(res.gate), f", {res.unresolved} unresolved" if res.unresolved else
                                ", nothing unresolved" if res.gate == "open" or not j or j.integrity == "ok"
                                else " while the journal's integrity is in doubt") if res.gate else None),
         ("last snapshot", _last_snapshot(res.last_snapshot) if res.last_snapshot else "none yet"),
-        ("workspace", f"{_name(w.root)}: {w.checkpoints} checkpoint(s)"
+        ("workspace", f"{_name(w.root)}: {plural(w.checkpoints, 'checkpoint')}"
                       + (f", newest {_checkpoint(w.latest)}" if w.latest else "") if w else None),
         ("", _first_snapshot(w.background) if w and w.background else None),
         ("", _seed_text(w.first_snapshot_seed) if w and w.first_snapshot_seed else None),
@@ -600,7 +640,7 @@ def _budget(b: r.StoreBudget) -> str:
     else:
         used += " (no store budget)"
     if b.orphans:
-        used += f"; {b.orphans} workspace folder(s) gone (pruned after orphan_days)"
+        used += f"; {plural(b.orphans, 'workspace folder')} gone (pruned after orphan_days)"
     return used
 
 
@@ -614,7 +654,8 @@ def _first_snapshot(b: r.BackgroundJob) -> Text | None:
     thread = _on_a_thread(b.runs_in)
     if b.running:
         p = b.progress or {}
-        done = f": {p.get('phase')} {p.get('files_done')}/{p.get('files_total')} files" if p.get("files_total") else ""
+        done = (f": {p.get('phase')} {p.get('files_done')}/{plural(p.get('files_total'), 'file')}"
+                if p.get("files_total") else "")
         return Text(f"first snapshot running {thread or 'in a child process'}{done}")
     if b.error:
         return Text(f"the first snapshot failed{' ' + thread if thread else ''}: {_name(b.error)} "
@@ -624,23 +665,23 @@ def _first_snapshot(b: r.BackgroundJob) -> Text | None:
 
 def _seed_text(seed: dict) -> str:
     if seed.get("seeded_files"):
-        return (f"first snapshot took {seed['seeded_files']} file(s) from the workspace's git index "
-                f"({seed.get('linked_packs', 0)} pack(s) linked)")
+        return (f"first snapshot took {plural(seed['seeded_files'], 'file')} from the workspace's git index "
+                f"({plural(seed.get('linked_packs', 0), 'pack')} linked)")
     return f"first snapshot hashed every file (git index not used: {_name(str(seed.get('note')))})"
 
 
 def _consolidation(c: r.Consolidation) -> Text:
     if c.error:
-        return Text(f"{c.pending_packs} pack(s) of a first import not compressed yet; the last try failed: "
+        return Text(f"{plural(c.pending_packs, 'pack')} of a first import not compressed yet; the last try failed: "
                     f"{_name(c.error)} (retried by the next start or `chronos-git compact`)", style="yellow")
     if c.running:
         p = c.progress or {}
-        done = (f", {p.get('phase')}" + (f" {p.get('objects_done')}/{p.get('objects_total')} objects"
+        done = (f", {p.get('phase')}" + (f" {p.get('objects_done')}/{plural(p.get('objects_total'), 'object')}"
                                           if p.get("objects_total") else "")) if p else ""
         where = _on_a_thread(c.runs_in) or "in a child process"
-        return Text(f"compressing a first import in the background, {where} ({c.pending_packs} pack(s){done})")
+        return Text(f"compressing a first import in the background, {where} ({plural(c.pending_packs, 'pack')}{done})")
     if c.pending_packs:
-        return Text(f"{c.pending_packs} pack(s) of a first import not compressed yet (the next start or "
+        return Text(f"{plural(c.pending_packs, 'pack')} of a first import not compressed yet (the next start or "
                     "`chronos-git compact` does it)")
     last = c.last
     return Text(f"first import compressed: {_size(last.bytes_before)} -> {_size(last.bytes_after)} "
@@ -656,7 +697,8 @@ def _remote_state(x: r.RemoteInfo) -> Text:
         return Text(f"last push {_when(x.last_push or 0)}, incomplete: {_name(x.last_error)}", style="yellow")
     if not x.last_push:
         return Text("not pushed yet")
-    return Text(f"last push {_when(x.last_push)}" + (f", {x.behind} event(s) behind" if x.behind else ", current"))
+    return Text(f"last push {_when(x.last_push)}"
+                + (f", {plural(x.behind, 'event')} behind" if x.behind else ", current"))
 
 
 def _last_snapshot(ls: dict) -> str:
@@ -674,7 +716,7 @@ def _call(res: r.CallRecord):
         yield Text(f"ran (read-only tool, not journaled): exit code {res.exit_code}")
         return
     if isinstance(res, r.WriteResult):
-        what = f"wrote {_name(res.path)} ({res.bytes_written} bytes)"
+        what = f"wrote {_name(res.path)} ({plural(res.bytes_written, 'byte')})"
     else:
         what = "ran" + (f": exit code {res.exit_code}" if res.exit_code is not None else ": the command did not start")
     pre, post = res.pre_checkpoint, res.post_checkpoint
@@ -729,7 +771,7 @@ def _remotes(res: r.RemotesResult):
 
 
 def _pushed(res: r.PushResult):
-    moved = f"{len(res.updated)} ref(s) updated" if res.updated else "already current"
+    moved = f"{plural(len(res.updated), 'ref')} updated" if res.updated else "already current"
     yield Text(f"pushed to {_name(res.remote)} as host {_name(res.host)}: journal at {_short(res.journal_head)}, "
                f"{moved} ({res.seconds} s)")
     for ref in res.updated:
@@ -741,7 +783,7 @@ def _fetched(res: r.FetchResult):
         yield Text(f"remote {_name(res.remote)} holds no chronos-git hosts yet")
         return
     for h in res.hosts:
-        yield Text(f"host {_name(h.host)}: {h.events} journal events, head {_short(h.journal_head)}")
+        yield Text(f"host {_name(h.host)}: {plural(h.events, 'journal event')}, head {_short(h.journal_head)}")
         t = _table("workspace", ("checkpoints", "right"), "latest")
         for w in h.workspaces:
             t.add_row(_name(w.path or w.id), str(w.checkpoints), w.latest or "-")

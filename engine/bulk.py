@@ -91,7 +91,8 @@ def _stored(data) -> list:
     if n <= STORED_BLOCK:                  # most files: one block
         return [ZLIB_HEAD + _BLOCK.pack(1, n, n ^ 0xFFFF), data, _ADLER.pack(zlib.adler32(data))]
     view = memoryview(data)
-    pieces, head = [], ZLIB_HEAD
+    pieces: list[bytes | memoryview] = []
+    head = ZLIB_HEAD
     for start in range(0, n, STORED_BLOCK):
         size = min(STORED_BLOCK, n - start)
         last = start + size == n
@@ -263,7 +264,7 @@ def _pack_index(objects: dict, pack_digest: bytes) -> bytes:
         out += s
     for s in shas:
         out += struct.pack(">I", objects[s][1])
-    large = []
+    large: list[int] = []
     for s in shas:
         off = objects[s][0]
         if off < 0x80000000:
@@ -617,7 +618,7 @@ def _pack_on_threads(chunks: list, workers: int, writer: _PackWriter, pack_one, 
                 nxt += 1
             k, fut = inflight.popleft()
             rows, packed = fut.result()
-            for row, entry in zip(rows, packed):
+            for row, entry in zip(rows, packed, strict=True):   # one writer.add per row
                 writer.add(row[1], entry)
             take(k, rows, report)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pygit2
 
@@ -77,7 +77,7 @@ class CheckpointMeta:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_message(cls, message: str) -> "CheckpointMeta":
+    def from_message(cls, message: str) -> CheckpointMeta:
         last = message.rstrip("\n").rsplit("\n", 1)[-1]
         try:
             data = json.loads(last)
@@ -98,7 +98,7 @@ class Checkpoint:
     meta: CheckpointMeta
 
     @classmethod
-    def from_commit(cls, commit: pygit2.Commit) -> "Checkpoint":
+    def from_commit(cls, commit: pygit2.Commit) -> Checkpoint:
         return cls(id=str(commit.id), tree_id=str(commit.tree_id),
                    parent_id=str(commit.parent_ids[0]) if commit.parent_ids else None,
                    meta=CheckpointMeta.from_message(commit.message))
@@ -109,7 +109,7 @@ class Checkpoint:
             "id": self.id,
             "short_id": self.id[:8],
             "time": m.time,
-            "time_iso": datetime.fromtimestamp(m.time, timezone.utc).isoformat(timespec="seconds"),
+            "time_iso": datetime.fromtimestamp(m.time, UTC).isoformat(timespec="seconds"),
             "description": m.description,
             "kind": m.kind,
             "tool": m.tool,

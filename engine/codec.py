@@ -26,7 +26,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escape(match: re.Match) -> str:
-    return "\\u%04x" % ord(match.group())
+    return f"\\u{ord(match.group()):04x}"
 
 
 def canonical(obj) -> str:
@@ -65,7 +65,7 @@ def human(text: str) -> str:
         return text
     if _fs_encodable(text):
         return os.fsencode(text).decode("utf-8", "backslashreplace")
-    return _SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -74,8 +74,8 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069
 def shown(name: str) -> str:
     """A name on one terminal line: `human`, with control and bidi characters escaped too
     (a name holding a newline or an ANSI escape must not forge the lines around it)."""
-    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()) if ord(m.group()) < 0x100
-                        else "\\u%04x" % ord(m.group()), human(name))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", human(name))
 
 
 def _fs_encodable(text: str) -> bool:
@@ -106,7 +106,7 @@ def from_b64(value: str) -> str:
 def jsonable(obj):
     """A copy of `obj` that encodes as strict UTF-8 JSON without losing a name."""
     if isinstance(obj, dict):
-        out = {}
+        out: dict = {}
         for key, value in obj.items():
             key = display(key) if isinstance(key, str) else key
             if isinstance(value, str) and not is_exact(value):

@@ -37,6 +37,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -84,7 +85,7 @@ def pending(store) -> list[str]:
     return sorted(set(lists["fast"]) | set(lists["linked"]))
 
 
-def mark(store, *, fast: list[str] = (), linked: list[str] = ()) -> None:
+def mark(store, *, fast: Sequence[str] = (), linked: Sequence[str] = ()) -> None:
     """Add packs to the pending list (durably: they must not be forgotten).  `fast`: our
     own uncompressed packs; `linked`: packs linked in from a user's repository."""
     if not fast and not linked:
@@ -147,6 +148,8 @@ class Quiet:
 
     @staticmethod
     def _stamp(path: Path | None) -> tuple[int, int] | None:
+        if path is None:
+            return None
         try:
             st = path.stat()
             return st.st_mtime_ns, st.st_ino
@@ -204,7 +207,8 @@ def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), initializer=lower_priority,
                             thread_name_prefix="chronos-git-consolidate") as pool:
         inflight: deque = deque()
-        batch, size = [], 0
+        batch: list = []
+        size = 0
 
         def drain(limit: int) -> None:
             while len(inflight) > limit:

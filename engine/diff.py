@@ -115,7 +115,7 @@ def _diff(ws, from_spec, to_spec, *, patch, max_patch_chars, paths) -> dict:
             continue
         p = d[k]
         delta = p.delta                 # loaded: its binary flag is known now
-        item = {"path": path, "status": STATUS.get(delta.status, "modified")}
+        item: dict = {"path": path, "status": STATUS.get(delta.status, "modified")}
         if delta.status == DeltaStatus.RENAMED:
             item["old_path"] = delta.old_file.path
             item["similarity"] = delta.similarity

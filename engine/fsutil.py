@@ -85,7 +85,7 @@ def read_all(fd: int, size_hint: int = 0) -> bytes:
     With `size_hint` (the file's size as fstat gave it) a file of up to 1 MiB takes one
     read: asked for one byte more, it returns exactly its size only at its end (any other
     short read, as some file systems give, reads on)."""
-    chunks = []
+    chunks: list[bytes] = []
     want = size_hint + 1 if 0 < size_hint < 1 << 20 else 1 << 20
     while True:
         chunk = os.read(fd, want)

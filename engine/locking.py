@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 _registry_guard = threading.Lock()
-_exclusive: dict[str, "_ExclusiveState"] = {}
-_shared: dict[str, "_SharedState"] = {}
+_exclusive: dict[str, _ExclusiveState] = {}
+_shared: dict[str, _SharedState] = {}
 
 
 class _ExclusiveState:
@@ -154,10 +154,7 @@ class ReadWriteLock:
         st = self._st
         tid = threading.get_ident()
         with st.cond:
-            if st.writer_thread == tid:               # the exclusive holder reads too: already alone
-                nested_in_writer = True
-            else:
-                nested_in_writer = False
+            nested_in_writer = st.writer_thread == tid     # the exclusive holder reads too: already alone
         if nested_in_writer:
             yield
             return

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -78,7 +77,7 @@ def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = N
     spec = {"job": job, "store": os.fsdecode(store_dir), "parent": os.getpid(),
             "config": dataclasses.asdict(config), "params": params or {}}
     try:
-        errors = tempfile.TemporaryFile()
+        errors = tempfile.TemporaryFile()   # noqa: SIM115 (opened apart so an OSError is Unavailable; `with errors` closes it)
     except OSError as exc:
         raise Unavailable(f"no temporary file for the child's errors: {exc}") from None
     with errors:
@@ -95,7 +94,7 @@ def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = N
         finally:
             os.close(w)
         ready = threading.Event()
-        timer = threading.Timer(READY_S, lambda: ready.is_set() or proc.kill())
+        timer = threading.Timer(READY_S, lambda: ready.is_set() or proc.kill())   # type: ignore[func-returns-value]  # `or`: kill unless ready; the value is unused
         timer.daemon = True
         timer.start()
         answer = None
@@ -152,7 +151,8 @@ class _Report:
 
     def __init__(self, fd: int):
         self.out = os.fdopen(fd, "w")
-        self.last, self.phase = 0.0, None
+        self.last = 0.0
+        self.phase: str | None = None
 
     def send(self, msg: dict) -> None:
         self.out.write(json.dumps(msg) + "\n")

@@ -43,7 +43,7 @@ class ProcessIdentity:
     host: str = ""
 
     @classmethod
-    def current(cls) -> "ProcessIdentity":
+    def current(cls) -> ProcessIdentity:
         pid = os.getpid()
         return cls(pid=pid, start_time=_start_time(pid), boot_id=_boot_id(), host=socket.gethostname())
 
@@ -51,7 +51,7 @@ class ProcessIdentity:
         return {"pid": self.pid, "start_time": self.start_time, "boot_id": self.boot_id, "host": self.host}
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "ProcessIdentity | None":
+    def from_dict(cls, d: dict | None) -> ProcessIdentity | None:
         if not d:
             return None
         return cls(pid=int(d.get("pid", 0)), start_time=d.get("start_time"),

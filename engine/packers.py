@@ -108,7 +108,7 @@ def _child(fd: int, parent: int, mine: list, ks: range, make_writer, pack_one) -
         gc.disable()        # a collection would walk, and so copy, every object inherited from the parent
         die_with_parent(parent)
         writer = make_writer()
-        for k, chunk in zip(ks, mine):
+        for k, chunk in zip(ks, mine, strict=True):      # ks and mine are both every n-th chunk from i
             report = ScanReport()
             rows = pack_one(chunk, writer, report)
             _send(fd, ("chunk", k, rows, report.skipped, report.perms))
@@ -156,7 +156,7 @@ def _collect(kids: list[_Child], on_chunk) -> list[str]:
                     kid.done, kid.packs = True, msg[1]
                 else:
                     raise OSError(msg[1] or errno.EIO, f"a packing child failed: {msg[2]}")
-        for fd, kid in list(live.items()):
+        for kid in list(live.values()):
             if now - kid.heard > STALL_S:
                 raise OSError(errno.ETIMEDOUT, f"a packing child sent nothing for {STALL_S:.0f} s")
     return [name for kid in kids for name in kid.packs]

@@ -126,10 +126,7 @@ def file_perm(record: dict[str, int] | None, path: str, executable: bool,
               now: int | None = None) -> int:
     """The bits a restored file gets: as recorded (never set-id), and never wider than
     the file on disk now (`now`) when there is one.  The tree decides the executable bit."""
-    if record is None:
-        bits = LEGACY_FILE
-    else:
-        bits = record.get(path, FILE) & 0o666
+    bits = LEGACY_FILE if record is None else record.get(path, FILE) & 0o666
     if now is not None:
         bits &= now
     bits &= 0o666

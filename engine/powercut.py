@@ -101,7 +101,7 @@ def sweep(store, *, journal_checkpoints=None) -> dict:
 
     `journal_checkpoints()` (called once the damaged objects are out of the way)
     gives {workspace root: [checkpoint ids, newest first]} from the journal."""
-    report = {"objects_quarantined": [], "packs_quarantined": [], "indexes_dropped": 0, "refs_repaired": []}
+    report: dict = {"objects_quarantined": [], "packs_quarantined": [], "indexes_dropped": 0, "refs_repaired": []}
     objects = store.root / "objects"
     for d in sorted(objects.glob("[0-9a-f][0-9a-f]")):
         for f in sorted(d.iterdir()):

@@ -115,7 +115,7 @@ class Auth:
     secrets: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_env(cls, ssh_key: str | None) -> "Auth":
+    def from_env(cls, ssh_key: str | None) -> Auth:
         token = os.environ.get("CHRONOS_GIT_REMOTE_TOKEN") or ""
         return cls(ssh_key=ssh_key, secrets=[s for s in (token,) if s])
 
@@ -192,7 +192,8 @@ def list_refs(repo: pygit2.Repository, url: str, auth: Auth, prefix: str = "") -
         heads = _remote(repo, url).list_heads(callbacks=cb)
     except (pygit2.GitError, OSError, RemoteError, ValueError) as exc:
         raise _error(exc, url, auth, cb) from None
-    return {h.name: str(h.oid) for h in heads if h.name.startswith(prefix) and not h.name.endswith("^{}")}
+    return {h.name: str(h.oid) for h in heads
+            if h.name is not None and h.name.startswith(prefix) and not h.name.endswith("^{}")}
 
 
 def fetch(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) -> int:

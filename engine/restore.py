@@ -385,7 +385,7 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
             try:
                 data = repo[it.blob].data
             except KeyError:
-                raise ChronosError(f"blob {it.blob[:12]} is missing from the store") from None
+                raise ChronosError(f"blob {str(it.blob)[:12]} is missing from the store") from None
             if it.mode == LINK:
                 disk.symlink(it.path, data, dir_perm=dir_perm, expect=it.expect)
             else:
@@ -430,7 +430,7 @@ def _restore_dir_perms(disk: Confined, record: dict | None, items: list[PlanItem
         if not path.endswith("/") or path[:-1] not in touched:
             continue
         e = disk.entry(path[:-1])
-        if e.kind != "dir":
+        if e.kind != "dir" or e.st is None:      # a dir entry always has its stat
             continue
         have = stat.S_IMODE(e.st.st_mode)
         want = perms.dir_perm(record, path, have)        # narrower only: never widened

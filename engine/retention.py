@@ -49,6 +49,7 @@ from . import faults, locking
 from .checkpoint import CheckpointMeta
 from .fsutil import atomic_write, fsync_dir, tree_size
 from .packers import cores as _cores
+from .wording import plural
 
 
 def compaction_lock(store, *, ask: bool = True):
@@ -73,7 +74,7 @@ def _shallow_path(store) -> Path:
 def read_shallow(store) -> set[str]:
     """The ids of the commits retention made roots (the `shallow` file)."""
     try:
-        return {l.strip() for l in _shallow_path(store).read_text().splitlines() if l.strip()}
+        return {line.strip() for line in _shallow_path(store).read_text().splitlines() if line.strip()}
     except FileNotFoundError:
         return set()
 
@@ -131,7 +132,8 @@ def fit_store_budget(plans: dict, pinned: set[str], budget: int) -> int:
     bytes new in every kept checkpoint fit `budget`.  Each workspace keeps its newest
     checkpoint and everything from its oldest pinned one on.  Returns the bytes kept."""
     total = sum(added_bytes(c) for _ws, kept, _d in plans.values() for c in kept)
-    heap, floor = [], {}
+    heap: list[tuple[int, str]] = []
+    floor: dict[str, int] = {}
     for wid, (_ws, kept, _d) in plans.items():
         f = 1
         for i, c in enumerate(kept):
@@ -182,8 +184,8 @@ def _walk(repo, commits, trees, seen: set, names: dict | None = None) -> list[py
     """Objects reachable from the roots and not yet in `seen` (which is updated).  `names`,
     if given, gets the entry name each blob and tree was first reached by (for packing)."""
     new: list[pygit2.Oid] = []
-    stack_c = [c for c in commits]
-    stack_t = [t for t in trees]
+    stack_c = list(commits)
+    stack_t = list(trees)
     while stack_c:
         cid = stack_c.pop()
         if cid in seen:
@@ -318,7 +320,9 @@ def _parts(repo, oids: list, names: dict, shares: list[float]) -> list[list]:
     for kind, h, size, _ in keyed:
         group[kind, h] = group.get((kind, h), 0) + size
     goals = [share * total for share in shares]
-    parts, run, run_bytes = [], [], 0
+    parts: list[tuple[int, list]] = []
+    run: list = []
+    run_bytes = 0
     for i, (kind, h, size, oid) in enumerate(keyed):
         if run and len(parts) < len(goals) - 1 and (kind, h) != keyed[i - 1][:2]:
             # the size of this run decides, not the running total: a name bigger than its
@@ -454,7 +458,8 @@ def compacted_packs(store) -> set[str]:
     return _listed(store, "compacted")
 
 
-def note_compacted_packs(store, stems: set[str], *, only: bool = False, parts: set[str] = frozenset()) -> None:
+def note_compacted_packs(store, stems: set[str], *, only: bool = False,
+                         parts: set[str] | frozenset[str] = frozenset()) -> None:
     """Record packs as compacted (`only`: the list becomes exactly these).  `parts`: packs
     written as the parts of one big packing, kept later down to PART_KEEP_BYTES."""
     names = set(stems) if only else compacted_packs(store) | set(stems)
@@ -592,14 +597,15 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
         seen: set = set()
         names: dict = {}
         reachable = _walk(repo, commits_a, trees_a, seen, names)
-        kept, kept_ids = _packs_to_keep(store, old_packs, reachable)
-        if kept_ids:
-            reachable = [o for o in reachable if o.raw not in kept_ids]
+        kept_packs, kept_oids = _packs_to_keep(store, old_packs, reachable)
+        if kept_oids:
+            reachable = [o for o in reachable if o.raw not in kept_oids]
         pack_dir = store.root / "objects" / "pack"
         pack_dir.mkdir(exist_ok=True)
         packed = _write_pack(repo, reachable, pack_dir, names)
         ours = set(packed)
-        say(f"packed {len(reachable)} objects" + (f", kept {len(kept)} pack(s) as they are" if kept else ""))
+        say(f"packed {plural(len(reachable), 'object')}"
+            + (f", kept {plural(len(kept_packs), 'pack')} as they are" if kept_packs else ""))
         faults.hit("mid_compact")
 
         # ---- phase C: catch up, delete the redundant ------------------------
@@ -607,12 +613,12 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
             store.forget_repos()
             commits_c, trees_c = _roots(store)
             repo = pygit2.Repository(str(store.root))
-            extra = [o for o in _walk(repo, commits_c, trees_c, seen, names) if o.raw not in kept_ids]
+            extra = [o for o in _walk(repo, commits_c, trees_c, seen, names) if o.raw not in kept_oids]
             extra_packed = _write_pack(repo, extra, pack_dir, names)
             ours |= extra_packed
             # before anything is deleted; several packs from one packing are its parts
             parts = {n for p in (packed, extra_packed) if len(p) > 1 for n in p}
-            note_compacted_packs(store, kept | ours, only=True, parts=parts)
+            note_compacted_packs(store, kept_packs | ours, only=True, parts=parts)
             now = time.time()
             removed_loose = 0
             for path, hexid in old_loose:
@@ -626,7 +632,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                 except FileNotFoundError:
                     pass
             for pack in old_packs:
-                if pack.stem in ours or pack.stem in kept:
+                if pack.stem in ours or pack.stem in kept_packs:
                     continue                # kept as it is, or our new pack has its name: same content
                 for sibling in (pack, pack.with_suffix(".idx"), pack.with_suffix(".rev"),
                                 pack.with_suffix(".bitmap"), pack.with_suffix(".keep")):
@@ -643,8 +649,8 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
     report.update({
         "objects_packed": len(reachable) + len(extra),
         "loose_removed": removed_loose,
-        "packs_replaced": len([p for p in old_packs if p.stem not in ours and p.stem not in kept]),
-        "packs_kept": len(kept),
+        "packs_replaced": len([p for p in old_packs if p.stem not in ours and p.stem not in kept_packs]),
+        "packs_kept": len(kept_packs),
         "size_after": store_size(store),
         "elapsed_s": round(time.monotonic() - t0, 3),
     })

@@ -48,7 +48,7 @@ class ScanReport:
         if path in self._seen_skip:
             return
         self._seen_skip.add(path)
-        item = {"path": path, "reason": reason}
+        item: dict = {"path": path, "reason": reason}
         if size is not None:
             item["size"] = size
         self.skipped.append(item)
@@ -263,11 +263,11 @@ def align(index: pygit2.Index, tree) -> int:
         n += 1
         old, new = delta.old_file, delta.new_file
         if delta.status == DeltaStatus.ADDED:
-            index.remove(new.raw_path)
+            index.remove(new.raw_path)   # type: ignore[arg-type]  # pygit2 takes bytes paths (os.fsencode); its hints say str
         else:
             if delta.status == DeltaStatus.TYPECHANGE and new.raw_path:
-                index.remove(new.raw_path)
-            index.add(pygit2.IndexEntry(old.raw_path, old.id, old.mode))
+                index.remove(new.raw_path)   # type: ignore[arg-type]  # as above
+            index.add(pygit2.IndexEntry(old.raw_path, old.id, old.mode))   # type: ignore[arg-type]  # as above
     return n
 
 

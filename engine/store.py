@@ -132,7 +132,7 @@ def _torn_init(root: Path) -> bool:
 class Store:
     """Opened once per process per store path; cheap to share between threads."""
 
-    _instances: dict[str, "Store"] = {}
+    _instances: dict[str, Store] = {}
     _instances_guard = threading.Lock()
 
     def __init__(self, root: Path, config: EngineConfig, *, create: bool = True):
@@ -152,7 +152,7 @@ class Store:
     # ------------------------------------------------------------------ open
     @classmethod
     def open(cls, root: os.PathLike | str, config: EngineConfig | None = None, *,
-             create: bool = True) -> "Store":
+             create: bool = True) -> Store:
         """The store at `root`.  `create=False` (read-only commands) never makes one:
         StoreMissing when there is none."""
         root = Path(os.path.abspath(os.fspath(root)))

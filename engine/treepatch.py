@@ -39,7 +39,7 @@ def patched_tree(repo: pygit2.Repository, base: pygit2.Tree, index: pygit2.Index
                 return None
         if isinstance(node.get(parts[-1]), dict):
             return None
-        entry = index[rel] if rel in index else None
+        entry = index[rel] if rel in index else None   # noqa: SIM401 (pygit2.Index has no get())
         node[parts[-1]] = None if entry is None else (entry.id, entry.mode)
     try:
         out = _build(repo, objects_dir, str(base.id), changes)

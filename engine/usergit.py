@@ -298,7 +298,7 @@ def parse_cache_tree(ext: bytes) -> dict[bytes, tuple[int, bytes, list[bytes]]]:
                 path, seen_root = b"", True
             else:
                 raise ValueError("a second root")
-            node = [path, nsub, []]
+            node: list = [path, nsub, []]
             stack.append(node)
             if count >= 0:
                 sha = ext[pos:pos + 20]

@@ -89,7 +89,7 @@ class Watcher:
         self.stats = {"events": 0, "overflows": 0, "watches": 0, "untrusted_takes": 0}
 
     # -------------------------------------------------------------- lifecycle
-    def start(self) -> "Watcher":
+    def start(self) -> Watcher:
         lib = _lib()
         if lib is None:
             self._why = "inotify is not available on this platform"

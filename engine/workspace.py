@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pygit2
 from pygit2 import GitError
@@ -24,12 +25,16 @@ from .ignore import is_ignored
 from .scan import Scanner, align, find_omissions, forget, nested_ancestor, update_all, update_paths
 from .treepatch import patched_tree
 
+if TYPE_CHECKING:
+    from .watcher import Watcher  # imported where the watcher starts
+
 PATCH_CHECK_EVERY = 64          # every 64th patched tree is checked against the index's own
 
 UNBORN_HEAD = b"ref: refs/heads/chronos-unborn\n"
 _UMASK_AT_IMPORT = os.umask(0o22)
 os.umask(_UMASK_AT_IMPORT)
 MIN_PREFIX = 7
+REPORT_NAME_GLOB = "chronos-git-report-*.html"     # `chronos-git report` names its files so: never checkpointed
 
 
 def _umask() -> int:
@@ -114,7 +119,7 @@ class Workspace:
         self.ref = f"refs/chronos/snapshots/{self.id}"
         self._lock_path = store.meta_dir / "ws" / f"{self.id}.lock"
         self._repo: pygit2.Repository | None = None
-        self._watcher = None
+        self._watcher: Watcher | None = None
         self._index_unsaved = False
         self._index_tree: str | None = None     # the tree the in-memory index holds, when known
         self._index_stamp = None                # ... as of this stat of the index file
@@ -177,8 +182,8 @@ class Workspace:
 
     # ---------------------------------------------------------------- gitdir
     def _exclude_lines(self) -> list[str]:
-        lines = ["# written by chronos-git: restore temp names, then settings ignored_patterns",
-                 EXCLUDE_PATTERN]
+        lines = ["# written by chronos-git: restore temp names, forensic reports, then settings ignored_patterns",
+                 EXCLUDE_PATTERN, "/**/" + REPORT_NAME_GLOB]
         lines += list(self.store.config.ignored_patterns)
         store = canonical_root(self.store.root)
         if store.is_relative_to(self.root):
@@ -318,7 +323,7 @@ class Workspace:
             scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
             if paths is not None and tip is None:
                 paths = None           # undeclared entries come from the index: no baseline yet, scan all
-            elif paths is not None and (known or str(index.write_tree())) != str(tip.tree_id):
+            elif paths is not None and tip is not None and (known or str(index.write_tree())) != str(tip.tree_id):
                 # undeclared entries come from the index: it must hold the tip
                 if align(index, tip.tree):
                     # it held refreshed entries no checkpoint has (a diff's or a refused
@@ -374,7 +379,8 @@ class Workspace:
             meta.kind = _kind(meta, paths)
             if partial:
                 meta.kind = "partial"
-                meta.note = meta.note or "snapshot budget exhausted; unchanged-since-last entries come from the previous checkpoint"
+                meta.note = meta.note or ("snapshot budget exhausted; unchanged-since-last entries come from "
+                                          "the previous checkpoint")
             meta.skipped = report.skipped
             meta.nested_repos = report.nested_repos
             meta.added_bytes = report.added_bytes
@@ -394,13 +400,14 @@ class Workspace:
             if how == "declared":
                 # the watcher need not send the next snapshot back to paths this one read; when
                 # they were all it saw since a whole checkpoint, this one is whole too
-                quiet = done and mark is not None and self._watcher.covered(rels, mark)
+                quiet = (done and mark is not None and self._watcher is not None
+                         and self._watcher.covered(rels, mark))
                 whole = whole_before and quiet
             else:
                 # a refresh that took the watcher's dirty set and finished: this checkpoint is
                 # the whole workspace until the watcher sees a change
                 whole = done
-            self._settled = result.checkpoint.id if whole else None
+            self._settled = result.checkpoint.id if whole and result.checkpoint is not None else None
             return result
 
     def _unchanged(self, tip, known: str | None) -> bool:
@@ -428,20 +435,20 @@ class Workspace:
                 return SnapshotResult(Checkpoint.from_commit(tip), result.tree_id, False, result.partial,
                                       result.report)
             cid = self._commit(repo, pygit2.Oid(hex=result.tree_id), meta, tip)
-            return SnapshotResult(Checkpoint.from_commit(repo[cid]), result.tree_id, True, result.partial,
+            return SnapshotResult(Checkpoint.from_commit(repo[cid]),   # type: ignore[arg-type]  # the commit just written
+                                  result.tree_id, True, result.partial,
                                   result.report)
 
     def _refresh_all(self, repo, index, scanner: Scanner, *, force_scan: bool, first: bool,
-                     progress=None) -> str:
+                     progress=None) -> tuple[str, list[str] | None]:
         """Bring the whole index up to date; returns (how: bulk | watched | scan, the paths a
         watched refresh touched)."""
         watcher = self._watcher
-        trusted, dirty, why = watcher.take() if watcher is not None else (False, set(), "no watcher")
+        trusted, dirty, why = watcher.take() if watcher is not None else (False, set[str](), "no watcher")
         if watcher is not None:
             faults.hit("watcher_handoff")
-        if first and len(index) == 0 and scanner.deadline is None:
-            if self._bulk_import(repo, scanner, progress):
-                return "bulk", None
+        if first and len(index) == 0 and scanner.deadline is None and self._bulk_import(repo, scanner, progress):
+            return "bulk", None
         if trusted and not force_scan:
             rels = sorted(dirty)
             update_paths(repo, index, scanner, rels, watched=True)
@@ -671,7 +678,7 @@ class Workspace:
                 c = repo[c.parent_ids[0]]
             except KeyError:
                 return             # below the retention boundary
-            
+
     def on_chain(self, checkpoint_id: str) -> bool:
         """Whether the checkpoint is one of this workspace's (not fetched, not another's)."""
         return any(str(c.id) == checkpoint_id for c in self.iter_commits())

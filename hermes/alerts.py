@@ -1,9 +1,12 @@
 """What the model (and the user) is told: crash recovery, a closed gate, protection off."""
 from __future__ import annotations
 
+from ..cli.render import for_prog
 from ..engine.codec import human
+from ..engine.wording import plural
 from ..journal_refs import Operation
 from ..service.results import Protection, Refusal, Settled
+from .shell import HERMES_PROG
 
 
 def recovery_alert(settled: list[Settled], unresolved: list[Operation], integrity: str) -> str:
@@ -27,6 +30,39 @@ def recovery_alert(settled: list[Settled], unresolved: list[Operation], integrit
                      "--outcome completed|not_applied --evidence <text>` or `/chronos resolve ...`.")
     # settlements that were only "needs an operator" and are resolved by now: nothing to say
     return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def person_notice(settled: list[Settled], gate: Refusal | None) -> str:
+    """What the person is told (stderr, or a footer of the answer where stderr is not seen) when
+    calls cut off by a crash were settled, or the recovery gate closed; "" when nothing.  The
+    model is told by `recovery_alert`; this says the same in a few lines, with the commands."""
+    lines = []
+    done = [s for s in settled if s.result in ("completed", "not_applied")]
+    if done:
+        lines.append(f"⚠ chronos-git: an earlier session was cut off during {plural(len(done), 'tool call')}; "
+                     "settled by evidence on disk:")
+        for s in done:
+            what = ("had completed before the crash (the agent is told not to repeat it)" if s.result == "completed"
+                    else f"was NOT applied, nothing changed on disk (`{HERMES_PROG} journal recover "
+                         f"{s.operation_id[:12]} --replay` applies it once)")
+            on = f" on {', '.join(human(p) for p in s.paths)}" if s.paths else ""
+            lines.append(f"  - {s.tool}{on}: {what}")
+    if gate is not None:
+        refused = gate.mode == "block" or gate.integrity != "ok"
+        if gate.operations:
+            lines.append(f"⚠ chronos-git: the recovery gate is {'CLOSED' if refused else 'closed (gate_mode warn)'}: "
+                         f"{plural(len(gate.operations), 'tool call')} with an unknown outcome "
+                         f"{'wait' if len(gate.operations) > 1 else 'waits'} for you"
+                         + ("; protected tool calls are refused until then:" if refused else ":"))
+            for op in gate.operations:
+                why = op.reason or ("cut off by a crash" if op.state == "pending" else "outcome unknown")
+                lines.append(f"  - {op.operation_id[:12]} ({op.tool}): {human(why)}")
+            op = gate.operations[0].operation_id[:12] if len(gate.operations) == 1 else "OP"
+            lines.append(f"  settle: `{HERMES_PROG} journal status`, then `{HERMES_PROG} journal resolve {op} "
+                         "--outcome completed|not_applied --evidence TEXT` (or /chronos resolve ...)")
+        else:
+            lines.append("⚠ " + for_prog(human(gate.message), HERMES_PROG))
+    return "\n".join(lines)
 
 
 def protection_notice(prot: Protection) -> str | None:

@@ -19,14 +19,15 @@ import sys
 import threading
 from pathlib import Path
 
+from ..engine.wording import plural
 from ..settings import PLUGIN_KEY, Loaded, Settings, store_location
 from ..settings import load as load_settings
-from .alerts import failure_hint, model_block, protection_notice, recovery_alert
+from .alerts import failure_hint, model_block, person_notice, protection_notice, recovery_alert
 from .shell import HERMES_PROG
 
 log = logging.getLogger("chronos_git")
 
-HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "on_session_end")
+HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "transform_llm_output", "on_session_end")
 MIDDLEWARE = ("tool_execution", "llm_execution")
 OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
                        "chronos_status", "chronos_verify"})
@@ -45,6 +46,7 @@ def register(ctx) -> None:
     ctx.register_hook("pre_tool_call", plugin.on_pre_tool_call)
     ctx.register_hook("transform_tool_result", plugin.on_transform_tool_result)
     ctx.register_hook("pre_llm_call", plugin.on_pre_llm_call)
+    ctx.register_hook("transform_llm_output", plugin.on_transform_llm_output)
     ctx.register_hook("on_session_end", plugin.on_session_end)
     atexit.register(plugin.drain_pushes)
     ctx.register_middleware("tool_execution", plugin.tool_execution)
@@ -88,6 +90,9 @@ class Plugin:
         self._calls_lock = threading.Lock()
         self.section_registered = False
         self._told: dict[str, str] = {}           # session -> the protection notice it was given
+        self._person_lock = threading.Lock()
+        self._gate_told: dict[str, tuple] = {}    # session -> (operation ids, message) of the closed gate told
+        self._footers: dict[str, list[str]] = {}  # session -> notices for the answer's end (stderr unseen)
 
     # ------------------------------------------------------------- plumbing
     def store_dir(self) -> Path:
@@ -139,7 +144,7 @@ class Plugin:
         except Exception as exc:
             return {"action": "block", "message": f"chronos_rollback: {exc}"}
         cp = plan.restored_checkpoint
-        summary = (f"{plan.files_changed} file(s) rewritten, {plan.untracked_removed} removed"
+        summary = (f"{plural(plan.files_changed, 'file')} rewritten, {plan.untracked_removed} removed"
                    + (f", {plan.skipped + plan.kept} left untouched" if plan.skipped + plan.kept else ""))
         # a unique rule key: "allow permanently" can never pre-approve a future rollback
         return {"action": "approve",
@@ -240,6 +245,8 @@ class Plugin:
             svc.start()
             settled = svc.take_alerts()
             unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
+            info = args[0] if args and isinstance(args[0], dict) else kwargs
+            self._tell_person(settled, info.get("session_id"), info.get("platform"))
             if not settled and not unresolved and svc.journal.integrity == "ok":
                 return ""
             return recovery_alert(settled, unresolved, svc.journal.integrity)
@@ -259,8 +266,9 @@ class Plugin:
                 log.info("chronos-git: no turn checkpoint: %s", exc)
             unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
             settled = svc.take_alerts()        # settled by this or any earlier process, told once
+            self._tell_person(settled, session_id, kwargs.get("platform"))
             parts = []
-            off = self._tell_once(protection_notice(svc.protection()), session_id)
+            off = self._tell_once(protection_notice(svc.protection()), session_id, kwargs.get("platform"))
             if off:
                 parts.append(off)
             alert = recovery_alert(settled, unresolved, svc.journal.integrity)
@@ -290,7 +298,7 @@ class Plugin:
         if self._svc is not None:
             self._svc.remotes.drain(10.0)
 
-    def _tell_once(self, notice: str | None, session_id) -> str | None:
+    def _tell_once(self, notice: str | None, session_id, platform=None) -> str | None:
         """A protection notice for the user (stderr) and the model (context): on the first turn
         of each session and whenever it changes."""
         key = session_id or ""
@@ -300,8 +308,57 @@ class Plugin:
         if self._told.get(key) == notice:
             return None
         self._told[key] = notice
-        print(notice, file=sys.stderr, flush=True)
+        self._say(notice, key, platform)
         return notice + " Tell the user this before you change any files."
+
+    def _tell_person(self, settled, session_id, platform=None) -> None:
+        """The person learns what the model learns from `recovery_alert`, once per occurrence:
+        calls settled by evidence (each batch is taken once), and the recovery gate closing
+        (again only when an operation they were not told of joins, or the reason changes)."""
+        try:
+            notice = person_notice(settled, self._gate_news(session_id or ""))
+            if notice:
+                self._say(notice, session_id or "", platform)
+        except Exception as exc:          # the model's alert must not depend on this
+            log.warning("chronos-git: the person was not told: %s", exc)
+
+    def _gate_news(self, key: str):
+        """The closed gate's refusal if this session was not told of it yet, else None."""
+        if self._svc is None:
+            return None
+        gate = self._svc.gate.state()
+        with self._person_lock:
+            told_ids, told_msg = self._gate_told.get(key, (frozenset(), None))
+            if gate is None:              # open again: a later closing is news
+                self._gate_told.pop(key, None)
+                return None
+            ids = frozenset(gate.operation_ids)
+            fresh = not ids <= told_ids if ids else gate.message != told_msg
+            self._gate_told[key] = (told_ids | ids, gate.message)
+            return gate if fresh else None
+
+    def _say(self, notice: str, key: str, platform) -> None:
+        """To the person: on stderr (the CLI shows it, with -Q too); where stderr is not theirs (the
+        gateway, the TUI, `hermes -z`), at the end of the next answer (`transform_llm_output`)."""
+        print(notice, file=sys.stderr, flush=True)
+        if platform not in (None, "", "cli") or getattr(sys.stderr, "name", None) == os.devnull:
+            with self._person_lock:
+                self._footers.setdefault(key, []).append(notice)
+
+    def on_transform_llm_output(self, response_text=None, session_id=None, platform=None, **kwargs):
+        """The end of a turn: a gate that closed during it is told now (a `-q` run has no next
+        turn), and notices the person could not see on stderr end the answer."""
+        try:
+            if self._svc is not None:
+                self._tell_person([], session_id, platform)
+            with self._person_lock:
+                footers = self._footers.pop(session_id or "", [])
+            if not footers or not isinstance(response_text, str):
+                return None
+            return response_text.rstrip() + "\n\n" + "\n".join(footers)
+        except Exception as exc:
+            log.info("chronos-git: no notice for the person: %s", exc)
+            return None
 
     # ------------------------------------------------------------------ CLI
     def setup_cli(self, parser) -> None:

@@ -76,11 +76,8 @@ class SlashCommand:
             return svc.resolve(argv[1], argv[2], " ".join(argv[3:]), actor="operator (/chronos)")
         if head == "report":
             from ..report import written       # jinja2 only when a report is asked for
-            where = Path(os.path.expanduser(argv[1])) if len(argv) > 1 else \
-                svc.core.store_dir.parent / "chronos-git-reports"
-            if len(argv) == 1:
-                where.mkdir(parents=True, exist_ok=True)
-            return written(svc, where)
+            where = Path(os.path.join(cwd, os.path.expanduser(argv[1]))) if len(argv) > 1 else None
+            return written(svc, where, workspace=cwd)      # default: report.default_folder, beside the store
         if head in ("--compact", "compact"):
             return svc.compact()
         if head in ("--diff", "diff"):

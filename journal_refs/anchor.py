@@ -112,20 +112,22 @@ def extend(store, journal_head: str | None = None) -> tuple[str | None, str | No
             raise IntegrityError(
                 f"the journal was rolled back: it ends at {str(now)[:12]}, but the later event {done[:12]} "
                 "was mirrored already (anchored)")
-        todo, cur = [], journal_head
+        todo: list[pygit2.Commit] = []
+        cur: str | None = journal_head
         while cur != done:
             if cur is None:
                 if done is None:
                     break
                 raise IntegrityError(
                     f"the journal no longer contains event {done[:12]}, which its anchor chain mirrors "
-                    f"(up to {tip[:12]}): the journal's history was rewritten")
+                    f"(up to {str(tip)[:12]}): the journal's history was rewritten")
             event = repo[cur]
             todo.append(event)
             cur = str(event.parent_ids[0]) if event.parent_ids else None
         for event in reversed(todo):
             tip = _mirror(repo, event, tip)
-        repo.references.create(ANCHOR_REF, pygit2.Oid(hex=tip), force=True)
+        # todo holds journal_head at least (done != journal_head): tip is the newest mirror
+        repo.references.create(ANCHOR_REF, pygit2.Oid(hex=tip), force=True)   # type: ignore[arg-type]
         return tip, journal_head
 
 

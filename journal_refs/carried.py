@@ -67,7 +67,7 @@ def _inflate(oid: str, text) -> tuple[bytes, bytes]:
     return raw, data
 
 
-def carry(repo, oids, known: dict[str, tuple[int, bytes]] | None = None) -> tuple[dict[str, str], list[str]]:
+def carry(repo, oids, known: dict[str, tuple[int, bytes | None]] | None = None) -> tuple[dict[str, str], list[str]]:
     """(carried: oid -> encoded loose bytes, too_big: oids to fsync instead).  `known`:
     oid -> (size, loose bytes) of objects just written, not read back."""
     out, big = {}, []

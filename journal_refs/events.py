@@ -35,13 +35,14 @@ class Event:
     payload: dict = field(repr=False)
 
     @classmethod
-    def from_payload(cls, payload: dict) -> "Event":
+    def from_payload(cls, payload: dict) -> Event:
         missing = [k for k in cls.required if payload.get(k) is None]
         if missing:
             raise ValueError(f"{cls.kind} event without {', '.join(missing)}")
         extra = {f.name: payload.get(f.name) for f in fields(cls)
                  if f.name not in ("seq", "operation_id", "payload")}
-        return cls(seq=payload.get("seq"), operation_id=payload.get("operation_id"), payload=payload, **extra)
+        return cls(seq=payload.get("seq"),   # type: ignore[arg-type]  # no seq: JournalState.apply refuses it
+                   operation_id=payload.get("operation_id"), payload=payload, **extra)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import TypeGuard
 
 import pygit2
 
@@ -72,7 +73,7 @@ def _blob(data: bytes, store_in: pygit2.Repository | None) -> str:
     return loose.blob(Path(store_in.path) / "objects", data, repo=store_in)
 
 
-def is_blob_id(value) -> bool:
+def is_blob_id(value) -> TypeGuard[str]:
     return isinstance(value, str) and len(value) == 40
 
 

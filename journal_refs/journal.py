@@ -42,17 +42,18 @@ from pathlib import Path
 import pygit2
 
 from ..engine import faults, locking, loose
+from ..engine.checkpoint import signature
 from ..engine.durability import settle_objects
 from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
-from ..engine.checkpoint import signature
 from ..engine.owner import ProcessIdentity
 from ..engine.powercut import current_boot, loose_object_ok
+from ..engine.wording import plural
 from . import carried
-from .witness import WitnessFile
 from .events import SCHEMA, WITNESS_SCHEMA, Event, Genesis, canonical, message, parse_message
 from .operation import Operation
 from .state import JournalState, TransitionError
+from .witness import WitnessFile
 
 REF = "refs/chronos/journal"
 FULL_VERIFY_EVERY_S = 24 * 3600.0     # a long-lived host re-verifies the whole chain this often
@@ -137,7 +138,7 @@ class Journal:
         self._parsed: tuple[bytes, dict] | None = None   # the last witness record read, checked
 
     # ------------------------------------------------------------------ open
-    def open(self) -> "Journal":
+    def open(self) -> Journal:
         with self._guard, self.store.writing(), locking.exclusive(self._lock_path):
             if self.opened:
                 return self
@@ -203,9 +204,9 @@ class Journal:
             raise IntegrityError(f"local journal checkpoint {self.witness_path} could not be read: "
                                  f"{explain(exc, self.witness_path)}") from None
 
-    def _write_witness(self, journal_id: str, head: str | None, seq: int, *,
+    def _write_witness(self, journal_id: str | None, head: str | None, seq: int, *,
                        carry: dict[str, str] | None = None) -> None:
-        doc = {"schema": WITNESS_SCHEMA, "journal_id": journal_id, "head": head, "seq": seq,
+        doc: dict = {"schema": WITNESS_SCHEMA, "journal_id": journal_id, "head": head, "seq": seq,
                "store": str(self.store.root)}
         if carry:
             doc["carried"] = carry
@@ -288,7 +289,7 @@ class Journal:
             return self._ref_tip(), None
         except IntegrityError:
             whead = (w or {}).get("head")
-            if not whead or not self._power_cut_since(w):
+            if not w or not whead or not self._power_cut_since(w):
                 raise
             try:
                 carried.restore(self._repo(), self.store.root / "objects", w["carried"])
@@ -310,7 +311,9 @@ class Journal:
         """Whether the machine may have lost its page cache since the witness was written:
         it names another boot (or the boot is unknown).  Only then are carried objects
         written back and may the ref lag by more than the one event a crash leaves."""
-        return bool(w and w["carried"]) and (self.boot is None or w.get("boot") != self.boot)
+        if not w:
+            return False
+        return bool(w["carried"]) and (self.boot is None or w.get("boot") != self.boot)
 
     def _reconcile(self, w: dict | None, tip: str | None) -> tuple[str | None, JournalState, str | None]:
         """The ref (`tip`) against the witness `w`: (head, state at head, a note of what was
@@ -320,7 +323,7 @@ class Journal:
         explain raises IntegrityError."""
         whead = (w or {}).get("head")
         power_cut = self._power_cut_since(w)
-        if (tip is not None and tip == whead == self.head and not power_cut
+        if (tip is not None and w is not None and tip == whead == self.head and not power_cut
                 and w["seq"] == self.state.seq and w["journal_id"] == self.state.journal_id):
             return tip, self.state, None          # an append's usual case: nothing to load
         notes = []
@@ -332,9 +335,9 @@ class Journal:
                 raise IntegrityError(f"journal objects carried by {self.witness_path} could not be "
                                      f"written back: {exc}") from None
             if back:
-                notes.append(f"{len(back)} journal object(s) lost in a power cut were written back "
-                             "from the local checkpoint")
-        if whead and tip != whead and self._behind_by_carried(repo, tip, whead, w["carried"],
+                notes.append(f"{plural(len(back), 'journal object')} lost in a power cut "
+                             f"{'was' if len(back) == 1 else 'were'} written back from the local checkpoint")
+        if whead and w is not None and tip != whead and self._behind_by_carried(repo, tip, whead, w["carried"],
                                                               None if power_cut else 1):
             note = ("the journal ref had not taken its last update(s) (crash or power cut); "
                     "moved forward to the local checkpoint")
@@ -354,8 +357,8 @@ class Journal:
             # what the witness carried is synced before it is rewritten without it
             try:
                 commit = repo[tip]
-                carried.sync(self.store.root, REF, w["carried"],
-                             also=[tip, str(commit.tree_id), *(str(e.id) for e in commit.tree)])
+                carried.sync(self.store.root, REF, w["carried"],   # type: ignore[index]  # _check_witness raised if w is None
+                             also=[tip, str(commit.tree_id), *(str(e.id) for e in commit.tree)])   # type: ignore[attr-defined]  # an event: a commit
                 self._write_witness(state.journal_id, tip, state.seq)
             except (JournalError, OSError, pygit2.GitError) as exc:
                 self.unwritable = str(exc)
@@ -367,7 +370,8 @@ class Journal:
     def _behind_by_carried(repo, tip: str | None, whead: str, carry: dict, most: int | None) -> bool:
         """Whether every event after `tip` up to `whead` (at `most` of them) is one the
         witness carries."""
-        cid, n = whead, 0
+        cid: str | None = whead
+        n = 0
         try:
             while cid != tip:
                 n += 1
@@ -466,7 +470,7 @@ class Journal:
         if tip == self.head:
             return
         if tip is None:
-            raise IntegrityError(f"the journal ref {REF} disappeared (last seen at {self.head[:12]})")
+            raise IntegrityError(f"the journal ref {REF} disappeared (last seen at {str(self.head)[:12]})")
         repo = self._repo()
         if self.head is not None and not _descends(repo, tip, self.head):
             raise IntegrityError(f"the journal ref moved to {tip[:12]}, which does not descend from "
@@ -657,14 +661,14 @@ class Journal:
 
     def event(self, commit_id: str) -> dict:
         commit = self._repo()[commit_id]
-        payload, _ = parse_message(commit.message)
+        payload, _ = parse_message(commit.message)   # type: ignore[attr-defined]  # event ids name commits
         return {**payload, "id": str(commit.id)}
 
     def events(self, limit: int | None = 50, *, kinds: set[type[Event]] | None = None) -> list[dict]:
         """Payloads (with `id`), newest first; `kinds`: only events of these types."""
         names = {k.kind for k in kinds} if kinds else None
         self.refresh()
-        out = []
+        out: list[dict] = []
         repo = self._repo()
         cid = self.head
         while cid and (limit is None or len(out) < limit):
@@ -865,7 +869,8 @@ class Journal:
         if base == tip:
             return
         repo = self._repo()
-        chain, cid = [], tip
+        chain: list[str] = []
+        cid: str | None = tip
         try:
             while cid and cid != base:
                 chain.append(cid)
@@ -921,7 +926,7 @@ class Journal:
         head = cp.get("head")
         repo = self._repo()
         try:
-            commit = repo[head]
+            commit = repo[head]   # type: ignore[index]  # a None head raises TypeError, caught below
             if not isinstance(commit, pygit2.Commit):
                 raise KeyError(head)
             payload, _ = parse_message(commit.message)

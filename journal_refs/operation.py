@@ -24,7 +24,7 @@ class Operation:
     declared: list = field(default_factory=list)     # [{"path", "pre", "post"}]
 
     @classmethod
-    def from_state(cls, operation_id: str, info: dict) -> "Operation":
+    def from_state(cls, operation_id: str, info: dict) -> Operation:
         """From the journal state's record; a running one whose owner is gone is pending."""
         state = info["state"]
         if state == "running":
@@ -43,7 +43,7 @@ class Operation:
 
     def to_dict(self) -> dict:
         """The wire shape (results.Operation)."""
-        d = {"operation_id": self.operation_id, "tool": self.tool, "state": self.state,
+        d: dict = {"operation_id": self.operation_id, "tool": self.tool, "state": self.state,
              "session_id": self.session_id, "tool_call_id": self.tool_call_id, "workspace": self.workspace,
              "pre_checkpoint": self.pre_checkpoint, "started_seq": self.started_seq, "owner": self.owner}
         if self.reason:

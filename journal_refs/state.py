@@ -10,10 +10,25 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from .events import (OUTCOMES, STATE_SCHEMA, Event, Genesis, Maintenance, Recovered, Replayed, Resolved,
-                     Returned, Started, Uncertain, canonical, parse)
+from .events import (
+    OUTCOMES,
+    STATE_SCHEMA,
+    Event,
+    Genesis,
+    Maintenance,
+    Recovered,
+    Replayed,
+    Resolved,
+    Returned,
+    Started,
+    Uncertain,
+    canonical,
+    parse,
+)
 
 
 class TransitionError(Exception):
@@ -38,14 +53,14 @@ class JournalState:
                           "open": self.open, "replayable": self.replayable, "totals": self.totals})
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "JournalState":
+    def from_json(cls, text: str | bytes) -> JournalState:
         d = json.loads(text)
         if d.get("schema") != STATE_SCHEMA:
             raise ValueError(f"unknown state schema {d.get('schema')!r}")
         return cls(journal_id=d["journal_id"], seq=d["seq"], open=d["open"],
                    replayable=d["replayable"], totals=d.get("totals", {}))
 
-    def apply(self, payload: dict) -> "JournalState":
+    def apply(self, payload: dict) -> JournalState:
         """The state after the event `payload`, or TransitionError.  Never mutates self."""
         try:
             ev = parse(payload)
@@ -135,5 +150,6 @@ def _replayed(old: JournalState, new: JournalState, ev: Replayed) -> None:
     del new.replayable[ev.operation_id]
 
 
-TRANSITIONS = {Genesis: _genesis, Started: _started, Returned: _returned, Uncertain: _uncertain,
+TRANSITIONS: dict[type[Event], Callable[[JournalState, JournalState, Any], None]] = {
+               Genesis: _genesis, Started: _started, Returned: _returned, Uncertain: _uncertain,
                Recovered: _recovered, Resolved: _resolved, Replayed: _replayed, Maintenance: _maintenance}

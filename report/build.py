@@ -21,6 +21,7 @@ Rules that make the file safe to open and to hand on:
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import unicodedata
@@ -31,7 +32,10 @@ from typing import Callable
 from .. import __version__
 from ..engine.codec import from_b64, human
 from ..engine.fsutil import tree_size
+from ..engine.wording import plural
+from ..engine.workspace import REPORT_NAME_GLOB
 from ..service.results import Result
+from ..settings import current_folder
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 JOURNAL_REF = "refs/chronos/journal"              # journal_refs.journal.REF
@@ -279,14 +283,15 @@ def _verdict(ctx: dict) -> dict:
     unresolved = (ctx["status"] or {}).get("unresolved") or []
     if unresolved:
         return {"level": "warn", "word": "INTEGRITY OK · ACTION NEEDED",
-                "why": f"{len(unresolved)} unresolved operation(s): the recovery gate is closed until an "
+                "why": f"{plural(len(unresolved), 'unresolved operation')}: the recovery gate is closed until an "
                        "operator reconciles them (section 2)."}
     if ctx["protection"].get("state") not in ("on", "ready"):
         return {"level": "warn", "word": "INTEGRITY OK · PROTECTION " + ctx["protection"]["state"].upper(),
                 "why": ctx["protection"].get("reason") or ""}
     return {"level": "ok", "word": "INTEGRITY OK",
-            "why": f"{v['events']} journal events and {(v.get('checkpoint_trees') or {}).get('trees', 0)} "
-                   "checkpoint trees verified; nothing is unresolved."}
+            "why": f"{plural(v['events'], 'journal event')} and "
+                   f"{plural((v.get('checkpoint_trees') or {}).get('trees', 0), 'checkpoint tree')} "
+                   "verified; nothing is unresolved."}
 
 
 # ------------------------------------------------------------------ render
@@ -295,7 +300,7 @@ def render(ctx: dict) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.ChainableUndefined)
     env.globals.update(clip=clip, exact=exact, short=lambda s: str(s or "")[:12], size=size,
-                       event_time=_event_time)
+                       event_time=_event_time, plural=plural)
     return env.get_template("report.html.j2").render(**ctx)
 
 
@@ -310,16 +315,47 @@ def default_name(ctx: dict) -> str:
     return f"chronos-git-report-{jid}-{stamp}.html"
 
 
-def written(svc, out: Path | None = None, **kw) -> ReportWritten:
-    """Render and write; `out` a file or a folder (default: the current directory)."""
-    ctx = gather(svc, **kw)
-    path = Path(out) if out else Path.cwd()
-    if path.is_dir():
-        path = path / default_name(ctx)
-    store = Path(ctx["store"]).resolve()
+def default_folder(svc) -> Path:
+    """Where a report goes unless told: `chronos-git-reports` beside the store, outside every
+    workspace (one written into the current folder, usually the workspace, was deleted by the
+    next clean restore).  `/chronos report` writes there too."""
+    return Path(svc.core.store_dir).parent / "chronos-git-reports"
+
+
+def written(svc, out: Path | None = None, *, workspace: str | os.PathLike | None = None,
+            **kw) -> ReportWritten:
+    """Render and write; `out` a file or a folder (default: `default_folder`, made if need be).
+
+    Never into the store; never a file a checkpoint would capture: a report's own names
+    (chronos-git-report-*.html) are in every workspace's ignore rules, so a folder given as
+    `out`, even inside a workspace, is fine, but a file of another name inside one of the
+    store's workspaces (or `workspace`) is refused."""
+    path = default_folder(svc) if out is None else Path(out)
+    if not path.is_absolute():             # the answer says where the file is, in full
+        path = Path(current_folder(f"the report path {os.fspath(path)!r} is relative: give an absolute one"),
+                    path)
+    folder = out is None or path.is_dir()
+    store = Path(svc.core.store_dir).resolve()
     if path.resolve().is_relative_to(store):
         raise ValueError(f"{path} is inside the store {store}: a report is never written there; "
                          "pass --out with a path elsewhere")
+    if not folder and not fnmatch.fnmatchcase(path.name, REPORT_NAME_GLOB):
+        inside = _workspace_holding(svc, path, workspace)
+        if inside is not None:
+            raise ValueError(f"{path} is inside the workspace {inside}: its next checkpoint would capture the "
+                             "report and a restore could delete it. Name the file "
+                             f"{REPORT_NAME_GLOB.replace('*', '<anything>')} (checkpoints never hold those), "
+                             "give a folder instead (the report gets such a name), or a path outside the "
+                             "workspace; without --out it goes to " + str(default_folder(svc)))
+    if out is None:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"could not create the report folder {path}: {exc.strerror or exc} "
+                             "(pass --out with a path elsewhere)") from None
+    ctx = gather(svc, **kw)
+    if folder:
+        path = path / default_name(ctx)
     try:
         path.write_text(render(ctx), encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):
@@ -328,8 +364,18 @@ def written(svc, out: Path | None = None, **kw) -> ReportWritten:
     return ReportWritten(path=str(path), verdict=ctx["verdict"]["word"], level=ctx["verdict"]["level"])
 
 
+def _workspace_holding(svc, path: Path, workspace) -> str | None:
+    """The root of the store's workspace (or of `workspace`) that `path` is inside, if any."""
+    roots = [os.fspath(workspace)] if workspace else []
+    if svc.store_exists():
+        roots += [w.root for w in svc.workspaces().workspaces]
+    target = path.resolve()
+    return next((root for root in roots if target.is_relative_to(Path(root).resolve())), None)
+
+
 def write(svc, out: Path | None = None, **kw) -> Path:
-    """The report written to `out` (default `./chronos-git-report-<journal>-<UTC time>.html`)."""
+    """The report written to `out` (default `<beside the store>/chronos-git-reports/chronos-git-report-
+    <journal>-<UTC time>.html`)."""
     return Path(written(svc, out, **kw).path)
 
 

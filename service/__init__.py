@@ -46,7 +46,7 @@ __all__ = ["Chronos", "Call", "Declared", "Outcome", "Ticket", "Blocked", "resul
 
 
 class Chronos:
-    _instances: dict[str, "Chronos"] = {}
+    _instances: dict[str, Chronos] = {}
     _guard = threading.Lock()
 
     def __init__(self, store_dir: Path, settings: Settings, *, create: bool = True,
@@ -68,7 +68,7 @@ class Chronos:
 
     @classmethod
     def get(cls, store_dir: os.PathLike | str | None = None, settings: Settings | None = None, *,
-            create: bool = True, problems: list[str] | None = None, reads_only: bool = False) -> "Chronos":
+            create: bool = True, problems: list[str] | None = None, reads_only: bool = False) -> Chronos:
         """The service of one store (cached per process).  `create=False` (read-only
         commands) never makes a store where there is none; `reads_only` (reading journal
         commands) makes one only where a store was: its journal checkpoint file is left, and

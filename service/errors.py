@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import pygit2
 
-from ..engine.errors import (CheckpointNotFound, ChronosError, PathError, PlanTokenError,
-                             StoreUnwritable, UnknownWorkspace, WorkspaceRefused, explain)
+from ..engine.errors import (
+    CheckpointNotFound,
+    ChronosError,
+    PathError,
+    PlanTokenError,
+    StoreUnwritable,
+    UnknownWorkspace,
+    WorkspaceRefused,
+    explain,
+)
 from ..engine.store import StoreMissing
 from ..journal_refs import IntegrityError, JournalError
 from .results import ErrorResult, Refusal

@@ -12,8 +12,16 @@ from ..journal_refs import IntegrityError, events
 from ..journal_refs.journal import witness_path_for
 from .core import Core
 from .remotes import pinned_tips
-from .results import (CheckpointInfo, CompactResult, ConsolidateResult, Consolidation, HealthResult,
-                      JournalSummary, Protection, StoreBudget)
+from .results import (
+    CheckpointInfo,
+    CompactResult,
+    ConsolidateResult,
+    Consolidation,
+    HealthResult,
+    JournalSummary,
+    Protection,
+    StoreBudget,
+)
 
 MIN_FREE_BYTES = 16 << 20        # below this a snapshot or an intent is likely to fail
 BLOCK_HINT = ("plugins.entries.chronos-git.settings of the profile's config.yaml (or CHRONOS_GIT_SETTINGS, "

@@ -11,15 +11,27 @@ from pathlib import Path
 from ..engine import faults, treecheck
 from ..engine.errors import ChronosError
 from ..engine.fsutil import atomic_write
-from ..journal_refs import IntegrityError, TransitionError, anchor, events
-from ..journal_refs import evidence as evidence_of
+from ..engine.wording import plural
+from ..journal_refs import IntegrityError, TransitionError, anchor, events, evidence as evidence_of
 from ..journal_refs.evidence import UNKNOWN, describe
 from .calls import Call, Declared, Outcome
 from .core import Core
 from .errors import StaleReplay
 from .gate import Gate
-from .results import (EventsResult, JournalHeadResult, JournalStatus, NotReplayed, OperationEvents,
-                      RecoverResult, Replayed, ResolveResult, RollbackResult, Settled, TreeCheck, VerifyResult)
+from .results import (
+    EventsResult,
+    JournalHeadResult,
+    JournalStatus,
+    NotReplayed,
+    OperationEvents,
+    RecoverResult,
+    Replayed,
+    ResolveResult,
+    RollbackResult,
+    Settled,
+    TreeCheck,
+    VerifyResult,
+)
 from .timemachine import TimeMachine
 from .transaction import ProtectedCalls, failed_write
 
@@ -200,8 +212,9 @@ class Reconciler:
                 try:
                     out.replayed.append(self._replay(op, actor))
                 except StaleReplay as exc:
-                    out.not_replayed.append(NotReplayed(operation_id=op, reason=str(exc), evidence=exc.details["evidence"]))
-        out.unresolved = [o.to_dict() for o in self.core.journal.unresolved()]
+                    out.not_replayed.append(NotReplayed(operation_id=op, reason=str(exc),
+                                                        evidence=exc.details["evidence"]))
+        out.unresolved = [o.to_dict() for o in self.core.journal.unresolved()]   # type: ignore[misc]  # validate_assignment builds the models
         out.gate = "open" if self.gate.is_open() else "closed"
         return out
 
@@ -225,7 +238,8 @@ class Reconciler:
                 "only writes inside it. Apply it by hand: "
                 + "; ".join(_manual_recipe(store.root, {"path": d["path"], "pre": d["post"]}) for d in outside))
         repo = store.repo()
-        files = [Declared(d["path"], None if d["post"] is None else repo[d["post"]].data) for d in declared]
+        files = [Declared(d["path"], None if d["post"] is None else repo[d["post"]].data)   # type: ignore[attr-defined]  # a blob id
+                 for d in declared]
         failure = None
         with self.calls.protect(Call(tool=info.get("tool") or "replay", args={"replay_of": op},
                                      workspace=workspace, session_id=info.get("session_id"), declared=files,
@@ -234,7 +248,8 @@ class Reconciler:
                                              "actor": actor})
             faults.hit("replay_after_marker")
             try:
-                ws.write_files([(d.path, d.post) for d in files], fault="replay_mid_write")
+                ws.write_files([(d.path, d.post) for d in files],   # type: ignore[union-attr]  # no workspace: all outside, refused above
+                               fault="replay_mid_write")
             except (OSError, ChronosError) as exc:
                 failure = exc
                 t.outcome = failed_write(t.ticket, exc)
@@ -272,7 +287,7 @@ class Reconciler:
                                     tool="chronos.rollback", paths_must_exist=False,
                                     foreign_ok=True)      # the journal names it for this workspace
         safety = res.safety_checkpoint if res else None
-        text = (f"rolled back to pre-checkpoint {str(pre)[:12]}: {len(paths)} path(s) restored"
+        text = (f"rolled back to pre-checkpoint {str(pre)[:12]}: {plural(len(paths), 'path')} restored"
                 + (f"; safety checkpoint {safety[:12]}" if safety else ""))
         self.core.journal.append(events.Resolved, {
             "operation_id": op.operation_id, "outcome": "rolled_back", "evidence": text, "actor": actor,

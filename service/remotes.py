@@ -20,6 +20,7 @@ In Hermes pushes run on a background thread after a turn, at most every
 """
 from __future__ import annotations
 
+import builtins
 import fnmatch
 import json
 import os
@@ -29,15 +30,23 @@ from pathlib import Path
 
 import pygit2
 
-from ..engine import locking, retention
-from ..engine import remote as transport
+from ..engine import locking, remote as transport, retention
 from ..engine.codec import display
 from ..engine.fsutil import atomic_write
 from ..journal_refs import IntegrityError, JournalError, anchor, events
 from ..settings import HOST_ID, default_host_id
 from .core import Core
-from .results import (AnchorCheck, FetchedHost, FetchedWorkspace, FetchResult, PushResult, RemoteAdded,
-                      RemoteInfo, RemoteRemoved, RemotesResult)
+from .results import (
+    AnchorCheck,
+    FetchedHost,
+    FetchedWorkspace,
+    FetchResult,
+    PushResult,
+    RemoteAdded,
+    RemoteInfo,
+    RemoteRemoved,
+    RemotesResult,
+)
 
 HOSTS = "refs/chronos/hosts"
 TRACKING = "refs/chronos/remotes"
@@ -127,7 +136,7 @@ class Remotes:
             key = f"remote.{r.name}.{MARK}"
             if key in cfg:
                 out[r.name] = (r.url, cfg.get_bool(key))
-        return out
+        return out   # type: ignore[return-value]  # pygit2 says name/url may be None; ours have both
 
     def _pick(self, name: str | None) -> tuple[str, str, bool]:
         remotes = self._configured()
@@ -183,7 +192,7 @@ class Remotes:
                 raise ValueError(f"{local} is the store or inside it: a remote must be somewhere else")
         repo = store.repo()
         if name in [r.name for r in repo.remotes]:
-            raise ValueError(f"remote {name!r} exists already ({transport.display_url(repo.remotes[name].url)});"
+            raise ValueError(f"remote {name!r} exists already ({transport.display_url(repo.remotes[name].url or '')});"
                              " remove it first")
         created = transport.ensure_local(url)
         repo.remotes.create(name, url, f"+{HOSTS}/*:{TRACKING}/{name}/hosts/*")
@@ -410,7 +419,7 @@ class Remotes:
         repo = pygit2.Repository(str(store.root))
         haves = {}
         for ref in repo.references:
-            if ref.startswith(TRACKING + "/") or ref.startswith("refs/chronos/anchor/"):
+            if ref.startswith((TRACKING + "/", "refs/chronos/anchor/")):
                 try:
                     haves[ref] = str(repo.references[ref].target)
                 except (pygit2.GitError, KeyError):
@@ -429,13 +438,15 @@ class Remotes:
                 pass
         man = anchor.read_manifest(repo, refs["manifest"]) if "manifest" in refs else {}
         journal_id = man.get("journal_id") if isinstance(man.get("journal_id"), str) else None
-        paths = man.get("workspaces") if isinstance(man.get("workspaces"), dict) else {}
+        paths = man.get("workspaces")
+        paths = paths if isinstance(paths, dict) else {}
         wss = []
         for rest, tip in sorted(refs.items()):
             if not rest.startswith("snapshots/"):
                 continue
             wid = rest[len("snapshots/"):]
-            entry = paths.get(wid) if isinstance(paths.get(wid), dict) else {}
+            entry = paths.get(wid)
+            entry = entry if isinstance(entry, dict) else {}
             path = entry.get("path") if isinstance(entry.get("path"), str) else None
             walker = repo.walk(tip, pygit2.enums.SortMode.NONE)
             walker.simplify_first_parent()
@@ -461,7 +472,7 @@ class Remotes:
             raise transport.RemoteError(f"remote {name!r} holds no journal of host {host!r} yet: "
                                         f"run `chronos-git push {name}` first")
         self._descends(repo, name, url, auth, theirs, tip)
-        remote_commit = repo[theirs]
+        remote_commit: pygit2.Commit = repo[theirs]   # type: ignore[assignment]  # a journal event
         remote_seq = int(anchor.payload_of(remote_commit).get("seq", -1))
         self._update(name, diverged=None)
         return AnchorCheck(remote=name, host=host, remote_head=anchor.event_of(remote_commit) or theirs,
@@ -501,9 +512,9 @@ class Remotes:
         while (self._busy.is_set() or due()) and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def push_all(self) -> list:
+    def push_all(self) -> builtins.list:             # (`list` here is the method above)
         """One attempt per remote; failures are recorded (health shows them), never raised."""
-        out = []
+        out: list[PushResult | Exception] = []
         for name in sorted(self._configured()):
             try:
                 out.append(self.push(name))
@@ -518,7 +529,7 @@ def pinned_tips(core: Core) -> set[str]:
     so everything newer), so the next push continues the remote's chain."""
     if not core.store_exists():
         return set()
-    out = set()
+    out: set[str] = set()
     for st in _read_state(_state_path(core)).values():
         if isinstance(st, dict) and isinstance(st.get("snapshots"), dict):
             out.update(v for v in st["snapshots"].values() if isinstance(v, str))

@@ -277,7 +277,7 @@ class JournalStatus(Result):
     settled_at_start: list[Settled]
     gate: Literal["open", "closed"]
     protection: Protection
-    remotes: "list[RemoteInfo] | None" = None
+    remotes: list[RemoteInfo] | None = None
     new_store: str | None = None     # this command made the store: none was there (a mistyped path?)
 
 
@@ -297,7 +297,7 @@ class VerifyResult(Result):
     healed: str | None
     seconds: float
     checkpoint_trees: TreeCheck
-    remote: "AnchorCheck | None" = None
+    remote: AnchorCheck | None = None
     code: str | None = None        # when it failed: "integrity" (the journal), "unsafe_path" (a tree)
 
 
@@ -427,7 +427,8 @@ class CompactResult(Result):
     objects_packed: int | None = None
     loose_removed: int | None = None
     packs_replaced: int | None = None
-    packs_kept: int | None = Field(None, description="large, mostly reachable packs left as they are (geometric packing)")
+    packs_kept: int | None = Field(None, description="large, mostly reachable packs left as they are "
+                                                     "(geometric packing)")
     size_after: int | None = None
     elapsed_s: float
 
@@ -474,7 +475,7 @@ class HealthResult(Result):
     workspaces: int | None = None
     workspace: WorkspaceInfo | None = None
     deferred: str | None = None
-    remotes: "list[RemoteInfo] | None" = None
+    remotes: list[RemoteInfo] | None = None
     consolidation: Consolidation | None = None
     store_budget: StoreBudget | None = None
 
@@ -503,7 +504,8 @@ class RemoteInfo(Model):
     journal_head: str | None = Field(None, description="the journal event the remote holds, as of the last push")
     behind: int | None = Field(None, description="journal events the remote does not have yet")
     failing_since: float | None = Field(None, description="first failed attempt since the last success")
-    diverged: str | None = Field(None, description="the remote's journal does not match the local one: the gate is closed")
+    diverged: str | None = Field(None, description="the remote's journal does not match the local one: "
+                                                   "the gate is closed")
 
 
 class RemoteAdded(Result):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 
-from ..engine.checkpoint import CheckpointMeta
 from ..engine import offload
+from ..engine.checkpoint import CheckpointMeta
 from .calls import Call
 from .core import Core
 
@@ -24,7 +25,7 @@ class Snapshots:
         self.last: dict | None = None              # this process's newest snapshot record
         self._bg: dict[str, dict] = {}             # workspace id -> {"thread", "kind", "started", ...}
         self._bg_lock = threading.Lock()
-        self.after_import = None                   # called after a first (bulk) import (Chronos wires it)
+        self.after_import: Callable[[], None] | None = None   # called after a first (bulk) import (Chronos wires it)
 
     def imported(self, scan: str | None) -> None:
         """A snapshot finished (`scan`: how, from its report): if it was a first import, what
@@ -95,8 +96,8 @@ class Snapshots:
 
     def _start(self, ws, kind: str, meta: CheckpointMeta | None = None) -> None:
         with self._bg_lock:
-            job = self._bg.get(ws.id)
-            if job is not None and job["thread"].is_alive():
+            running = self._bg.get(ws.id)
+            if running is not None and running["thread"].is_alive():
                 return
 
             first = meta or CheckpointMeta(
@@ -112,7 +113,7 @@ class Snapshots:
                 finally:
                     job["finished"] = time.time()
 
-            job = {"kind": kind, "started": time.time(), "thread": threading.Thread(
+            job: dict = {"kind": kind, "started": time.time(), "thread": threading.Thread(
                 target=run, name=f"chronos-git-{kind}", daemon=True)}
             self._bg[ws.id] = job
             job["thread"].start()

@@ -13,11 +13,11 @@ import secrets
 import threading
 import time
 
-from ..engine import diff as diff_mod
-from ..engine import restore as restore_mod
+from ..engine import diff as diff_mod, restore as restore_mod
 from ..engine.checkpoint import CheckpointMeta
 from ..engine.codec import canonical
 from ..engine.errors import ChronosError, PlanTokenError, UnknownWorkspace, WorkspaceRefused
+from ..engine.wording import plural
 from ..engine.workspace import canonical_root, system_folder
 from ..journal_refs import JournalError, events
 from ..journal_refs.events import sha256_hex
@@ -25,8 +25,18 @@ from .calls import Call, Declared, Outcome
 from .core import Core
 from .errors import PlanRequired
 from .gate import Gate
-from .results import (BackgroundJob, CheckpointInfo, DiffResult, LogResult, RestoreResult, ShowResult,
-                      SnapshotResult, WatcherState, WorkspaceInfo, WorkspacesResult)
+from .results import (
+    BackgroundJob,
+    CheckpointInfo,
+    DiffResult,
+    LogResult,
+    RestoreResult,
+    ShowResult,
+    SnapshotResult,
+    WatcherState,
+    WorkspaceInfo,
+    WorkspacesResult,
+)
 from .transaction import ProtectedCalls
 
 PLAN_TOKEN_TTL_S = 600.0
@@ -188,14 +198,14 @@ class TimeMachine:
             result.status = "error"
             result.error = (f"the restore's outcome is unknown: {t.record.reason}. The recovery gate is "
                             "closed until an operator looks (`chronos-git journal status`); the safety "
-                            f"checkpoint {result.safety_checkpoint[:12]} holds the state before it")
+                            f"checkpoint {str(result.safety_checkpoint)[:12]} holds the state before it")
         elif result.failed:
             failed = [i for i in result.plan if i.action == "failed"]
             result.status = "error"
-            result.error = (f"restore incomplete: {len(failed)} path(s) could not be changed "
+            result.error = (f"restore incomplete: {plural(len(failed), 'path')} could not be changed "
                             f"({'; '.join(f'{i.path}: {i.reason}' for i in failed[:5])}); everything else "
                             f"was restored. Undo all of it by restoring the safety checkpoint "
-                            f"{result.safety_checkpoint[:12]}")
+                            f"{str(result.safety_checkpoint)[:12]}")
         return result
 
     def _restored_here(self, ws, spec: str) -> bool:
@@ -249,7 +259,8 @@ def _outcome(result: RestoreResult, evidence: list[dict], target_id: str) -> Out
     unknown = [e for e in evidence if not e["at_post"] and not e["at_pre"] and e["action"] not in LEFT_UNTOUCHED]
     if unknown:
         return Outcome(status="error", post_checkpoint=target_id, fields={"evidence": unknown},
-                       uncertain_reason=f"{len(unknown)} path(s) of the restore are at neither their old "
+                       uncertain_reason=f"{plural(len(unknown), 'path')} of the restore "
+                                        f"{'is' if len(unknown) == 1 else 'are'} at neither their old "
                                         "nor their restored content")
     not_done = [{"path": e["path"], "now": e["now"]} for e in evidence if not e["at_post"]]
     return Outcome(status="partial" if not_done else "ok", post_checkpoint=target_id,

@@ -50,8 +50,8 @@ from ..engine.confine import split
 from ..engine.errors import ChronosError, StoreUnwritable, explain
 from ..journal_refs import events
 from ..journal_refs.carried import SYNC_AFTER_OBJECTS
-from ..journal_refs.evidence import ABSENT, UNKNOWN, content_id, is_blob_id
 from ..journal_refs.events import args_hash, fingerprint, sha256_hex
+from ..journal_refs.evidence import ABSENT, UNKNOWN, content_id, is_blob_id
 from .calls import UNSET, Call, Declared, Outcome, Ticket
 from .core import Core
 from .gate import Gate
@@ -147,7 +147,7 @@ class ProtectedCalls:
         while True:
             ticket, outcome, generation, deadline = self._behind.get()
             with self._release:                       # a host without the middleware: by the deadline
-                self._release.wait_for(lambda: self._generation > generation or self._settling,
+                self._release.wait_for(lambda: self._generation > generation or self._settling,   # noqa: B023 (called here only)
                                        timeout=max(0.0, deadline - time.monotonic()))
                 if self._generation > generation and self._model_is_slow():
                     # released as Hermes starts its request, which it still builds and sends in
@@ -247,7 +247,7 @@ class ProtectedCalls:
             if is_blob_id(pre):
                 blobs[f"pre-{i:04d}"] = pre
             if post not in (ABSENT, UNKNOWN):
-                blobs[f"post-{i:04d}"] = post
+                blobs[f"post-{i:04d}"] = post   # type: ignore[assignment]  # not ABSENT/UNKNOWN: a blob id
         return declared, blobs
 
     # ------------------------------------------------------------ outcome
@@ -308,6 +308,7 @@ class ProtectedCalls:
         """A protected shell call: `chronos-git run -- CMD`."""
         call = Call(tool=tool, args={"argv": argv, "cwd": workspace}, workspace=workspace,
                     session_id=os.environ.get("CHRONOS_GIT_SESSION"), actor="cli")
+        rc: int | None
         if self.core.settings.is_read_only(tool):
             rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
             return _exited(RunResult(journaled=False, read_only=True, exit_code=rc))

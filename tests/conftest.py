@@ -1,7 +1,15 @@
-"""Shared fixtures: real stores on disk, real subprocesses for the CLI.  Helpers that
-tests import live in tests/support/ (never `from conftest import`)."""
+"""Shared fixtures: real stores on disk; the CLI in this process unless a case needs a new
+one (tests/support/helpers.run_cli).  Helpers that tests import live in tests/support/
+(never `from conftest import`).
+
+Markers say what a test needs beyond this process (pyproject.toml lists them); the fast lane
+(`bash scripts/test.sh --fast`) runs the tests that carry none of them.  Unless a test is
+marked `fsync`, fsync is skipped in this process: a SIGKILL loses nothing the page cache
+holds, and power cuts are simulated by damaging files, so only the fsync tests need it."""
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,6 +17,47 @@ import pytest
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 from support.helpers import run_cli
+
+
+@pytest.fixture(autouse=True)
+def _no_fsync(request, monkeypatch):
+    """Stores on disk without fsync (os.fsync, os.fdatasync and libgit2's switch), except for
+    tests marked `fsync`; subprocesses the test starts sync as in production."""
+    if request.node.get_closest_marker("fsync"):
+        yield
+        return
+    import pygit2
+    monkeypatch.setattr(os, "fsync", _skip_sync)
+    monkeypatch.setattr(os, "fdatasync", _skip_sync)
+    monkeypatch.setattr(type(pygit2.settings), "enable_fsync_gitdir", _skip_sync)
+    yield
+
+
+def _skip_sync(*_args) -> None:
+    return None
+
+
+_LANE_MARKS = ("process", "slow", "hermes", "browser")
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_stays_in_process(request, monkeypatch):
+    """A test that starts a chronos-git interpreter of its own (0.6 s each) must say so with a
+    marker, so the fast lane stays fast; the CLI runs in this process otherwise (run_cli)."""
+    if any(request.node.get_closest_marker(m) for m in _LANE_MARKS):
+        yield
+        return
+    real = subprocess.Popen.__init__
+
+    def guarded(self, args, *a, **kw):
+        argv = [args] if isinstance(args, (str, bytes)) else list(args)
+        if any(os.fsdecode(x) in ("chronos_git.cli", "chronos_git.windtunnel.workload", "chronos_git.api")
+               for x in argv if isinstance(x, (str, bytes, os.PathLike))):
+            raise AssertionError(f"{request.node.nodeid} starts {argv[:4]} in a new process: use run_cli "
+                                 "(in this process), or mark the test `process` if a new process is its point")
+        real(self, args, *a, **kw)
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
+    yield
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +92,8 @@ def svc(store_dir):
 
 @pytest.fixture
 def cli(store_dir):
-    """Run the real `chronos-git` CLI in a subprocess (as external tests do)."""
+    """The `chronos-git` CLI against `store_dir` (support.helpers.run_cli: in this process
+    unless the case needs a new one)."""
     def run(*args, **kw):
         return run_cli(store_dir, *args, **kw)
     return run

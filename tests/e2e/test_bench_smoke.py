@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -22,6 +24,7 @@ def _num(row: dict, key: str) -> float:
     return v
 
 
+@pytest.mark.slow
 def test_bench_quick_synthetic_1k(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--corpus", "synthetic-1k",

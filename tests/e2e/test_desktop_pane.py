@@ -45,6 +45,7 @@ def _node_version() -> tuple[int, ...]:
 
 
 pytestmark = [
+    pytest.mark.process,                      # a real node process runs the pane
     pytest.mark.skipif(NODE is None, reason="node is not installed (Node >= 20.6 runs the desktop plugin harness)"),
     pytest.mark.skipif(NPM is None, reason="npm is not installed (it installs react for the desktop plugin harness)"),
 ]

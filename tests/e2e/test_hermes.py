@@ -107,6 +107,9 @@ def test_crash_after_write_landed_is_settled_completed_and_alerted(henv):
     r2 = henv.chat("carry on")
     assert r2.returncode == 0, r2.stderr
     assert "resumed fine" in r2.stdout
+    # the person too, not only the model (issue 31: under -Q nothing said so): on stderr, once
+    assert "cut off during 1 tool call" in r2.stderr and f"{target}: had completed" in r2.stderr, r2.stderr
+    assert "chronos-git" not in r2.stdout
     # written once: recovery did not touch the file
     st2 = target.stat()
     assert (st2.st_ino, st2.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
@@ -148,6 +151,7 @@ def test_crashed_terminal_call_blocks_until_operator_resolves(henv):
     r2 = henv.chat("AFTER the crash")
     assert r2.returncode == 0, r2.stderr
     assert not (henv.ws / "blocked.txt").exists()
+    assert r2.stderr.count("the recovery gate is CLOSED") == 1, r2.stderr      # the person reads it, once
     results = henv.tool_results_seen()
     assert any("chronos_blocked" in t for t in results), results
     assert any("readable" in t for t in results), results

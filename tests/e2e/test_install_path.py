@@ -189,6 +189,7 @@ def test_shell_cli_health_and_unknown_commands(no_pygit2, capsys):
             assert OFF in err and "hermes chronos-git setup" in err and out == ""
 
 
+@pytest.mark.process
 def test_shell_setup_with_dependencies_present_does_nothing(capsys):
     shell = hermes_shell.Shell("pretend")
     assert shell.run_cli("setup", ["--json"]) == 0
@@ -223,12 +224,14 @@ def bare_venv(tmp_path_factory) -> str:
     return str(d / "bin" / "python")
 
 
+@pytest.mark.process
 def test_setup_already_satisfied():
     rc, doc, _ = run_setup(yes=True)
     assert rc == 0 and doc["status"] == "ok" and doc["installed"] is False
     assert doc["python"] == sys.executable and doc["versions"]["pygit2"] == "1.21.0"
 
 
+@pytest.mark.process
 def test_setup_without_tty_or_yes_only_says_what_it_would_do(bare_venv):
     rc, doc, err = run_setup(python=bare_venv)
     assert rc == 2 and doc["status"] == "error" and doc["installed"] is False
@@ -237,12 +240,14 @@ def test_setup_without_tty_or_yes_only_says_what_it_would_do(bare_venv):
     assert bare_venv in err and "pip install pygit2==1.21.0 pydantic==2.13.4" in err and "--yes" in doc["error"]
 
 
+@pytest.mark.process
 def test_setup_answer_no_installs_nothing(bare_venv, monkeypatch):
     monkeypatch.setattr(setup_deps, "_confirm", lambda err: False)
     rc, doc, _ = run_setup(python=bare_venv)
     assert rc == 2 and doc["error"] == "Nothing installed."
 
 
+@pytest.mark.process
 def test_setup_without_pip_is_a_clear_error(bare_venv):
     rc, doc, err = run_setup(yes=True, python=bare_venv)
     assert rc == 1 and doc["installed"] is False
@@ -250,6 +255,7 @@ def test_setup_without_pip_is_a_clear_error(bare_venv):
     assert "Traceback" not in err
 
 
+@pytest.mark.process
 def test_setup_pip_failure_offline_is_a_clear_error(tmp_path, monkeypatch):
     venv = tmp_path / "pipvenv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
@@ -262,6 +268,7 @@ def test_setup_pip_failure_offline_is_a_clear_error(tmp_path, monkeypatch):
     assert doc["pip_output"] and "Traceback" not in doc["error"]
 
 
+@pytest.mark.process
 def test_setup_with_unrunnable_python_is_a_clear_error(tmp_path):
     rc, doc, _ = run_setup(yes=True, python=str(tmp_path / "nope" / "python"))
     assert rc == 1 and doc["error"].startswith("setup failed: could not run")

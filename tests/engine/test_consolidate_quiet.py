@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
+from support.helpers import wait_for
+
 from chronos_git.engine import consolidate
 from chronos_git.engine.consolidate import WAITING, Quiet
 from chronos_git.service import Chronos
@@ -133,6 +137,7 @@ def test_it_is_asked_before_the_walk_and_between_batches_never_under_the_mainten
     assert svc.log(str(ws), None).wire()["checkpoints"][-1]["id"] == res.checkpoint
 
 
+@pytest.mark.process
 def test_who_waits_for_its_lock_ends_the_wait(tmp_path):
     """An operator's compaction (another process) waits for the lock the consolidation
     holds: it asks, and the consolidation goes on instead of waiting for the agent."""
@@ -185,6 +190,14 @@ def test_who_waits_for_its_lock_ends_the_wait(tmp_path):
     assert got.wait(10)                                     # and has it once the holder is done
 
 
+def _waits_in_flock(pid: int) -> bool:
+    """Whether process `pid` has a flock() request queued in the kernel (Linux: /proc/locks
+    lists each blocked request as "N: -> FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE ...")."""
+    with open("/proc/locks") as fh:
+        return any(line.split()[1:3] == ["->", "FLOCK"] and line.split()[5] == str(pid) for line in fh)
+
+
+@pytest.mark.process
 def test_an_operator_waiting_first_gets_the_lock_first(tmp_path):
     """Asking does not cost the asker its place: a later waiter (the host's patient
     compaction, another consolidation) does not take the lock before it."""
@@ -214,10 +227,11 @@ def test_an_operator_waiting_first_gets_the_lock_first(tmp_path):
                 got.append(time.monotonic())
         op = threading.Thread(target=operator, daemon=True)
         op.start()
-        time.sleep(0.5)                                    # the operator waits first
+        wait_for(lambda: _waits_in_flock(os.getpid()),       # the operator waits first
+                 message="the operator's flock() never queued")
         blocker = subprocess.Popen([sys.executable, "-c", later, lock], stdout=subprocess.PIPE, text=True)
         assert blocker.stdout.readline().strip() == "waiting"
-        time.sleep(0.5)
+        wait_for(lambda pid=blocker.pid: _waits_in_flock(pid), message="the later waiter's flock() never queued")
         holder.communicate("", timeout=10)
         op.join(10)
         their = float(blocker.communicate(timeout=10)[0])

@@ -63,6 +63,7 @@ def test_an_object_the_repository_holds_is_not_written_again(repo, tmp_path):
     assert raw is not None and (objects(repo) / again[:2] / again[2:]).read_bytes() == raw
 
 
+@pytest.mark.fsync
 def test_objects_are_fsynced_inside_a_fsync_scope_like_libgit2s(repo, monkeypatch):
     """durable_snapshots opens a fsync scope: then the object file and its directory are
     fsynced; outside one nothing is (the journal's witness carries what it needs)."""

@@ -140,6 +140,7 @@ def test_a_report_from_a_child_is_merged_once(ws, tmp_path, forking, monkeypatch
         {"path": "dup-a.txt", "reason": "special_file: fifo"}]
 
 
+@pytest.mark.process
 def test_an_injected_crash_in_a_child_kills_the_import_process(ws, store_dir):
     """What the wind tunnel's `bulk_mid_pack` simulates is the machine going down: the
     process importing dies with the child, leaving a temp pack the next compaction sweeps."""

@@ -418,6 +418,7 @@ def test_diff_patch_truncation(store, ws):
     assert len(d["files"]) == 5                  # the file list is never truncated
 
 
+@pytest.mark.process
 def test_safety_checkpoint_exists_before_the_first_write(cli, store_dir, ws):
     """A restore killed after its first write: the safety checkpoint is already there and holds
     the exact pre-restore state, so nothing was lost."""

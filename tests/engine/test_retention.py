@@ -217,6 +217,7 @@ def test_service_compacts_automatically_past_the_limit(svc, ws, store_dir):
     assert any(e["action"] == "compact" for e in maint)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("other_process", [False, True])
 def test_content_equal_to_pruned_objects_is_written_again_after_a_compaction(tmp_path, ws, other_process):
     """Regression (wind tunnel, random kill seeds 10000/10004): libgit2 keeps a deleted
@@ -397,12 +398,12 @@ def test_an_adopted_clone_pack_is_kept_by_compaction(tmp_path, monkeypatch):
     ws.mkdir()
     for i in range(30):
         (ws / f"f{i}.txt").write_text(f"{i}\n" * (i + 1))
+        st = (ws / f"f{i}.txt").stat()          # older than git's index, whatever the clock's tick:
+        os.utime(ws / f"f{i}.txt", ns=(st.st_atime_ns, st.st_mtime_ns - 2_000_000_000))  # not racily clean
     git("init", "-q", cwd=ws)
     git("add", "-A", cwd=ws)
     git("-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "c", cwd=ws)
     git("gc", "-q", cwd=ws)
-    import time
-    time.sleep(0.01)
     svc = Chronos.get(tmp_path / "store", Settings(max_checkpoints=0, size_budget_mb=0))
     svc.snapshot(str(ws), "first")
     out = svc.consolidate()

@@ -20,7 +20,7 @@ from chronos_git.engine.config import EngineConfig
 from chronos_git.engine.store import Store
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
-from support.helpers import git, tree_fingerprint
+from support.helpers import git, tree_fingerprint, wait_for
 
 GIT_ID = ("-c", "user.name=Test", "-c", "user.email=test@example.com")
 
@@ -337,11 +337,13 @@ def _assert_stable_files(store_dir, cid):
     assert entries[b"src/main.py"] == (pygit2.GIT_FILEMODE_BLOB, b"print('hi')\n")
 
 
+@pytest.mark.process
 def test_files_vanishing_mid_snapshot_process_churn(engine, ws, store_dir):
     store = engine()
     proc = subprocess.Popen([sys.executable, "-c", CHURN, str(ws / "churn")])
     try:
-        time.sleep(0.2)
+        wait_for(lambda: (ws / "churn").is_dir() and len(os.listdir(ws / "churn")) >= 10,   # it churns
+                 message="the churning process never filled its folder")
         results = []
         for i in range(15):
             (ws / "src" / "main.py").write_text("print('hi')\n")
@@ -401,6 +403,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.process
 def test_files_truncated_mid_snapshot_thread_churn(ws, store_dir):
     """Files rewritten in place by another thread while snapshots run: every snapshot succeeds
     and the process survives (libgit2's add_all mmaps changed files: a truncation = SIGBUS)."""
@@ -673,6 +676,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.process
 def test_stale_git_locks_from_killed_process_do_not_block(engine, ws, store_dir):
     store = engine()
     w = store.workspace(ws)
@@ -689,6 +693,7 @@ def test_stale_git_locks_from_killed_process_do_not_block(engine, ws, store_dir)
     assert fsck(store_dir).returncode == 0
 
 
+@pytest.mark.process
 def test_stale_locks_do_not_block_the_cli(cli, ws, store_dir):
     assert cli("snapshot", "--workspace", ws, "--json").rc == 0
     w = Store.open(store_dir).workspace(ws)
@@ -702,6 +707,7 @@ def test_stale_locks_do_not_block_the_cli(cli, ws, store_dir):
     assert cli("log", "--workspace", ws, "--json").json["checkpoints"][0]["id"] == r.json["checkpoint"]
 
 
+@pytest.mark.process
 def test_snapshot_process_killed_mid_snapshot(cli, ws, store_dir):
     first = cli("snapshot", "--workspace", ws, "--json").json
     (ws / "a.txt").write_text("mid\n")
@@ -733,6 +739,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.process
 def test_concurrent_threads_and_processes(ws, tmp_path, store_dir):
     ws2 = tmp_path / "ws2"
     ws2.mkdir()
@@ -885,15 +892,25 @@ def test_first_import_frames_every_size_git_can_read(engine, ws, store_dir):
         assert out.stdout == want[f"size-{n}.bin".encode()][1]
 
 
-def test_read_all_reads_on_after_a_short_read_that_is_not_the_end():
+def test_read_all_reads_on_after_a_short_read_that_is_not_the_end(monkeypatch):
     """One read for a file of a known size, but a read that comes back short of that size
     (a pipe here; some file systems do it for files) is not taken for the end."""
+    from chronos_git.engine import fsutil
     from chronos_git.engine.fsutil import read_all
     r, w = os.pipe()
     os.write(w, b"abc")
+    first_read = threading.Event()
+    real_read = fsutil.os.read
+
+    def read(fd, n):
+        try:
+            return real_read(fd, n)
+        finally:
+            first_read.set()
+    monkeypatch.setattr(fsutil.os, "read", read)
 
     def rest():
-        time.sleep(0.05)
+        first_read.wait(60)                # the first read has come back short (b"abc")
         os.write(w, b"def")
         os.close(w)
     t = threading.Thread(target=rest)

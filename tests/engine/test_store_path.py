@@ -100,6 +100,7 @@ def test_the_cli_refuses_a_repository_as_its_store(cli, ws, tmp_path):
     assert r.rc == 0 and r.json["created"] is True
 
 
+@pytest.mark.process
 def test_two_processes_creating_the_same_store_never_refuse_each_other(tmp_path):
     """Review: the ownership check ran before the init lock, so a folder another process was
     creating the store in (HEAD.lock, config.lock, probe files) read as someone's."""

@@ -9,7 +9,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 
 import pygit2
@@ -21,6 +20,19 @@ from chronos_git.settings import Settings
 from support.helpers import git, tree_fingerprint
 
 ODD = b"odd-\xff\xfe.txt"            # not UTF-8: any bytes Linux allows
+
+
+def backdate(root, seconds: float = 2) -> None:
+    """Every file and link below `root` (its `.git` aside) `seconds` older: an index git writes
+    next is newer than each of them whatever the clock's tick, so none is racily clean
+    (usergit.Known.vouch) - without sleeping until the clock moves on."""
+    for dirpath, dirs, files in os.walk(os.fsencode(root)):
+        dirs[:] = [d for d in dirs if d != b".git"]
+        for name in files:
+            if name != b".git":
+                p = os.path.join(dirpath, name)
+                st = os.lstat(p)
+                os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)), follow_symlinks=False)
 
 
 def make_repo(root, n=60):
@@ -35,10 +47,10 @@ def make_repo(root, n=60):
     os.symlink("d0/f0.txt", root / "link")
     with open(os.path.join(os.fsencode(root), ODD), "wb") as fh:
         fh.write(b"odd name\n")
+    backdate(root)                          # older than the index `git add` writes
     git("add", "-A", cwd=root)
     git("-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "init", cwd=root)
     git("gc", "-q", cwd=root)
-    time.sleep(0.01)
     return root
 
 
@@ -199,7 +211,6 @@ def test_a_changed_or_new_file_rebuilds_only_the_trees_above_it(tmp_path):
     (ws / "d1" / "f1.txt").write_text("changed\n")           # d1 and the root are built again
     (ws / "d3" / "new.txt").write_text("new\n")              # d3 too
     os.chmod(ws / "d4" / "f4.txt", 0o755)                      # d4: a mode git's index does not have
-    time.sleep(0.01)
     svc, res, w = first(tmp_path / "store", ws)
     Chronos.forget_instances()
     _, plain, _ = first(tmp_path / "plain", ws, seed_from_git=False)
@@ -232,7 +243,6 @@ def test_a_malformed_cache_tree_is_ignored_and_blob_ids_still_used(tmp_path):
     (size,) = struct.unpack(">I", data[cut + 4:cut + 8])
     data = data[:cut] + b"TREE" + struct.pack(">I", 5) + b"\0garb" + data[cut + 8 + size:]
     index.write_bytes(data + hashlib.sha1(data).digest())
-    time.sleep(0.01)
     known = usergit.read_known(os.fsencode(ws))
     assert known.trees == {} and len(known.entries) > 60
 
@@ -246,7 +256,6 @@ def test_a_cache_tree_naming_a_blob_as_a_tree_is_not_taken(tmp_path):
     head = data.index(b"\n", cut) + 1                         # the root entry: "" NUL count SP nsub LF
     data = data[:head] + blob + data[head + 20:]
     index.write_bytes(data + hashlib.sha1(data).digest())
-    time.sleep(0.01)
     assert usergit.read_known(os.fsencode(ws)).trees[b""][1] == blob
     svc, res, w = first(tmp_path / "store", ws)
     Chronos.forget_instances()
@@ -277,8 +286,8 @@ def test_a_gitdir_file_and_no_repository(tmp_path):
     main = make_repo(tmp_path / "main")
     wt = tmp_path / "wt"
     git("worktree", "add", "-q", str(wt), cwd=main)
-    time.sleep(0.05)
-    git("status", "--porcelain", cwd=wt)         # git's refresh: entries checked out in the index's tick
+    backdate(wt)                                 # checked out in the index's tick: made older than
+    git("status", "--porcelain", cwd=wt)         # the index git's refresh writes now
     assert usergit.find_gitdir(os.fsencode(wt)).startswith(os.fsencode(main / ".git" / "worktrees"))
     before = tree_fingerprint(main / ".git")
     _, _, w = first(tmp_path / "store", wt)
@@ -294,6 +303,7 @@ def test_a_gitdir_file_and_no_repository(tmp_path):
 
 @pytest.mark.parametrize("point", ["consolidate_mid_copy", "consolidate_before_delete",
                                    "consolidate_mid_delete"])
+@pytest.mark.process
 def test_consolidation_killed_at_each_point_loses_nothing(tmp_path, point):
     ws = make_repo(tmp_path / "ws")
     (ws / "notes.txt").write_text("untracked\n")             # two pending packs: ours and the user's
@@ -330,7 +340,6 @@ def test_a_linked_pack_full_of_history_is_copied_out_of_and_dropped(tmp_path):
     git("-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "now", cwd=ws)
     git("gc", "-q", cwd=ws)
     (ws / "notes.txt").write_text("untracked\n")
-    time.sleep(0.01)
     svc, res, w = first(tmp_path / "store", ws)
     assert w.last_seed["seeded_files"] == 1 and w.last_seed["linked_packs"] == 1
     before = sum(f.stat().st_size for f in (tmp_path / "store" / "objects" / "pack").iterdir())
@@ -368,6 +377,7 @@ def test_a_hostile_dot_git_file_is_harmless(tmp_path):
         assert w.last_seed["seeded_files"] == 0 and res.files == 1
 
 
+@pytest.mark.process
 def test_a_consolidation_cut_off_resumes_where_it_stopped(tmp_path, monkeypatch):
     """A process that exits mid-copy (a one-shot hermes chat) keeps the packs it finished;
     the next run copies only the rest."""

@@ -60,6 +60,7 @@ def test_an_append_fsyncs_only_the_witness_which_carries_the_new_objects(journal
         assert carried.decode(oid, text)
 
 
+@pytest.mark.fsync
 def test_sync_packs_what_is_carried_with_a_few_fsyncs_and_stops_carrying_it(journal, store_dir,
                                                                             monkeypatch):
     carry = witness(store_dir)["carried"]

@@ -23,7 +23,10 @@ APPENDER = textwrap.dedent("""
     store, tag, pairs, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     j = Journal(Store.open(store)).open()
     assert j.integrity == "ok", j.integrity
-    while not os.path.exists(go):
+    deadline = time.monotonic() + 120
+    while not os.path.exists(go):               # all start at once (a tight poll on purpose)
+        if time.monotonic() > deadline:
+            sys.exit(f"the go file {go} did not appear within 120 s")
         time.sleep(0.001)
     for i in range(pairs):
         op = f"{tag}{i:028d}"
@@ -48,6 +51,7 @@ def wait_all(procs, timeout=300):
         assert out.strip() == "done"
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_cas_four_processes_times_200_appends_lose_nothing(svc, store_dir, tmp_path):
     s = svc()
@@ -77,6 +81,7 @@ def test_cas_four_processes_times_200_appends_lose_nothing(svc, store_dir, tmp_p
     assert fsck.returncode == 0, fsck.stderr
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_verify_during_concurrent_appends_never_reports_tampering(svc, store_dir, tmp_path):
     s = svc()
@@ -96,6 +101,7 @@ def test_verify_during_concurrent_appends_never_reports_tampering(svc, store_dir
     assert results[-1]["events"] == 1 + 2 * 2 * 60
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_concurrent_protected_cli_calls_do_not_block_each_other(cli, ws, store_dir):
     assert cli("journal", "status", "--json", cwd=ws).rc == 0
@@ -141,6 +147,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process
 def test_live_owner_elsewhere_then_killed_closes_the_gate_for_the_cli(cli, ws, store_dir):
     assert cli("journal", "status", "--json", cwd=ws).rc == 0
     holder = subprocess.Popen([PY, "-c", HOLDER, str(store_dir), str(ws)], stdout=subprocess.PIPE, text=True)
@@ -195,6 +202,7 @@ def test_in_process_threads_share_one_journal(svc, ws):
     assert s.journal_verify().wire()["status"] == "ok"
 
 
+@pytest.mark.process
 def test_two_processes_settling_the_same_crashed_op(cli, ws, store_dir, monkeypatch):
     """Two services start at once after a crash and both try to settle the same operation by
     evidence.  The loser's append is refused by the journal (already settled): its start-up must

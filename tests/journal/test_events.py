@@ -228,6 +228,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process
 def test_live_owner_does_not_block_dead_owner_does(svc, ws, store_dir):
     s = svc()
     s.start()
@@ -302,6 +303,7 @@ def test_git_log_shows_readable_events_and_fsck_clean(svc, ws, store_dir):
 
 
 # ------------------------------------------------------------------ admission reads the head
+@pytest.mark.slow
 def test_admission_after_2000_appends_uses_head_state(svc, ws, store_dir):
     s = svc()
     s.start()

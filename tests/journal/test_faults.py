@@ -70,6 +70,7 @@ def stat_of(p):
 
 
 # ====================================================================== write
+@pytest.mark.process
 def test_write_after_dispatch_settles_completed_without_second_write(cli, ws, store_dir):
     init(cli, ws)
     target = ws / "a.txt"
@@ -98,6 +99,7 @@ def test_write_after_dispatch_settles_completed_without_second_write(cli, ws, st
     assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
 
 
+@pytest.mark.process
 def test_write_after_intent_settles_not_applied_and_replays_exactly_once(cli, ws, store_dir):
     init(cli, ws)
     target = ws / "new" / "file.txt"
@@ -136,6 +138,7 @@ def test_write_after_intent_settles_not_applied_and_replays_exactly_once(cli, ws
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_replay_refused_when_the_file_changed_meanwhile(cli, ws, store_dir):
     init(cli, ws)
     target = ws / "a.txt"
@@ -170,6 +173,7 @@ def test_replay_refused_when_the_file_changed_meanwhile(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_write_partial_evidence_is_uncertain_then_rollback(cli, ws, store_dir):
     init(cli, ws)
     target = ws / "a.txt"
@@ -195,6 +199,7 @@ def test_write_partial_evidence_is_uncertain_then_rollback(cli, ws, store_dir):
 
 
 # ====================================================================== run
+@pytest.mark.process
 @pytest.mark.parametrize("fault,ran", [("after_dispatch", True), ("after_intent", False)])
 def test_run_crash_is_pending_and_blocks_until_resolved(cli, ws, store_dir, fault, ran):
     init(cli, ws)
@@ -227,6 +232,7 @@ def test_run_crash_is_pending_and_blocks_until_resolved(cli, ws, store_dir, faul
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_run_crash_rollback_restores_pre_checkpoint(cli, ws, store_dir):
     init(cli, ws)
     script = ("import os; open('a.txt','w').write('clobbered\\n'); open('extra.txt','w').write('e');"
@@ -276,6 +282,7 @@ def test_rollback_refused_for_a_live_operation(svc, cli, ws, store_dir):
 
 
 # ====================================================================== journal internals
+@pytest.mark.process
 def test_mid_append_loses_the_event_cleanly(cli, ws, store_dir):
     st0 = init(cli, ws)
     r = cli("run", "--json", "--", PY, "-c", "open('ran.txt','w').write('x')", cwd=ws, fault="mid_append")
@@ -290,6 +297,7 @@ def test_mid_append_loses_the_event_cleanly(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_mid_append_of_genesis(cli, ws, store_dir):
     r = cli("journal", "status", "--json", fault="mid_append")
     assert r.rc == KILLED
@@ -298,6 +306,7 @@ def test_mid_append_of_genesis(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_after_witness_is_healed_on_next_open(cli, ws, store_dir):
     """Killed after the witness (the event is durable) and before the ref moved."""
     init(cli, ws)
@@ -322,6 +331,7 @@ def test_after_witness_is_healed_on_next_open(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_after_witness_of_genesis(cli, ws, store_dir):
     r = cli("journal", "status", "--json", fault="after_witness")
     assert r.rc == KILLED
@@ -330,6 +340,7 @@ def test_after_witness_of_genesis(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_after_witness_of_a_write_settles_not_applied(cli, ws, store_dir):
     init(cli, ws)
     r = cli("write", "--json", "a.txt", "--content", "zzz", cwd=ws, fault="after_witness")
@@ -341,6 +352,7 @@ def test_after_witness_of_a_write_settles_not_applied(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_mid_snapshot_leaves_nothing_half_done(cli, ws, store_dir):
     init(cli, ws)
     (ws / "b.txt").write_text("b\n")
@@ -361,6 +373,7 @@ def _checkpoints(cli, ws):
     return [c["id"] for c in r.json["checkpoints"]]
 
 
+@pytest.mark.process
 def test_mid_restore_is_never_silent(cli, ws, store_dir):
     init(cli, ws)
     for i in range(4):
@@ -410,6 +423,7 @@ def _five_versions(cli, ws, settings):
         assert cli("snapshot", "--json", "-m", f"v{i}", cwd=ws, settings=settings).rc == 0
 
 
+@pytest.mark.process
 def test_mid_compact_keeps_store_sound_and_checkpoints_restorable(cli, ws, store_dir):
     settings = {"max_checkpoints": 2, "compact_grace_s": 0}
     _five_versions(cli, ws, settings)
@@ -436,6 +450,7 @@ def test_mid_compact_keeps_store_sound_and_checkpoints_restorable(cli, ws, store
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_retention_keeps_checkpoint_of_unresolved_operation(cli, ws, store_dir):
     settings = {"max_checkpoints": 1, "compact_grace_s": 0}
     init(cli, ws)
@@ -518,6 +533,7 @@ def test_stale_git_lock_of_the_journal_ref_does_not_block(cli, ws, store_dir):
     assert_sound(cli, store_dir)
 
 
+@pytest.mark.process
 def test_a_pack_renamed_without_its_index_is_swept_by_the_next_compaction(cli, ws, store_dir):
     settings = {"max_checkpoints": 0, "compact_grace_s": 0}
     _five_versions(cli, ws, settings)
@@ -541,6 +557,7 @@ def test_a_pack_renamed_without_its_index_is_swept_by_the_next_compaction(cli, w
     assert (ws / "a.txt").read_text() == "version 0\n"
 
 
+@pytest.mark.process
 def test_mid_compact_drop_is_still_journaled(cli, ws, store_dir):
     """Phase A cuts old checkpoints off before the crash point: the decision must already be in
     the journal (a later compact finds nothing left to drop and cannot record it)."""
@@ -556,6 +573,7 @@ def test_mid_compact_drop_is_still_journaled(cli, ws, store_dir):
     assert gone <= recorded                              # ...and the journal says so
 
 
+@pytest.mark.process
 def test_restore_killed_after_its_writes_settles_completed(cli, ws, store_dir):
     init(cli, ws)
     snap = cli("snapshot", "--json", "-m", "base", cwd=ws)

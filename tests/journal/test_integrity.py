@@ -428,6 +428,7 @@ def test_foreign_exported_checkpoint_does_not_close_the_gate(populate, svc, ws):
     assert s.gate.state() is not None
 
 
+@pytest.mark.process
 def test_verify_heals_a_lag_that_appeared_after_open(populate, svc, cli, ws, store_dir):
     """Another process crashed between its witness write and its ref update after we opened."""
     populate()

@@ -124,6 +124,7 @@ def test_an_older_versions_json_witness_is_read_and_replaced_whole(tmp_path):
     assert WitnessFile(path).read() == (b'{"schema": "new"}', False)
 
 
+@pytest.mark.fsync
 def test_one_write_is_one_pwrite_and_one_fdatasync(tmp_path, monkeypatch):
     """The point of the layout: no temp file, no rename, no directory fsync per append."""
     path = tmp_path / "w"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from support.gitservers import GitDaemon, Sshd, bare, sshd_available
-from support.helpers import run_cli
+from support.helpers import run_cli, wait_for
 
 
 def fingerprint(root: Path) -> dict[str, str]:
@@ -137,6 +137,7 @@ def test_journal_only_remote_holds_no_file_contents(machines, tmp_path):
     assert "Chronos-Event: " + a.cli("journal", "status").json["head"] in tip
 
 
+@pytest.mark.process
 def test_git_daemon_transport(machines, tmp_path):
     base = tmp_path / "srv"
     base.mkdir()
@@ -149,6 +150,7 @@ def test_git_daemon_transport(machines, tmp_path):
         daemon.kill()
 
 
+@pytest.mark.process
 @pytest.mark.skipif(sshd_available() is not None, reason=sshd_available() or "")
 def test_ssh_transport_with_a_key_file_and_known_hosts(machines, tmp_path):
     sshd = Sshd(tmp_path / "sshd").start()
@@ -232,6 +234,7 @@ def test_a_rolled_back_local_journal_is_reported_ahead(machines, tmp_path):
     assert v.rc == 1 and "ahead" in v.json["error"], v.stdout
 
 
+@pytest.mark.process
 def test_remote_going_away_mid_push_leaves_both_sides_consistent(machines, tmp_path):
     base = tmp_path / "srv"
     base.mkdir()
@@ -364,7 +367,12 @@ def test_require_anchor_closes_the_gate_when_the_remote_stays_down(machines, tmp
     a.settings["require_anchor"] = True
     assert a.cli("push").rc == 1                         # the first failure starts the clock
     assert a.cli("write", "f.txt", "--content", "2", "--workspace", a.ws).rc == 0
-    time.sleep(5.5)
+    # the remote stays down for longer than anchor_timeout_s: a timeout shorter than the time
+    # since the first failure, instead of sleeping past 5 s
+    since = a.cli("remote", "list").json["remotes"][0]["failing_since"]
+    assert since, "the failed push started no clock"
+    a.settings["anchor_timeout_s"] = 1
+    wait_for(lambda: time.time() - since > 1.5, message="the clock did not pass anchor_timeout_s")
     blocked = a.cli("write", "f.txt", "--content", "3", "--workspace", a.ws)
     assert blocked.rc == 3 and "require_anchor" in blocked.json["message"], blocked.stdout
 

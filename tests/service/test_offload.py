@@ -20,6 +20,7 @@ from chronos_git.cli import render
 from chronos_git.engine import offload
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
+from support.helpers import wait_for
 
 FILES = 300
 
@@ -55,7 +56,8 @@ def test_the_first_import_and_its_consolidation_run_in_a_child(tmp_path, tree, m
     svc = _host(tmp_path)
     with svc.store.workspace(tree).lock():         # the child waits for this: health sees it run
         assert svc.turn_checkpoint(str(tree)) == {"kind": "background"}
-        time.sleep(0.3)
+        wait_for(lambda: "first snapshot running in a child process" in render.text(svc.health(str(tree))),
+                 message=lambda: render.text(svc.health(str(tree))))
         assert "first snapshot running in a child process" in render.text(svc.health(str(tree)))
     state = _first(svc, tree)
     assert state.get("error") is None and state["runs_in"] == "a child process"
@@ -160,6 +162,11 @@ def _nice(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])    # field 19
 
 
+def _pgrp(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])     # field 5
+
+
+@pytest.mark.process
 def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
     store = tmp_path / "store"
     ws = Chronos.get(store, Settings()).store.workspace(tree)
@@ -168,7 +175,8 @@ def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
             import signal, time
             from chronos_git.service import Chronos
             from chronos_git.settings import Settings
-            signal.signal(signal.SIGINT, lambda *a: None)   # an agent survives an interrupted turn
+            # an agent survives an interrupted turn (and says it had one)
+            signal.signal(signal.SIGINT, lambda *a: print("interrupted", flush=True))
             svc = Chronos.get({str(store)!r}, Settings())
             svc.background = True
             svc.turn_checkpoint({str(tree)!r})
@@ -185,7 +193,8 @@ def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
                 time.sleep(0.05)                                # it sets it once it has started
             assert _nice(kids[0]) == offload.BACKGROUND_NICE
             os.killpg(host.pid, signal.SIGINT)                  # Ctrl-C in the agent's terminal
-            time.sleep(0.5)
+            assert host.stdout.readline().strip() == "interrupted"     # the host's group has it
+            assert _pgrp(kids[0]) != host.pid, "the child is in the group a Ctrl-C reaches"
             assert not _gone(kids[0]), "a Ctrl-C meant for the agent killed the child"
             host.send_signal(signal.SIGKILL)
             host.wait(10)
@@ -205,7 +214,7 @@ def test_the_consolidation_waits_for_a_pause_in_the_agent_s_calls(tmp_path, tree
     """Its disk work would slow the agent's own (engine/consolidate.py: Quiet): the child
     waits while the journal's witness, which every protected call rewrites, is fresh,
     until the agent pauses or an operator asks for the lock it holds."""
-    from chronos_git.engine.consolidate import WAITING
+    from chronos_git.engine.consolidate import QUIET_S, WAITING
     svc = _host(tmp_path)
     witness = svc.journal.witness_path
     before = witness.stat().st_mtime_ns
@@ -226,7 +235,9 @@ def test_the_consolidation_waits_for_a_pause_in_the_agent_s_calls(tmp_path, tree
         while ((svc.health(str(tree)).wire()["consolidation"] or {}).get("progress") or {}).get(
                 "phase") != WAITING and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(1.5)
+        # real time, on purpose: still waiting after longer than the child's quiet period (its
+        # own QUIET_S: nothing the test sets reaches the child's process)
+        time.sleep(1.5 * QUIET_S)
         cons = svc.health(str(tree)).wire()["consolidation"]
         assert cons["running"] and cons["pending_packs"] >= 1 and cons["progress"]["phase"] == WAITING
         assert "waiting for a pause in the agent's calls)" in render.text(svc.health(str(tree)))

@@ -426,7 +426,7 @@ def test_rollback_of_a_shell_call_restores_its_pre_checkpoint_and_can_be_undone(
     assert res.restored_checkpoint == pre and res.safety_checkpoint and res.failed == 0
     assert res.files_changed == 2 and res.untracked_removed == 1
     safety = res.safety_checkpoint
-    assert rb.evidence == (f"rolled back to pre-checkpoint {pre[:12]}: 3 path(s) restored; "
+    assert rb.evidence == (f"rolled back to pre-checkpoint {pre[:12]}: 3 paths restored; "
                            f"safety checkpoint {safety[:12]}")
     assert (ws / "a.txt").read_text() == "alpha\n" and not (ws / "extra.txt").exists()
     assert (ws / "src" / "main.py").read_text() == "print('hi')\n"
@@ -588,7 +588,7 @@ def test_a_restore_whose_paths_partly_fail_returns_partial_and_keeps_the_gate_op
     with unreplaceable(stuck):
         res = s.restore(str(ws), base)
     assert isinstance(res, results.RestoreResult)
-    assert res.status == "error" and "restore incomplete: 1 path(s)" in res.error
+    assert res.status == "error" and "restore incomplete: 1 path " in res.error
     assert res.failed == 1 and res.files_changed == 1 and res.safety_checkpoint and res.operation_id
     (failed,) = [i for i in res.plan if i.action == "failed"]
     assert failed.path == "src/main.py" and failed.reason.endswith("left as it was")

@@ -9,9 +9,12 @@ import sys
 import textwrap
 import threading
 
+import pytest
+
 from chronos_git.service import Chronos
 from chronos_git.service.calls import Call, Declared, Outcome
 from chronos_git.settings import Settings
+from support.helpers import wait_for
 
 
 def _write_call(ws, name, data):
@@ -81,6 +84,7 @@ def test_flush_and_status_wait(tmp_path, ws):
     assert [e["kind"] for e in svc.journal.events(2)] == ["returned", "started"]
 
 
+@pytest.mark.process
 def test_a_kill_before_the_outcome_is_written_settles_the_file_call_as_completed(tmp_path, ws):
     store = tmp_path / "store"
     code = textwrap.dedent(f"""
@@ -177,7 +181,6 @@ def test_queued_outcomes_share_one_deadline(tmp_path, ws, monkeypatch):
 def test_a_settle_is_not_undone_by_an_outcome_queued_meanwhile(tmp_path, ws, monkeypatch):
     """A thread waiting in settle_behind lets every outcome through, also one queued after it
     started waiting (another call of the same batch finishing)."""
-    import time
     from chronos_git.service import transaction
     monkeypatch.setattr(transaction, "RELEASE_AFTER_S", 30.0)
     svc = Chronos.get(tmp_path / "store", Settings())
@@ -189,7 +192,8 @@ def test_a_settle_is_not_undone_by_an_outcome_queued_meanwhile(tmp_path, ws, mon
     done = threading.Event()
     waiter = threading.Thread(target=lambda: (svc.calls.settle_behind(), done.set()))
     waiter.start()                                    # releases a.txt's outcome, held in finish
-    time.sleep(0.1)
+    wait_for(lambda: svc.calls._settling and svc.calls._behind.qsize() == 0,
+             message="settle_behind is not waiting with a.txt's outcome taken by the writer")
     svc.calls._finish_behind(late, Outcome(status="ok"))           # queued while it waits
     hold.set()
     assert done.wait(5), "settle_behind waited for a release that had already been given"

@@ -387,6 +387,7 @@ def test_create_app_without_a_token_generates_one(store_dir, known):
         srv.stop()
 
 
+@pytest.mark.process
 def test_the_standalone_server_prints_and_requires_a_generated_token(store_dir, known):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONOS_GIT_", "HERMES_"))}
     proc = subprocess.Popen([sys.executable, "-m", "chronos_git.api", "--store", str(store_dir), "--port", "0"],

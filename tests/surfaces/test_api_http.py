@@ -309,6 +309,7 @@ def test_journal_status_log_verify_and_checkpoint(http, history):
     assert http.get("/journal/status").json()["gate"] == "open"
 
 
+@pytest.mark.process
 def test_restore_is_blocked_while_an_operation_is_unresolved(http, history, cli):
     ws = history["ws"]
     op = crash_unresolved(cli, ws)
@@ -362,6 +363,7 @@ def test_restore_is_blocked_while_an_operation_is_unresolved(http, history, cli)
     assert http.post("/journal/verify", json={}).json()["integrity"] == "ok"
 
 
+@pytest.mark.process
 def test_recover_rollback_of_a_crashed_shell_call(http, history, cli):
     ws = history["ws"]
     op = crash_unresolved(cli, ws, "echo crashed > crash.txt; echo clobbered > a.txt")
@@ -383,6 +385,7 @@ def test_recover_rollback_of_a_crashed_shell_call(http, history, cli):
     assert ev["kind"] == "resolved" and ev["outcome"] == "rolled_back" and ev["operation_id"] == op
 
 
+@pytest.mark.process
 def test_module_entry_point_serves_with_a_token(store_dir, history):
     """`python -m chronos_git.api` (the standalone server) on a free port."""
     for _attempt in range(3):

@@ -146,6 +146,7 @@ def served(store_dir, ws, cli):
 
 
 # -------------------------------------------------------------------- tests
+@pytest.mark.process
 def test_every_route_declares_a_named_result_and_errors_as_error_result(served):
     http = served[0]
     r = http.get("/openapi.json")
@@ -197,6 +198,7 @@ def test_no_undelivered_validation_error_is_documented():
     assert documented == set()
 
 
+@pytest.mark.process
 def test_real_answers_validate_against_their_models(served):
     http, ws, first, cli = served
     doc = http.get("/openapi.json").json()

@@ -282,6 +282,7 @@ def test_no_checkpoints_yet_errors(cli, ws):
     assert ok(cli("log", *W(ws)))["checkpoints"] == []
 
 
+@pytest.mark.process
 def test_refused_workspaces(cli, ws, tmp_path):
     for cmd in (("snapshot",), ("restore", "latest")):
         e = err(cli(*cmd, "--workspace", "/", "--json"))
@@ -453,6 +454,7 @@ def test_store_survives_rm_rf_and_git_clean(cli, ws, store_dir):
 
 
 # ------------------------------------------------------------------ concurrency and a mixed session
+@pytest.mark.process
 def test_concurrent_cli_processes(cli, ws, tmp_path, store_dir):
     ws2 = tmp_path / "ws2"
     ws2.mkdir()

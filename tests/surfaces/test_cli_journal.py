@@ -1,4 +1,4 @@
-"""The journal's CLI contract, through the real `chronos-git` in subprocesses."""
+"""The journal's CLI contract, through the `chronos-git` entry point (support.helpers.run_cli)."""
 from __future__ import annotations
 
 import json
@@ -7,6 +7,7 @@ import stat
 import sys
 
 import pygit2
+import pytest
 
 from chronos_git.journal_refs.witness import read_doc
 from support.helpers import git
@@ -88,6 +89,7 @@ def test_run_of_a_command_that_cannot_start_is_a_known_error(cli, ws):
     assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
 
 
+@pytest.mark.process
 def test_a_shell_call_cut_off_by_a_crash_blocks(cli, ws):
     init(cli, ws)
     op = crashed_op(cli, ws)
@@ -238,6 +240,7 @@ def test_show_lists_one_operations_events(cli, ws):
     assert r.json["operation_id"] == op
 
 
+@pytest.mark.process
 def test_resolve_contract(cli, ws):
     init(cli, ws)
     op = crashed_op(cli, ws)
@@ -261,6 +264,7 @@ def test_resolve_contract(cli, ws):
     assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
 
 
+@pytest.mark.process
 def test_blocked_doc_shape(cli, ws):
     init(cli, ws)
     op = crashed_op(cli, ws)

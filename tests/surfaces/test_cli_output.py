@@ -100,10 +100,10 @@ def test_every_command_prints_text_with_its_facts(cli, ws):
     assert "second version" in out and "modified" in out and "a.txt" in out and "+beta" in out
 
     out = text_of(cli("diff", "2", "1", *W(ws)))
-    assert "2 file(s) changed" in out and "+beta" in out and "new.txt" in out
+    assert "2 files changed" in out and "+beta" in out and "new.txt" in out
 
     out = text_of(cli("health", *W(ws)))
-    assert "protection ON" in out and "journal" in out and "2 checkpoint(s)" in out
+    assert "protection ON" in out and "journal" in out and "2 checkpoints" in out
 
     out = text_of(cli("write", "notes.txt", "--content", "hello\n", *W(ws)))
     assert "wrote" in out and "notes.txt" in out and "6 bytes" in out and "operation" in out
@@ -241,13 +241,13 @@ def test_dry_runs_say_they_changed_nothing(cli, ws):
     before = {p.name: p.read_bytes() for p in ws.iterdir() if p.is_file()}
     out = text_of(cli("restore", ids[0], "--dry-run", *W(ws)))
     first = out.splitlines()[0]
-    assert first.startswith("dry run:") and "would write 1 file(s)" in first and "remove 3" in first
+    assert first.startswith("dry run:") and "would write 1 file and" in first and "remove 3" in first
     assert "Nothing was changed." in first
     assert "written" not in out and "restored " not in out and "undo" not in out
     assert {p.name: p.read_bytes() for p in ws.iterdir() if p.is_file()} == before
 
     out = text_of(cli("compact", "--dry-run", *W(ws), settings={"max_checkpoints": 1}))
-    assert out.startswith("dry run: retention would drop 3 checkpoint(s)") and "Nothing was changed." in out
+    assert out.startswith("dry run: retention would drop 3 checkpoints") and "Nothing was changed." in out
     assert "dropped" not in out and "compacted" not in out
     assert "version 0" in out                                  # which ones it would drop
     assert len(cli("log", *W(ws), "--json").json["checkpoints"]) == 4
@@ -275,7 +275,7 @@ def test_restore_names_its_target_and_the_undo(cli, ws):
     target = next(c for c in cli("log", *W(ws), "--json").json["checkpoints"] if c["id"] == ids[0])
     when = datetime.fromtimestamp(target["time"]).strftime("%Y-%m-%d %H:%M:%S")
     assert out.splitlines()[0] == (f'restored checkpoint {ids[0][:8]} ("version 0", {when}): '
-                                   "1 file(s) written, 1 removed")
+                                   "1 file written, 1 removed")
     undo = re.search(r"undo: (chronos-git restore ([0-9a-f]{12}))", out)
     assert undo, out
     assert (ws / "a.txt").read_text() == "version 0\n" and not (ws / "agent.txt").exists()
@@ -309,6 +309,7 @@ def test_diff_stat_columns_line_up(cli, ws):
 
 
 # ---------------------------------------------------------------- journal status after a crash
+@pytest.mark.process
 def test_a_crashed_shell_call_is_shown_once_as_waiting_for_an_operator(cli, ws):
     snapshots(cli, ws, 1)
     crashed = cli("run", "--", "sh", "-c", "echo hi > c.txt", cwd=ws, fault="after_intent")
@@ -339,6 +340,7 @@ def test_a_crashed_shell_call_is_shown_once_as_waiting_for_an_operator(cli, ws):
     assert "CLOSED" not in text_of(cli("health", cwd=ws)).splitlines()[0]
 
 
+@pytest.mark.process
 def test_a_crashed_write_is_shown_as_settled_by_evidence(cli, ws):
     snapshots(cli, ws, 1)
     assert cli("write", "w.txt", "--content", "new", cwd=ws, fault="after_intent").rc == -9
@@ -363,6 +365,7 @@ def test_undecodable_and_control_character_names_are_escaped(cli, ws, store_dir)
 
 
 # ---------------------------------------------------------------- colour and progress on a terminal
+@pytest.mark.process
 def test_colour_only_on_a_terminal_without_no_color(cli, ws, store_dir):
     snapshots(cli, ws, 2)
     (ws / "a.txt").write_text("edited\n")
@@ -394,6 +397,7 @@ def test_slash_text_is_plain_even_when_colour_is_forced(svc, ws, monkeypatch):
         assert all(line == line.rstrip() for line in out.splitlines())
 
 
+@pytest.mark.process
 def test_progress_bar_for_a_first_snapshot_on_a_terminal(cli, tmp_path, store_dir):
     big = tmp_path / "big"
     for d in range(30):
@@ -417,6 +421,7 @@ def test_progress_bar_for_a_first_snapshot_on_a_terminal(cli, tmp_path, store_di
     assert r.rc == 0 and r.stderr == "" and "first snapshot:" not in r.stdout
 
 
+@pytest.mark.process
 def test_compact_shows_its_steps_on_a_terminal_only(cli, ws, store_dir):
     snapshots(cli, ws, 3)
     rc, out = in_pty(store_dir, "compact", *W(ws), cwd=ws, env={"NO_COLOR": "1"})
@@ -433,6 +438,7 @@ def test_a_failing_command_says_so_on_stderr_in_one_line(cli, ws):
     assert r.stderr.splitlines() == ["error: the command exited with status 5"]
 
 
+@pytest.mark.process
 def test_a_failing_command_has_the_error_shape_in_json_too(cli, ws):
     """New-user trial: `--json run -- false` gave status "error" with no "error" key."""
     r = cli("--json", "run", "--workspace", ws, "--", PY, "-c", "import sys; sys.exit(5)")
@@ -486,6 +492,7 @@ def test_a_mistyped_restore_path_is_an_error_not_nothing_to_change(cli, ws):
     assert r.rc == 0 and r.json["dry_run"] is True
 
 
+@pytest.mark.process
 def test_reading_commands_never_create_a_store_at_a_mistyped_path(tmp_path):
     """New-user trial: `--store TYPO journal verify` made a new, empty store and called it
     verified (exit 0); `journal log`, `compact --dry-run` and `remote list` made one too."""
@@ -545,6 +552,7 @@ def test_empty_names_and_argument_errors_are_named_with_a_code(cli, ws):
         assert r.rc != 0 and r.json["code"] == "bad_arguments" and r.json["status"] == "error", r
 
 
+@pytest.mark.process
 def test_an_unset_variable_in_the_store_path_and_an_unknown_operation_are_named(cli, ws, tmp_path):
     """New-user trial: `--store '$NOPE/x'` made a folder literally named `$NOPE`; `journal show
     nosuch` said the operation "is open"."""

@@ -321,7 +321,9 @@ def test_slash_two_step_restore(plugin):
     slash.CONFIRM_WINDOW_S, saved = 0, slash.CONFIRM_WINDOW_S
     try:
         cmd(first[:10])
-        time.sleep(0.01)
+        from support.helpers import wait_for
+        armed_by = time.monotonic()                    # its 0 s window ended by then: wait until past it
+        wait_for(lambda: time.monotonic() > armed_by, message="the monotonic clock did not move")
         assert "expired" in cmd("confirm")
     finally:
         slash.CONFIRM_WINDOW_S = saved
@@ -330,6 +332,7 @@ def test_slash_two_step_restore(plugin):
     assert "integrity ok" in cmd("status")
 
 
+@pytest.mark.process
 def test_newer_hosts_get_the_alert_in_the_system_prompt_section(tmp_path, monkeypatch):
     import subprocess
     import sys
@@ -405,3 +408,74 @@ def test_an_alert_with_nothing_left_to_tell_is_not_sent():
     assert recovery_alert([SimpleNamespace(result="needs_operator", tool="terminal", paths=[])], [], "ok") == ""
     done = recovery_alert([SimpleNamespace(result="completed", tool="write_file", paths=["/w/a.txt"])], [], "ok")
     assert "do NOT repeat it" in done and "/w/a.txt" in done
+
+
+# ------------------------------------------------------- the person, not only the model
+def _crashed_write(ws, store):
+    """A write_file cut off by a crash after it landed: the next start settles it as completed."""
+    import subprocess
+    import sys
+    env = dict(os.environ, CHRONOS_GIT_STORE=str(store), CHRONOS_GIT_FAULT="after_dispatch")
+    env.pop("CHRONOS_GIT_SETTINGS", None)
+    r = subprocess.run([sys.executable, "-m", "chronos_git.cli", "write", "w.txt", "--content", "landed"],
+                       cwd=ws, env=env, capture_output=True)
+    assert r.returncode == -9 and (ws / "w.txt").read_text() == "landed"
+
+
+@pytest.mark.process
+def test_the_person_is_told_of_a_crash_and_a_closed_gate_once(plugin, capsys):
+    """Issue 31: under `hermes chat -Q` only the model learned that a crash was settled or that
+    the recovery gate closed.  The person reads it on stderr, once per occurrence."""
+    ctx, p, ws = plugin()
+    _crashed_write(ws, p.store_dir())
+    svc = p.svc()
+    t = svc.begin(Call(tool="terminal", args={"command": "deploy"}, workspace=str(ws)))
+    svc.finish(t, Outcome(status="error", uncertain_reason="timeout"))
+    capsys.readouterr()
+
+    model = p.on_pre_llm_call(session_id="s1", platform="cli")["context"]
+    assert "do NOT repeat it" in model and "Waiting for the operator" in model      # the model, as before
+    err = capsys.readouterr().err
+    assert "cut off during 1 tool call;" in err and "w.txt: had completed" in err
+    assert "the recovery gate is CLOSED: 1 tool call with an unknown outcome waits for you" in err
+    assert f"{t.operation_id[:12]} (terminal): timeout" in err
+    assert f"hermes chronos-git journal resolve {t.operation_id[:12]} " in err
+
+    # the next turn: the model is reminded (it is refused every call), the person is not told again
+    assert "Waiting for the operator" in p.on_pre_llm_call(session_id="s1", platform="cli")["context"]
+    assert p.on_transform_llm_output(response_text="done", session_id="s1", platform="cli") is None
+    assert capsys.readouterr().err == ""                     # and on the CLI the answer stays as it was
+
+    svc.resolve(t.operation_id, "completed", "checked by hand", actor="test")
+    assert p.on_pre_llm_call(session_id="s1", platform="cli") is None
+    assert capsys.readouterr().err == ""
+
+
+def test_a_gate_closed_during_the_turn_is_told_where_the_person_reads(plugin, capsys, monkeypatch):
+    """A `-q` run has no next turn: a gate that closes during it is told at its end.  Where
+    stderr is not the person's (a gateway platform, `hermes -z`, which sends stderr to
+    /dev/null) the notice ends the answer instead, once."""
+    ctx, p, ws = plugin()
+    assert p.on_pre_llm_call(session_id="tg", platform="telegram") is None
+    svc = p.svc()
+    t = svc.begin(Call(tool="terminal", args={"command": "deploy"}, workspace=str(ws)))
+    svc.finish(t, Outcome(status="error", uncertain_reason="timeout"))
+    capsys.readouterr()
+
+    out = p.on_transform_llm_output(response_text="All done.  ", session_id="tg", platform="telegram")
+    assert out.startswith("All done.\n\n⚠ chronos-git: the recovery gate is CLOSED") and t.operation_id[:12] in out
+    assert "recovery gate is CLOSED" in capsys.readouterr().err
+    assert p.on_transform_llm_output(response_text="Next.", session_id="tg", platform="telegram") is None
+    assert "Waiting for the operator" in p.on_pre_llm_call(session_id="tg", platform="telegram")["context"]
+    assert p.on_transform_llm_output(response_text="Later.", session_id="tg", platform="telegram") is None
+    assert capsys.readouterr().err == ""                     # the next turn: told already
+
+    svc.resolve(t.operation_id, "not_applied", "nothing ran", actor="test")
+    assert p.on_pre_llm_call(session_id="z", platform="cli") is None
+    t2 = svc.begin(Call(tool="terminal", args={"command": "again"}, workspace=str(ws)))
+    svc.finish(t2, Outcome(status="error", uncertain_reason="exception"))
+    with open(os.devnull, "w") as devnull:                  # `hermes -z`: stderr is /dev/null
+        monkeypatch.setattr("sys.stderr", devnull)
+        out = p.on_transform_llm_output(response_text="Done.", session_id="z", platform="cli")
+    assert out.startswith("Done.\n\n⚠ chronos-git: the recovery gate is CLOSED") and t2.operation_id[:12] in out
+    assert t.operation_id[:12] not in out                   # settled since: not news

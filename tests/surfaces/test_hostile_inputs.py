@@ -228,6 +228,7 @@ def test_a_full_store_disk_never_costs_workspace_bytes(cli, ws, tmp_path):
 
 
 # ------------------------------------------------------ finding: non-UTF-8
+@pytest.mark.process
 def test_names_that_are_not_utf8_round_trip_through_every_command(ws, store_dir):
     name = b"caf\xe9.txt"
     wsb = os.fsencode(ws)
@@ -306,6 +307,7 @@ def test_a_refused_restore_changes_nothing_history_included(cli, ws):
 
 
 # ------------------------------------------------------- finding: litter
+@pytest.mark.process
 @pytest.mark.parametrize("fault", ["mid_restore_file", "mid_restore"])
 def test_a_killed_restore_leaves_no_temp_files_in_the_workspace(cli, ws, fault):
     for i in range(5):
@@ -545,6 +547,7 @@ def test_a_read_only_store_still_answers_every_read(cli, ws, tmp_path):
 
 
 # -------------------------------------------------------- finding: settings
+@pytest.mark.process
 def test_store_dir_with_a_tilde_means_the_home_directory_everywhere(cli, ws, tmp_path):
     home = tmp_path / "home"
     hermes = tmp_path / "hermes"

@@ -112,6 +112,7 @@ def history(ws, cli, store_dir):
     return {"ws": ws, "first": first, "resolved": op, "replayed": replay["replayed"][0]["operation_id"]}
 
 
+@pytest.mark.process
 def test_the_report_is_one_safe_document_with_every_section(history, store_dir):
     before = files_of(store_dir)
     html = report.build(service(store_dir))
@@ -189,8 +190,9 @@ def test_no_store_and_no_journal_are_said_and_never_created(tmp_path, store_dir,
     out = tmp_path / "out"
     out.mkdir()
     monkeypatch.chdir(out)
-    path = report.write(service(store_dir))
-    assert path.parent == out and re.fullmatch(r"chronos-git-report-no-journal-\d{8}T\d{6}Z\.html", path.name)
+    path = report.write(service(store_dir))      # by default beside the store, not the current folder
+    assert path.parent == store_dir.parent / "chronos-git-reports" and list(out.iterdir()) == []
+    assert re.fullmatch(r"chronos-git-report-no-journal-\d{8}T\d{6}Z\.html", path.name)
     assert verdict(path.read_text()) == ("none", "NO JOURNAL YET")
     with pytest.raises(ValueError, match="inside the store"):
         report.write(service(store_dir), store_dir / "r.html")
@@ -213,6 +215,7 @@ def _stable(html: str) -> str:
     return re.sub(r"\(in [\d.]+ s\)", "", html)
 
 
+@pytest.mark.process
 def test_get_report_over_http(history, store_dir):
     srv = Server(create_app(store_dir, Settings(), token=TOKEN))
     try:

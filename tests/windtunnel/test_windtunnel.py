@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from chronos_git.windtunnel import runner, suites
 from chronos_git.windtunnel.suites import Case
 
@@ -16,6 +18,7 @@ def _hang(case, s):
     time.sleep(3600)
 
 
+@pytest.mark.slow
 def test_a_case_that_hangs_is_killed_and_reported_as_a_breach(monkeypatch):
     monkeypatch.setitem(suites._RUN, "input", _hang)
     ctx = multiprocessing.get_context("fork")          # the patched table reaches the child
@@ -42,6 +45,7 @@ def test_every_power_target_and_crash_point_has_a_case():
                                                                         "pack_truncate", "witness_zero"}
 
 
+@pytest.mark.slow
 def test_the_command_prints_a_line_per_suite_and_one_json_document(tmp_path):
     out = tmp_path / "wt.json"
     r = subprocess.run([sys.executable, "-m", "chronos_git.cli", "windtunnel", "--quick", "--suite", "input",
@@ -58,6 +62,7 @@ def test_the_command_prints_a_line_per_suite_and_one_json_document(tmp_path):
     assert bad.returncode == 2 and "--seeds must be at least 1" in bad.stderr
 
 
+@pytest.mark.slow
 def test_an_io_error_at_the_intent_or_dispatch_boundary_leaves_no_operation_running():
     """Full run, io suite, seeds 4 and 6: an error raised right after the durable intent (or
     right after dispatch) left the operation "running" under the live victim; its next calls
@@ -72,6 +77,7 @@ def test_an_io_error_at_the_intent_or_dispatch_boundary_leaves_no_operation_runn
         assert out.reached and not out.breaches, (point, out.breaches)
 
 
+@pytest.mark.slow
 def test_a_replay_later_calls_moved_on_from_is_named_not_raised():
     """Full run, io suite, seeds 31 and 40: a second process settled the crashed write as not
     applied (replayable), the victim's later calls changed its file, and the checker's
@@ -86,6 +92,7 @@ def test_a_replay_later_calls_moved_on_from_is_named_not_raised():
     assert out.reached and not out.breaches, out.breaches
 
 
+@pytest.mark.slow
 def test_a_random_kill_lands_inside_the_workload_however_fast_it_runs():
     """Random kills at 1-4 s had come to miss the 40-operation workload (done in under a
     second here): 188 of 200 found it finished.  They now follow its acknowledgements."""
