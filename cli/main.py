@@ -24,7 +24,7 @@ from ..service.errors import EXIT_ERROR, EXIT_NOT_RECORDED, envelope
 from ..service.results import ErrorResult, Result
 from . import deps, render
 
-READ_ONLY = {"log", "show", "diff", "health", "report"}     # never create a store (`journal status`
+READ_ONLY = {"log", "show", "diff", "health", "report", "git"}     # never create a store (`journal status`
                                                   # opens, and so starts, the journal)
 
 
@@ -142,6 +142,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("fetch", help="fetch every host's journal and checkpoints from a remote")
     p.add_argument("name")
     _common(p)
+
+    p = sub.add_parser(
+        "git", help="read the store with stock git: git ARGS... (refused while the store holds anything "
+                    "chronos-git never writes)",
+        description="Runs `git --git-dir STORE --no-pager --no-replace-objects ARGS...` with no global or "
+                    "system config, no GIT_* variables of yours, no pager, hooks, fsmonitor or network, once "
+                    "the store's config, refs and hooks hold nothing chronos-git did not write (stock git "
+                    "would run a pager or hook planted there, or show a history a replace ref forged). "
+                    "The output is git's own and the exit code git's; --json does not apply.")
+    p.add_argument("git_argv", nargs=argparse.REMAINDER, metavar="ARGS", help="git's own arguments, e.g. log --oneline "
+                   "refs/chronos/journal")
 
     j = sub.add_parser("journal", help="the tool-call journal")
     _common(j)
@@ -299,6 +310,14 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
         return 0, svc.push(args.name, allow_excluded=args.allow_excluded)
     if cmd == "fetch":
         return 0, svc.fetch(args.name)
+    if cmd == "git":
+        argv = list(args.git_argv)
+        if argv and argv[0] == "--":
+            argv = argv[1:]
+        if not argv:
+            raise ValueError("git needs git's arguments, e.g. chronos-git git log --oneline refs/chronos/journal")
+        res = svc.git_passthrough(argv)
+        return res.exit_code, res
     if cmd == "journal":
         jc = getattr(args, "journal_cmd", None)
         if jc == "status":
@@ -350,6 +369,8 @@ def _exported_head(path: str) -> dict:
 
 
 def _emit(result: Result, as_json: bool, out, err, command: str | None, prog: str = render.PROG) -> None:
+    if command == "git" and result.status == "ok":
+        return                             # git's own output was the answer
     if as_json:
         out.write(dumps(result.wire()) + "\n")
         out.flush()

@@ -31,7 +31,7 @@ _CONTROL_KEEP_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
 PROG = "chronos-git"             # the standalone command; inside Hermes it is `hermes chronos-git`
 COMMANDS = ("snapshot", "log", "show", "diff", "restore", "compact", "health", "report", "windtunnel", "setup",
-            "run", "write", "remote", "push", "fetch", "journal")       # tests: the parser's own list
+            "run", "write", "remote", "push", "fetch", "journal", "git")   # tests: the parser's own list
 _INVOCATION = re.compile(r"(?<![\w./-])(?<!hermes )chronos-git(?= (?:%s)\b)" % "|".join(COMMANDS))
 
 
@@ -463,7 +463,18 @@ def _journal_status(res: r.JournalStatus):
         yield Text("nothing unresolved", style="green")
 
 
+def _tampering(found: list[r.TamperFinding] | None):
+    """The store audit's findings (engine/store_audit.py): each one, why, and its fix."""
+    for f in found or []:
+        yield Text(f"  tampering: {_name(f.what)} in {_name(f.where)}: {_name(f.why)}", style="bold red")
+        yield Text(f"    fix: {_name(f.fix)}")
+
+
 def _verify(res: r.VerifyResult):
+    if res.tampering:
+        yield Text(f"the store holds {plural(len(res.tampering), 'thing')} chronos-git never writes "
+                   "(never honoured; stock git would):", style="bold red")
+        yield from _tampering(res.tampering)
     if res.integrity != "ok":
         yield Text(f"journal verification FAILED (integrity {_name(res.integrity)}):", style="bold red")
         for p in res.problems:
@@ -476,6 +487,9 @@ def _verify(res: r.VerifyResult):
             yield Text(f"  {_name(p)}")
         return
     extra = "; matches the exported head" if res.external_checkpoint else ""
+    if res.tampering:
+        yield Text(f"the journal itself verified: {plural(res.events, 'event')}, integrity ok", style="yellow")
+        return
     yield Text(f"journal verified: {plural(res.events, 'event')}, integrity ok; "
                f"{plural(trees.checkpoints, 'checkpoint')} "
                f"clean ({res.seconds} s){extra}" + (f"; {_name(res.healed)}" if res.healed else ""),
@@ -514,7 +528,7 @@ def _operation_facts(events: list[r.Event]) -> Padding:
     """What `journal show` says of the call itself (the JSON has it in its events): the tool,
     who ran and who settled it, its checkpoints before and after, its exit code, its outcome."""
     ev = [(e.kind, e.model_extra or {}) for e in events]
-    started = next((x for k, x in ev if k == "started"), {})
+    started = next((x for k, x in ev if k in ("started", "refused")), {})
     after = next((x for _, x in reversed(ev) if x.get("post_checkpoint")), {})
     exit_code = next((x["exit_code"] for _, x in reversed(ev) if x.get("exit_code") is not None), None)
     actors = [str(started["actor"])] if started.get("actor") else []
@@ -535,6 +549,10 @@ def _operation_facts(events: list[r.Event]) -> Padding:
             outcome = f"resolved by an operator: {x.get('outcome')}"
         elif k == "replayed":
             outcome = f"replayed once as {str(x.get('replay_operation_id'))[:12]}"
+        elif k == "refused":
+            outcome = (f"refused before it ran ({x.get('code')}): "
+                       + ", ".join(str(p.get("path")) for p in x.get("paths") or () if isinstance(p, dict)))
+    changed = next((x["protected_changed"] for _, x in ev if x.get("protected_changed")), None)
     return _facts([
         ("tool", _name(str(started["tool"])) if started.get("tool") else None),
         ("workspace", _name(str(started["workspace"])) if started.get("workspace") else None),
@@ -542,6 +560,7 @@ def _operation_facts(events: list[r.Event]) -> Padding:
         ("checkpoints", cps),
         ("exit code", str(exit_code) if exit_code is not None else None),
         ("outcome", _name(outcome) if outcome else "none recorded yet (running, or cut off by a crash)"),
+        ("changed chronos-git's own files", _name(", ".join(map(str, changed))) if changed else None),
     ])
 
 
@@ -607,6 +626,15 @@ def _health(res: r.HealthResult):
                          "reconciles (journal status)", "bold red") if res.gate == "closed" else "")
     if p.fix:
         yield Text(f"  fix: {p.fix}")
+    yield from _tampering(res.tampering)
+    for c in res.protected_changes or ():
+        yield Text(f"  warning: {_name(c.tool or 'a call')} call {c.operation_id[:12]} ({_when(c.time)}) changed "
+                   f"chronos-git's own files: {', '.join(_name(p) for p in c.paths)} "
+                   f"(`chronos-git journal show {c.operation_id[:12]}`)", style="bold red")
+    d = res.deployment
+    if d is not None and d.backend != "local":
+        yield Text(f"  terminal backend {_name(d.backend)}: {_name(d.summary)}",
+                   style="yellow" if d.edits_here is not True else "")
     for problem in res.settings_problems:
         yield Text(f"  settings problem: {_name(problem)}", style="yellow")
     if not res.store_exists:
@@ -733,6 +761,10 @@ def _call(res: r.CallRecord):
         yield Text(f"  outcome unknown ({_name(res.reason)}): the recovery gate is closed", style="bold red")
     if res.gate_warning:
         yield Text(f"  warning: {_name(res.gate_warning)}", style="yellow")
+    if res.protected_changed:
+        yield Text(f"  warning: this call changed chronos-git's own files: "
+                   f"{', '.join(_name(p) for p in res.protected_changed)} (recorded in its outcome; "
+                   f"`chronos-git journal show {(res.operation_id or '-')[:12]}`)", style="bold red")
     if isinstance(res, r.WriteResult) and pre and post and pre != post:
         yield Text(f"undo: chronos-git restore {pre[:12]} --path {_name(res.path)}")
 

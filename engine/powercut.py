@@ -28,6 +28,7 @@ from pathlib import Path
 import pygit2
 
 from .fsutil import atomic_write
+from .wording import plural
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 MARKER = "boot.json"
@@ -96,25 +97,34 @@ def _quarantine(store, path: Path, kind: str) -> None:
     os.replace(path, dest)
 
 
-def sweep(store, *, journal_checkpoints=None) -> dict:
+def sweep(store, *, journal_checkpoints=None, refuse=None) -> dict:
     """Check and repair what a power cut can damage; the report lists every change.
 
     `journal_checkpoints()` (called once the damaged objects are out of the way)
-    gives {workspace root: [checkpoint ids, newest first]} from the journal."""
+    gives {workspace root: [checkpoint ids, newest first]} from the journal.
+    `refuse()`, asked once before the first change (a quarantine or a chain moved back),
+    returns why this must not be repaired (no reboot happened), or None: the report then
+    says `refused` and nothing was changed."""
     report: dict = {"objects_quarantined": [], "packs_quarantined": [], "indexes_dropped": 0, "refs_repaired": []}
     objects = store.root / "objects"
-    for d in sorted(objects.glob("[0-9a-f][0-9a-f]")):
-        for f in sorted(d.iterdir()):
-            if len(f.name) == 38 and not loose_object_ok(f):
-                _quarantine(store, f, "objects")
-                report["objects_quarantined"].append(d.name + f.name)
-    for pack in sorted((objects / "pack").glob("pack-*.pack")):
-        if not _pack_ok(pack):
-            idx = pack.with_suffix(".idx")
-            _quarantine(store, pack, "packs")
-            if idx.exists():
-                _quarantine(store, idx, "packs")
-            report["packs_quarantined"].append(pack.name)
+    bad_loose = [f for d in sorted(objects.glob("[0-9a-f][0-9a-f]")) for f in sorted(d.iterdir())
+                 if len(f.name) == 38 and not loose_object_ok(f)]
+    bad_packs = [p for p in sorted((objects / "pack").glob("pack-*.pack")) if not _pack_ok(p)]
+    if refuse is not None and (bad_loose or bad_packs):
+        why = refuse()
+        if why:
+            return {**report, "refused": why, "objects_damaged": [f.parent.name + f.name for f in bad_loose],
+                    "packs_damaged": [p.name for p in bad_packs]}
+        refuse = None
+    for f in bad_loose:
+        _quarantine(store, f, "objects")
+        report["objects_quarantined"].append(f.parent.name + f.name)
+    for pack in bad_packs:
+        idx = pack.with_suffix(".idx")
+        _quarantine(store, pack, "packs")
+        if idx.exists():
+            _quarantine(store, idx, "packs")
+        report["packs_quarantined"].append(pack.name)
     store.forget_repos()
     repo = pygit2.Repository(str(store.root))
     # a damaged loose copy of an object a pack holds (the journal's sync deletes loose copies
@@ -127,6 +137,14 @@ def sweep(store, *, journal_checkpoints=None) -> dict:
         if readable and (target is None or _complete(repo, target)):
             fix = None
         else:
+            if refuse is not None:
+                why, refuse = refuse(), None
+                if why:
+                    report["refused"] = why
+            if report.get("refused"):          # nothing moves back without a reboot
+                report.setdefault("refs_not_repaired", []).append(
+                    {"workspace": os.fsdecode(ws.root_bytes), "was": target if readable else "(unreadable ref)"})
+                continue
             if known is None:
                 known = journal_checkpoints() if journal_checkpoints else {}
             fix = _repair_chain(store, repo, ws, target, readable, known)
@@ -222,8 +240,41 @@ def _seen_boot(store) -> str | None:
         return None
 
 
-def after_reboot(store, *, journal_checkpoints=None) -> dict | None:
-    """`sweep` once per boot; the report when something was repaired, else None."""
+REFUSED = "power-cut-refused.json"
+
+
+def refused(store) -> str | None:
+    """Why the last power-cut check refused to repair (kept until a check goes through), or None."""
+    try:
+        raw = (store.meta_dir / REFUSED).read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"the record of a refused power-cut repair ({store.meta_dir / REFUSED}) is unreadable: {exc}"
+    try:
+        return str(json.loads(raw)["problem"])
+    except (ValueError, KeyError, TypeError):
+        return f"the record of a refused power-cut repair ({store.meta_dir / REFUSED}) is damaged"
+
+
+def repaired(report: dict | None) -> bool:
+    """Whether a sweep's report changed anything."""
+    if not report:
+        return False
+    return any(report.get(k) for k in ("objects_quarantined", "packs_quarantined", "refs_repaired")) \
+        or bool(report.get("indexes_dropped"))
+
+
+def after_reboot(store, *, journal_checkpoints=None, same_boot=None, always: bool = False) -> dict | None:
+    """`sweep` once per boot; the report when something was repaired (`always`: whenever it
+    swept), else None.
+
+    When the record of the last sweep (`boot.json`) is missing or unreadable and the sweep
+    finds damage, `same_boot()` is asked first: it returns why no reboot happened (the
+    journal last recorded this very boot), or None.  Deleting the record must not turn
+    tampering into a repair: nothing is changed, the report says `refused`, the record is
+    not written (every start asks again) and `refused(store)` keeps saying why until a sweep
+    goes through."""
     boot = current_boot()
     marker = store.meta_dir / MARKER
     if boot is not None and _seen_boot(store) == boot:
@@ -232,15 +283,24 @@ def after_reboot(store, *, journal_checkpoints=None) -> dict | None:
         return None                              # thread: the next start sweeps instead
     t0 = time.monotonic()
     with store.maintenance.exclusive():             # nobody writes while objects are judged
-        try:
-            if json.loads(marker.read_text()).get("boot_id") == boot and boot is not None:
-                return None                         # another process did it meanwhile
-        except (OSError, ValueError, AttributeError):
-            pass
-        report = sweep(store, journal_checkpoints=journal_checkpoints)
+        seen = _seen_boot(store)
+        if seen == boot and boot is not None:
+            return None                             # another process did it meanwhile
+        ask = same_boot if (seen is None and boot is not None) else None
+        report = sweep(store, journal_checkpoints=journal_checkpoints, refuse=ask)
+        if report.get("refused"):
+            found = [f"{plural(len(report.get('objects_damaged') or ()), 'damaged loose object')}",
+                     f"{plural(len(report.get('packs_damaged') or ()), 'damaged pack')}",
+                     f"{plural(len(report.get('refs_not_repaired') or ()), 'checkpoint chain')} whose tip "
+                     "is incomplete"]
+            report["refused"] = f"{report['refused']}; the check found {', '.join(found)}; nothing was repaired"
+            atomic_write(store.meta_dir / REFUSED, json.dumps(
+                {"problem": report["refused"], "boot_id": boot, "at": time.time()}).encode())
+            report["seconds"] = round(time.monotonic() - t0, 3)
+            return report
+        (store.meta_dir / REFUSED).unlink(missing_ok=True)
         atomic_write(marker, json.dumps({"boot_id": boot, "checked_at": time.time()}).encode())
-    if not any(report[k] for k in ("objects_quarantined", "packs_quarantined", "refs_repaired")) \
-            and not report["indexes_dropped"]:
+    if not repaired(report) and not always:
         return None
     report["seconds"] = round(time.monotonic() - t0, 3)
     return report

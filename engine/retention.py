@@ -153,8 +153,9 @@ def fit_store_budget(plans: dict, pinned: set[str], budget: int) -> int:
     return total
 
 
-def _roots(store) -> tuple[list[pygit2.Oid], list[pygit2.Oid]]:
-    """(commit roots, tree roots): every ref, each workspace HEAD and index tree."""
+def _roots(store, keep: set[str] | None = None) -> tuple[list[pygit2.Oid], list[pygit2.Oid]]:
+    """(commit roots, tree roots): every ref, each workspace HEAD and index tree, and the
+    checkpoints in `keep` (the journal names them) that are in the store."""
     repo = store.repo()
     commits, trees = [], []
     for name in repo.references:
@@ -177,6 +178,13 @@ def _roots(store) -> tuple[list[pygit2.Oid], list[pygit2.Oid]]:
                 trees.append(wrepo.index.write_tree())
             except pygit2.GitError:
                 pass        # a damaged stat cache holds nothing a checkpoint lacks; the next walk drops it
+    for cid in sorted(keep or ()):
+        try:
+            named = repo[cid]
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+        if isinstance(named, pygit2.Commit):
+            commits.append(named.id)
     return commits, trees
 
 
@@ -503,10 +511,13 @@ def store_size(store) -> int:
 def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | None = None,
             size_budget_bytes: int | None = None, grace_s: float | None = None,
             store_budget_bytes: int | None = None, orphan_s: float | None = None,
-            dry_run: bool = False, progress=None, on_decided=None, patient: bool = False) -> dict:
+            dry_run: bool = False, progress=None, on_decided=None, patient: bool = False,
+            keep: set[str] | None = None) -> dict:
     """`on_decided(dropped, pruned)` runs after the decision and before anything is cut
     (the service journals it there).  `patient` (background work): waits for the lock
-    without asking a consolidation that waits for a pause in the agent's calls to go on."""
+    without asking a consolidation that waits for a pause in the agent's calls to go on.
+    `keep`: checkpoints the journal names; whatever of them this decision does not drop stays
+    in the store even if no ref reaches it any more (a ref moved meanwhile)."""
     cfg = store.config
     max_checkpoints = cfg.max_checkpoints if max_checkpoints is None else max_checkpoints
     size_budget_bytes = (int(cfg.size_budget_mb * 1024 * 1024) if size_budget_bytes is None
@@ -553,6 +564,9 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
         if dry_run:
             report["elapsed_s"] = round(time.monotonic() - t0, 3)
             return report
+        named = set(keep or ()) - {c["id"] for d in report["dropped"] for c in d["checkpoints"]}
+        for ws in prune:
+            named -= {str(c.id) for c in ws.iter_commits()}
         if report["dropped"] or report["pruned"]:
             # before anything is cut: a crash from here on cannot make a drop silent
             _log(store, {"time": time.time(), "phase": "decided", "dropped": report["dropped"],
@@ -588,7 +602,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                 else:
                     _shallow_path(store).unlink(missing_ok=True)
             store.forget_repos()     # reopen: libgit2 caches grafts
-            commits_a, trees_a = _roots(store)
+            commits_a, trees_a = _roots(store, named)
             old_packs, old_loose = _odb_files(store)
         say(f"retention decided; packing objects reachable from {len(commits_a)} refs")
 
@@ -611,7 +625,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
         # ---- phase C: catch up, delete the redundant ------------------------
         with store.maintenance.exclusive():
             store.forget_repos()
-            commits_c, trees_c = _roots(store)
+            commits_c, trees_c = _roots(store, named)
             repo = pygit2.Repository(str(store.root))
             extra = [o for o in _walk(repo, commits_c, trees_c, seen, names) if o.raw not in kept_oids]
             extra_packed = _write_pack(repo, extra, pack_dir, names)

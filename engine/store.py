@@ -61,6 +61,28 @@ _BASE_CONFIG = {
 
 _ATTRIBUTES = b"* -text -ident -filter\n"   # store exact bytes; never unset `diff`
 
+BASE_CONFIG = _BASE_CONFIG      # what the store audit (engine/store_audit.py) allows, and nothing more
+ATTRIBUTES = _ATTRIBUTES
+
+
+def ignore_user_git_config() -> None:
+    """libgit2 reads no global, XDG, system or ProgramData config in this process: the store
+    is configured by its own `config` only (a `~/.gitconfig` with `url.*.insteadOf`, an
+    `[include]` or a `core.attributesFile` would otherwise redirect pushes or change what
+    snapshots store).  Process-wide and idempotent; set before the first repository opens.
+    The user's own `.git` is read by engine/usergit.py in Python, which still reads the
+    user's global config for what git itself would do there (content conversion)."""
+    levels = pygit2.enums.ConfigLevel
+    for level in (levels.GLOBAL, levels.XDG, levels.SYSTEM, levels.PROGRAMDATA):
+        try:
+            if pygit2.settings.search_path[level] != "":
+                pygit2.settings.search_path[level] = ""
+        except (pygit2.GitError, ValueError, KeyError, AttributeError):
+            pass
+
+
+ignore_user_git_config()
+
 
 class StoreMissing(StoreError):
     code = "store_missing"

@@ -86,6 +86,26 @@ def model_block(refusal: Refusal) -> dict:
                                "--evidence <text>` (or /chronos resolve) before protected tools run again."}
 
 
+def protected_block(exc) -> dict:
+    """The tool result of a call refused because its target is chronos-git's own (a
+    service.errors.ProtectedPath): why, and what the model can do instead."""
+    return {"error": "protected_path", "refused": True, "operation_id": exc.operation_id,
+            "paths": [p["path"] for p in exc.paths], "message": str(exc),
+            "what_you_can_do": "Leave chronos-git's store, journal and code alone: no tool call may change them, "
+                               "and a shell command that does is recorded against that call and reported to "
+                               "the user. If the user asked for this change, tell them it must be made by them, "
+                               "outside this agent."}
+
+
+def changed_notice(tool: str, operation_id: str | None, paths: list[str]) -> str:
+    """What the model and the person are told when a call changed chronos-git's own files."""
+    shown = ", ".join(human(p) for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return (f"chronos-git: this {tool} call changed chronos-git's own files ({shown}). This is recorded "
+            f"against the call (operation {str(operation_id)[:12]}; `{HERMES_PROG} journal show "
+            f"{str(operation_id)[:12]}`) and shown by `{HERMES_PROG} health`. Do not change these files; "
+            "tell the user what you ran.")
+
+
 def failure_hint(tool: str, pre_checkpoint: str) -> str:
     cp = pre_checkpoint[:8]
     return (f"[chronos-git] This {tool} call failed. The workspace was checkpointed just before it "

@@ -22,7 +22,15 @@ from pathlib import Path
 from ..engine.wording import plural
 from ..settings import PLUGIN_KEY, Loaded, Settings, store_location
 from ..settings import load as load_settings
-from .alerts import failure_hint, model_block, person_notice, protection_notice, recovery_alert
+from .alerts import (
+    changed_notice,
+    failure_hint,
+    model_block,
+    person_notice,
+    protected_block,
+    protection_notice,
+    recovery_alert,
+)
 from .shell import HERMES_PROG
 
 log = logging.getLogger("chronos_git")
@@ -127,6 +135,9 @@ class Plugin:
             refusal = self.svc().refusal()
             if refusal is not None:
                 return {"action": "block", "message": json.dumps(model_block(refusal))}
+            protected = self._protected_target(tool_name, args or {}, tool_call_id, kwargs)
+            if protected is not None:
+                return protected
             if tool_name == "chronos_rollback":
                 return self._approval(args or {}, tool_call_id)
         except Exception as exc:
@@ -135,6 +146,26 @@ class Plugin:
                 return {"action": "block", "message": f"chronos-git could not prepare the rollback: {exc}"}
             return {"action": "block",
                     "message": f"chronos-git could not check its recovery gate ({exc}); the call was not run"}
+        return None
+
+    def _protected_target(self, tool_name: str, args: dict, tool_call_id, kwargs) -> dict | None:
+        """A file call whose target is chronos-git's own: a block directive (journaled as refused),
+        as the middleware would refuse it (hooks and middleware fail open when they raise)."""
+        from ..service import Call, Declared
+        from ..service.errors import ProtectedPath
+        from .semantics import target_paths
+        cwd = self.cwd()
+        paths = target_paths(tool_name, args, cwd)
+        if not paths:
+            return None
+        try:
+            self.svc().calls.check_protected(Call(
+                tool=tool_name, args=args, workspace=cwd, session_id=kwargs.get("session_id"),
+                turn_id=kwargs.get("turn_id"), tool_call_id=tool_call_id, declared=[Declared(p) for p in paths]))
+        except ProtectedPath as exc:
+            self._say(f"⚠ chronos-git refused a {tool_name} call: {exc}", kwargs.get("session_id") or "",
+                      kwargs.get("platform"))
+            return {"action": "block", "message": json.dumps(protected_block(exc))}
         return None
 
     def _approval(self, args: dict, tool_call_id) -> dict:
@@ -156,7 +187,7 @@ class Plugin:
                        session_id=None, turn_id=None, **kwargs):
         """The protected call: `svc.protect` around exactly one `next_call`."""
         from ..service import Call
-        from ..service.errors import Blocked
+        from ..service.errors import Blocked, ProtectedPath
         from .semantics import classify, declared_paths
         tool_name = tool_name or ""
         key = (tool_name, tool_call_id or "")
@@ -189,6 +220,9 @@ class Plugin:
                 t.outcome = classify(result)
         except Blocked as exc:
             return json.dumps(model_block(exc.refusal))
+        except ProtectedPath as exc:                  # chronos-git's own files: not run, journaled
+            self._say(f"⚠ chronos-git refused a {tool_name} call: {exc}", session_id or "", kwargs.get("platform"))
+            return json.dumps(protected_block(exc))
         except Exception as exc:
             if dispatched:
                 raise                                 # the tool's own exception: Hermes reports it
@@ -200,6 +234,10 @@ class Plugin:
                 self._calls[tool_call_id] = {"pre": t.ticket.pre_checkpoint, "tool": tool_name}
                 if len(self._calls) > 512:
                     self._calls.pop(next(iter(self._calls)))
+        if t.record.protected_changed:
+            notice = changed_notice(tool_name, t.record.operation_id, t.record.protected_changed)
+            self._say("⚠ " + notice, session_id or "", kwargs.get("platform"))
+            result = _annotate(result, "chronos_warning", notice)
         if not t.record.recorded:
             result = _annotate(result, "chronos_warning",
                                "the outcome of this call could not be recorded; further protected calls "

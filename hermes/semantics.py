@@ -51,6 +51,18 @@ def declared_paths(tool: str, args: dict, cwd: str) -> list[Declared] | None:
     return None
 
 
+def target_paths(tool: str, args: dict, cwd: str) -> list[str]:
+    """The paths a file tool names, as `declared_paths` resolves them, without reading anything
+    (the pre_tool_call hook's protected-path check)."""
+    args = args or {}
+    if tool not in ("write_file", "patch"):
+        return []
+    if isinstance(args.get("patch"), str) and (args.get("mode") or "patch") == "patch":
+        names = [n for _, n in _V4A_FILE.findall(args["patch"])] + _V4A_MOVE.findall(args["patch"])
+        return [resolve_path(n, cwd) for n in names]
+    return [resolve_path(args["path"], cwd)] if isinstance(args.get("path"), str) and args["path"] else []
+
+
 def _replace_post_image(path: str, args: dict):
     """Exact result of an old_string -> new_string replacement, when unambiguous."""
     old, new = args.get("old_string"), args.get("new_string")

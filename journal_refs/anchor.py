@@ -26,6 +26,7 @@ import pygit2
 from ..engine import locking
 from ..engine.checkpoint import signature
 from ..engine.codec import canonical, jsonable
+from ..engine.wording import plural
 from .events import parse_message
 from .journal import REF as JOURNAL_REF, IntegrityError
 
@@ -158,7 +159,7 @@ def manifest(store, host: str, journal_id: str | None) -> str:
         tb = repo.TreeBuilder()
         tb.insert("host.json", repo.create_blob(doc.encode()), pygit2.GIT_FILEMODE_BLOB)
         sig = signature()
-        new = repo.create_commit(None, sig, sig, f"chronos-git host {host}: {len(workspaces)} workspace(s)\n",
+        new = repo.create_commit(None, sig, sig, f"chronos-git host {host}: {plural(len(workspaces), 'workspace')}\n",
                                  tb.write(), [pygit2.Oid(hex=tip)] if tip else [])
         repo.references.create(MANIFEST_REF, new, force=True)
         return str(new)

@@ -21,7 +21,7 @@ WITNESS_SCHEMA = "chronos-git.journal-checkpoint.v1"   # the witness file and ex
 OUTCOMES = ("completed", "not_applied", "rolled_back")
 
 __all__ = ["Event", "Genesis", "Started", "Returned", "Uncertain", "Recovered", "Resolved", "Replayed",
-           "Maintenance", "TYPES", "parse", "canonical", "message", "parse_message", "sha256_hex",
+           "Maintenance", "Refused", "TYPES", "parse", "canonical", "message", "parse_message", "sha256_hex",
            "args_hash", "fingerprint"]
 
 
@@ -121,8 +121,20 @@ class Maintenance(Event):
     action: str | None = None
 
 
+@dataclass(frozen=True)
+class Refused(Event):
+    """A call refused before dispatch, nothing run and no operation opened: its target is
+    chronos-git's own (the store, the witness, the plugin's files; `code` protected_path).
+    Journals written before this kind existed never hold one; their verification is unchanged."""
+    kind = "refused"
+    required = ("operation_id", "code")
+    tool: str | None = None
+    code: str | None = None
+    paths: list | None = None                 # [{"path", "resolved", "what"}]
+
+
 TYPES: dict[str, type[Event]] = {t.kind: t for t in (Genesis, Started, Returned, Uncertain, Recovered,
-                                                      Resolved, Replayed, Maintenance)}
+                                                      Resolved, Replayed, Maintenance, Refused)}
 
 
 def parse(payload: dict) -> Event:

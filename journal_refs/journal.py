@@ -49,7 +49,7 @@ from ..engine.fsutil import atomic_write
 from ..engine.owner import ProcessIdentity
 from ..engine.powercut import current_boot, loose_object_ok
 from ..engine.wording import plural
-from . import carried
+from . import carried, checkpoints
 from .events import SCHEMA, WITNESS_SCHEMA, Event, Genesis, canonical, message, parse_message
 from .operation import Operation
 from .state import JournalState, TransitionError
@@ -679,6 +679,58 @@ class Journal:
             cid = str(commit.parent_ids[0]) if commit.parent_ids else None
         return out
 
+    def payloads_since(self, base: str | None) -> tuple[str | None, list[dict]] | None:
+        """(head, the payloads of the events after `base` up to it, oldest first); every event
+        when `base` is None; None when `base` is not below the head (a rewritten history)."""
+        with self._guard:
+            self.refresh()
+            head = self.head
+            repo = self._repo()
+            out: list[dict] = []
+            cid = head
+            while cid and cid != base:
+                commit = _read_commit(repo, cid)
+                payload, _ = parse_message(commit.message)
+                out.append({**payload, "id": cid})
+                cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+            if base is not None and cid != base:
+                return None
+            out.reverse()
+            return head, out
+
+    def state_at(self, commit_id: str) -> JournalState:
+        """The state stored with event `commit_id` (IntegrityError if it is unreadable)."""
+        return self._load_state_at(commit_id)
+
+    def last_boot(self, most: int = 10_000) -> tuple[str | None, int | None]:
+        """(the boot id the journal last recorded, at which seq): the newest event that names
+        one (a call's owner, the genesis's creator, a power-cut repair), looking back at most
+        `most` events; (None, None) when none does."""
+        self.refresh()
+        repo = self._repo()
+        cid, n = self.head, 0
+        while cid and n < most:
+            commit = _read_commit(repo, cid)
+            payload, _ = parse_message(commit.message)
+            for who in (payload.get("owner"), payload.get("created_by"), payload):
+                boot = who.get("boot_id") if isinstance(who, dict) else None
+                if isinstance(boot, str) and boot and boot != "unknown":
+                    return boot, payload.get("seq")
+            cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+            n += 1
+        return None, None
+
+    def alarm(self, problems: list[str]) -> None:
+        """Record `problems` as the journal alarm (every process's gate closes until a verify
+        comes back clean) and close this process's gate now."""
+        with self._guard:
+            try:
+                self._raise_alarm(problems, self.head)
+                from_alarm = True
+            except OSError:
+                from_alarm = False
+            self.integrity, self._integrity_from_alarm = problems[0], from_alarm
+
     def export_head(self) -> dict:
         """The head as a document to keep elsewhere: `verify(exported)` proves append-only growth."""
         self.refresh()
@@ -777,6 +829,14 @@ class Journal:
                         f"the journal no longer contains event {anchored[:12]}, which the local anchor chain "
                         "(refs/chronos/anchor/journal, what pushes send) mirrors: its history was rewritten "
                         "or rolled back")
+            trust = None
+            if not chain_problems and tip is not None:
+                # the checkpoints the chain names, against the refs (journal_refs/checkpoints.py)
+                try:
+                    trust = checkpoints.check(self, full=True)
+                    chain_problems += trust.problems
+                except (IntegrityError, KeyError, ValueError, OSError, pygit2.GitError) as exc:
+                    problems.append(f"the checkpoints the journal names could not be checked: {exc}")
             problems += chain_problems + witness_problems
             if chain_problems:
                 try:
@@ -798,6 +858,8 @@ class Journal:
                     self.integrity, self._integrity_from_alarm = "ok", False
                 if not problems:
                     self._note_verified(tip, state.seq, full=True)
+                    if trust is not None:
+                        checkpoints.note_checked(self.store, trust)
             internal_ok = not problems
             ext = None
             ext_ours = False

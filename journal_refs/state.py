@@ -21,6 +21,7 @@ from .events import (
     Genesis,
     Maintenance,
     Recovered,
+    Refused,
     Replayed,
     Resolved,
     Returned,
@@ -85,6 +86,12 @@ def _genesis(old: JournalState, new: JournalState, ev: Genesis) -> None:
 
 def _maintenance(old: JournalState, new: JournalState, ev: Maintenance) -> None:
     pass
+
+
+def _refused(old: JournalState, new: JournalState, ev: Refused) -> None:
+    """Nothing opens or closes; its operation id is its own (never one in use)."""
+    if ev.operation_id in new.open or ev.operation_id in new.replayable:
+        raise TransitionError(f"operation {ev.operation_id} is in use; a refused call has an id of its own")
 
 
 def _open_op(new: JournalState, ev: Event) -> dict:
@@ -152,4 +159,5 @@ def _replayed(old: JournalState, new: JournalState, ev: Replayed) -> None:
 
 TRANSITIONS: dict[type[Event], Callable[[JournalState, JournalState, Any], None]] = {
                Genesis: _genesis, Started: _started, Returned: _returned, Uncertain: _uncertain,
-               Recovered: _recovered, Resolved: _resolved, Replayed: _replayed, Maintenance: _maintenance}
+               Recovered: _recovered, Resolved: _resolved, Replayed: _replayed, Maintenance: _maintenance,
+               Refused: _refused}

@@ -189,6 +189,8 @@ def summary(ev: dict, by_op: dict | None = None) -> str:
             bits.append(f"exit code {ev['exit_code']}")
         if ev.get("post_checkpoint"):
             bits.append(f"post-checkpoint {str(ev['post_checkpoint'])[:12]}")
+        if ev.get("protected_changed"):
+            bits.append(f"CHANGED chronos-git's own files: {', '.join(map(str, ev['protected_changed']))}")
         return ", ".join(bits)
     if kind == "uncertain":
         return f"outcome unknown: {ev.get('reason')}"
@@ -203,6 +205,9 @@ def summary(ev: dict, by_op: dict | None = None) -> str:
         return f"replayed once as {new[:12]}" + (f" ({summary(after[-1])})" if after else "")
     if kind == "maintenance":
         return f"maintenance: {ev.get('action')}"
+    if kind == "refused":
+        paths = ", ".join(str(p.get("path")) for p in ev.get("paths") or () if isinstance(p, dict))
+        return f"refused before it ran ({ev.get('code')}): {ev.get('tool')} on {paths}"
     return str(kind)
 
 

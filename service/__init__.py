@@ -27,10 +27,10 @@ import pygit2
 from ..engine import inflight, powercut
 from ..engine.errors import ChronosError, explain
 from ..engine.store import Store
-from ..journal_refs import JournalError, events
+from ..journal_refs import JournalError, checkpoints, events
 from ..journal_refs.journal import witness_path_for
 from ..settings import Settings, store_location
-from . import results
+from . import operators, results, storecheck
 from .calls import Call, Declared, Outcome, Ticket
 from .core import Core
 from .errors import Blocked
@@ -128,12 +128,23 @@ class Chronos:
             power = self._after_reboot()
             journal.open()
             settled, deferred = [], None
-            if power and journal.integrity == "ok":
+            if power and power.get("refused"):
+                journal.alarm([power["refused"]])      # no reboot: tampering, not a power cut
+            elif power is not None:
+                moved = {r.get("workspace") for r in power.get("refs_repaired") or ()}
+                lost = [e for e in self._lost_in_power_cut() if e["workspace"] not in moved] \
+                    if journal.integrity == "ok" else []
+                if lost:
+                    power["checkpoints_lost"] = lost
+                if not (powercut.repaired(power) or lost or power.get("error")):
+                    power = None          # swept, nothing to say
+            if power and not power.get("refused") and journal.integrity == "ok":
                 try:
                     journal.append(events.Maintenance, {"operation_id": None, "action": "power_cut_repair",
-                                                        **power})
+                                                        "boot_id": powercut.current_boot(), **power})
                 except (JournalError, OSError):
                     pass                 # the repair stands; startup and health still say so
+            trust = self._check_checkpoints() if journal.integrity == "ok" else None
             if journal.integrity == "ok":
                 try:
                     settled = self.reconcile.settle_by_evidence()
@@ -150,7 +161,11 @@ class Chronos:
                 self.startup["temp_files_removed"] = swept
             if power:
                 self.startup["power_cut_repair"] = power
-            if self.core.background and journal.integrity == "ok" and journal.full_verify_due():
+            if trust is not None:
+                self.startup["checkpoints_checked"] = {"events": trust.events, "full": trust.full,
+                                                       "seconds": trust.seconds}
+            if self.core.background and journal.integrity == "ok" and (
+                    journal.full_verify_due() or checkpoints.full_check_due(self.core.store)):
                 # a long-lived host re-verifies the whole chain at most once a day, off every
                 # call's path: damage below the last verified head is found without an operator
                 self._verifier = threading.Thread(target=self._full_verify, name="chronos-git-verify",
@@ -180,10 +195,48 @@ class Chronos:
                     if ev.get(key) and ev.get("workspace"):
                         out.setdefault(ev["workspace"], []).append(ev[key])
             return out
+
+        def same_boot() -> str | None:
+            # the record of this boot's check is gone, yet the journal last wrote in this boot
+            try:
+                self.core.journal.open()
+                boot, seq = self.core.journal.last_boot()
+            except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
+                return None          # unknown (an old or damaged journal): repaired as before
+            now = powercut.current_boot()
+            if boot is None or boot != now:
+                return None
+            return (f"{self.core.store.meta_dir / powercut.MARKER} (the record of this boot's power-cut "
+                    f"check) is missing, yet the journal last recorded this very boot (boot id {now}, at "
+                    f"journal seq {seq}): no reboot happened since, so the damage found is not a power "
+                    "cut's and is not repaired as one")
         try:
-            return powercut.after_reboot(self.core.store, journal_checkpoints=known)
+            return powercut.after_reboot(self.core.store, journal_checkpoints=known, same_boot=same_boot,
+                                         always=True)
         except (OSError, pygit2.GitError) as exc:
             return {"error": f"the check after a reboot could not run: {explain(exc, self.core.store_dir)}"}
+
+    def _lost_in_power_cut(self) -> list[dict]:
+        """After a reboot: the checkpoints the journal names that the cut took (never synced),
+        as entries of the power_cut_repair event, which makes those moves legitimate."""
+        try:
+            return checkpoints.lost_in_power_cut(checkpoints.check(self.core.journal, again=False))
+        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
+            return []
+
+    def _check_checkpoints(self):
+        """What the journal names against the checkpoint refs, from the last checked head on
+        (journal_refs/checkpoints.py); a problem is the journal alarm (the gate closes)."""
+        journal = self.core.journal
+        try:
+            res = checkpoints.check(journal)
+        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
+            return None              # unreadable: the full verification says what
+        if res.problems:
+            journal.alarm(res.problems)
+        else:
+            checkpoints.note_checked(self.core.store, res)
+        return res
 
     def wait_for_full_verify(self, timeout: float | None = None) -> bool:
         """Wait for the background full verification start() began; True when none is running."""
@@ -264,6 +317,12 @@ class Chronos:
         """The whole chain; with `remote`, also that this host's journal there is ours or an ancestor."""
         self.calls.settle_behind()
         res = self.reconcile.verify(checkpoint)
+        found = storecheck.findings(self.core, self.remotes)      # the store is examined, never obeyed
+        found += storecheck.record_findings(self.core, self.remotes)
+        if found:
+            res.tampering = storecheck.as_results(found)
+            if res.status == "ok":
+                res.status, res.code, res.error = "error", "store_tampered", storecheck.summary(found)
         if remote is not None and res.status == "ok":
             res.remote = self.remotes.verify(remote)
         return res
@@ -293,12 +352,14 @@ class Chronos:
 
     # ---------------------------------------------------------------- remotes
     def remote_add(self, name: str, url: str, *, snapshots: bool = False) -> results.RemoteAdded:
+        operators.check(self.core, "remote add")
         return self.remotes.add(name, url, snapshots=snapshots)
 
     def remote_list(self) -> results.RemotesResult:
         return self.remotes.list()
 
     def remote_remove(self, name: str) -> results.RemoteRemoved:
+        operators.check(self.core, "remote remove")
         return self.remotes.remove(name)
 
     def push(self, name: str | None = None, **kw) -> results.PushResult:
@@ -329,4 +390,21 @@ class Chronos:
         if self.store_exists():
             remotes = self.remotes.list().remotes
             out.remotes = remotes or None
+            found = storecheck.findings(self.core, self.remotes)
+            if found:
+                out.tampering = storecheck.as_results(found)
+                if out.protection.state != "off":
+                    before = out.protection.reason if out.protection.state == "degraded" else None
+                    out.protection = results.Protection(
+                        state="degraded", free_bytes=out.protection.free_bytes,
+                        reason=storecheck.summary(found, detail=False) + (f"; also: {before}" if before else ""),
+                        fix="remove each one (listed below, with its fix), then `chronos-git journal verify`")
+            changes = self.calls.recent_changes()         # calls that changed chronos-git's own files
+            if changes:
+                out.protected_changes = [results.ProtectedChange(**c) for c in changes]
         return out
+
+    def git_passthrough(self, argv: list[str]) -> results.GitRun:
+        """`chronos-git git ARGS…`: stock git over the store, refused while the store audit
+        finds anything (service/storecheck.py)."""
+        return storecheck.git_passthrough(self.core, self.remotes, argv)

@@ -47,6 +47,8 @@ class Ticket:
     fingerprint: str
     declared: list[dict] = field(default_factory=list)   # path, pre, post as journaled
     gate_warning: str | None = None
+    protected_baseline: tuple | None = None   # a shell call: (maintenance events, fingerprint) after its intent
+    since_ticks: int | None = None            # a shell call: its start, in process start-time ticks
 
 
 @dataclass

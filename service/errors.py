@@ -44,10 +44,22 @@ class StaleReplay(ChronosError):
     code = "replay_stale"
 
 
+class ProtectedPath(ChronosError):
+    """A call whose target is chronos-git's own (its store, its witness, the plugin's files):
+    refused before dispatch and journaled as a `refused` event (service/protected.py)."""
+    code = "protected_path"
+
+    def __init__(self, message: str, *, operation_id: str, paths: list[dict], recorded: bool = True):
+        super().__init__(message)
+        self.operation_id = operation_id
+        self.paths = paths                  # [{"path", "resolved", "what"}]
+        self.recorded = recorded            # False: the refusal could not be journaled (still refused)
+
+
 # most specific first: (exception types, HTTP status)
 _HTTP = (
     ((CheckpointNotFound, UnknownWorkspace, StoreMissing), 404),
-    ((WorkspaceRefused,), 403),
+    ((WorkspaceRefused, ProtectedPath), 403),
     ((PlanRequired,), 428),
     ((PlanTokenError, IntegrityError, StaleReplay), 409),
     ((StoreUnwritable,), 507),

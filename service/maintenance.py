@@ -7,8 +7,9 @@ import threading
 import time
 from pathlib import Path
 
+from .. import deployment
 from ..engine import consolidate, locking, offload, retention
-from ..journal_refs import IntegrityError, events
+from ..journal_refs import IntegrityError, checkpoints, events
 from ..journal_refs.journal import witness_path_for
 from .core import Core
 from .remotes import pinned_tips
@@ -65,9 +66,18 @@ class Maintenance:
                                 "missing_since": p["missing_since"], "checkpoints": p["checkpoints"]}
                                for p in pruned]})
 
+        # the checkpoints the journal names must all be where it says before anything is cut, and
+        # none of them is pruned unless this decision journals its drop (journal_refs/checkpoints.py;
+        # from the last checked head on, as at a start: a compaction runs every few dozen calls)
+        trust = checkpoints.check(journal)
+        if trust.problems:
+            journal.alarm(trust.problems)
+            raise IntegrityError(f"refusing to compact: {trust.problems[0]}")
+        checkpoints.note_checked(self.core.store, trust)
         rep = retention.compact(self.core.store, pinned=journal.pinned_checkpoints() | pinned_tips(self.core),
                                 max_checkpoints=max_checkpoints, grace_s=grace_s, dry_run=dry_run,
-                                progress=progress, on_decided=journal_decision, patient=patient)
+                                progress=progress, on_decided=journal_decision, patient=patient,
+                                keep=trust.live)
         if not dry_run:
             journal.append(events.Maintenance, {
                 "operation_id": None, "action": "compact", "size_before": rep["size_before"],
@@ -256,7 +266,8 @@ class Maintenance:
         core = self.core
         out = HealthResult(store=str(core.store_dir), store_exists=core.store_exists(),
                            protection=self.protection(last_snapshot), settings=core.settings.model_dump(),
-                           settings_problems=core.settings_problems)
+                           settings_problems=core.settings_problems,
+                           deployment=deployment.for_profile(core.store_dir))
         if not out.store_exists:              # never create a store to report on it
             return out
         j = core.journal.status()

@@ -14,9 +14,10 @@ from ..engine.fsutil import atomic_write
 from ..engine.wording import plural
 from ..journal_refs import IntegrityError, TransitionError, anchor, events, evidence as evidence_of
 from ..journal_refs.evidence import UNKNOWN, describe
+from . import operators
 from .calls import Call, Declared, Outcome
 from .core import Core
-from .errors import StaleReplay
+from .errors import ProtectedPath, StaleReplay
 from .gate import Gate
 from .results import (
     EventsResult,
@@ -156,7 +157,7 @@ class Reconciler:
         candidates = set(journal.state.open) | set(journal.state.replayable)
         matches = [o for o in candidates if o.startswith(prefix)]
         if not matches and include_closed:
-            matches = sorted({e["operation_id"] for e in journal.events(None, kinds={events.Started})
+            matches = sorted({e["operation_id"] for e in journal.events(None, kinds={events.Started, events.Refused})
                               if e["operation_id"].startswith(prefix)})
         if not matches:
             raise ChronosError(f"no operation {prefix!r} in the journal" if include_closed else
@@ -186,8 +187,10 @@ class Reconciler:
         if not (evidence_text or "").strip():
             raise ChronosError("resolving needs non-empty --evidence: what shows the outcome?")
         op = self._require_unresolved(operation_id)
+        who = operators.check(self.core, "journal resolve", op.operation_id)
         ev = self.core.journal.append(events.Resolved, {"operation_id": op.operation_id, "outcome": outcome,
-                                                        "evidence": evidence_text.strip(), "actor": actor})
+                                                        "evidence": evidence_text.strip(), "actor": actor,
+                                                        "operator": who})
         return ResolveResult(operation_id=op.operation_id, outcome=outcome, event=ev["seq"],
                              gate="open" if self.gate.is_open() else "closed")
 
@@ -196,6 +199,8 @@ class Reconciler:
         self._startup()
         if replay and rollback:
             raise ChronosError("choose --replay or --rollback, not both")
+        if replay or rollback:
+            operators.check(self.core, "journal recover --" + ("replay" if replay else "rollback"), operation_id)
         if rollback:
             if not operation_id:
                 raise ChronosError("--rollback needs an operation id")
@@ -214,6 +219,9 @@ class Reconciler:
                 except StaleReplay as exc:
                     out.not_replayed.append(NotReplayed(operation_id=op, reason=str(exc),
                                                         evidence=exc.details["evidence"]))
+                except ProtectedPath as exc:          # its target is chronos-git's own: never replayed
+                    out.not_replayed.append(NotReplayed(operation_id=op, reason=str(exc),
+                                                        evidence=", ".join(p["path"] for p in exc.paths)))
         out.unresolved = [o.to_dict() for o in self.core.journal.unresolved()]   # type: ignore[misc]  # validate_assignment builds the models
         out.gate = "open" if self.gate.is_open() else "closed"
         return out
@@ -291,6 +299,7 @@ class Reconciler:
                 + (f"; safety checkpoint {safety[:12]}" if safety else ""))
         self.core.journal.append(events.Resolved, {
             "operation_id": op.operation_id, "outcome": "rolled_back", "evidence": text, "actor": actor,
+            "operator": operators.actor_record(),
             "rollback": {"pre_checkpoint": pre, "safety_checkpoint": safety, "paths": paths}})
         return RollbackResult(operation_id=op.operation_id, outcome="rolled_back", evidence=text, restore=res,
                               gate="open" if self.gate.is_open() else "closed")

@@ -7,9 +7,13 @@ Remote layout, one namespace per host so that many machines share one remote:
     refs/chronos/hosts/<host>/manifest               host.json: workspace ids -> original paths
     refs/chronos/hosts/<host>/snapshots/<ws id>      a workspace's checkpoints (`--snapshots` only)
 
-The remotes are the store's own git remotes (`git remote -v` in the store lists
-them; `remote.<name>.chronosSnapshots` marks ours), pushed with explicit refspecs;
-what each attempt did is kept in `<store>/chronos/remotes.json`.  The journal is
+A remote's URL and whether it takes checkpoints are chronos-git's own record, in
+`<store>/chronos/remotes.json` (with what each attempt did; `remote add` is also
+journaled with its URL), never the store's git config: the remotes are mirrored
+there (`git remote -v` in the store lists them; `remote.<name>.chronosSnapshots`
+marks ours), but a `remote.*` or `url.*` setting that differs from the record is
+tampering (engine/store_audit.py) and pushes and fetches refuse to run while the
+config holds any setting chronos-git did not write.  Pushed with explicit refspecs.  The journal is
 never force-pushed: a remote journal the local one does not descend from is a
 divergence, recorded there, and the gate stays closed until a later check matches
 (or the operator removes the remote).  The gate reads that file and, with
@@ -30,7 +34,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..engine import locking, remote as transport, retention
+from ..engine import locking, remote as transport, retention, store_audit
 from ..engine.codec import display
 from ..engine.fsutil import atomic_write
 from ..journal_refs import IntegrityError, JournalError, anchor, events
@@ -52,6 +56,7 @@ HOSTS = "refs/chronos/hosts"
 TRACKING = "refs/chronos/remotes"
 OUTBOX = "refs/chronos/outbox"     # the exact commits a push checked (a ref may move meanwhile)
 MARK = "chronosSnapshots"          # remote.<name>.chronosSnapshots: a remote chronos-git manages
+SENDS = "send_snapshots"           # remotes.json: the record of --snapshots (its "snapshots" is the pushed tips)
 
 
 def _state_path(core: Core):
@@ -127,16 +132,49 @@ class Remotes:
         return transport.Auth.from_env(self.core.settings.remote_ssh_key)
 
     def _configured(self) -> dict[str, tuple[str, bool]]:
-        """{name: (url, snapshots)} of the remotes chronos-git manages."""
+        """{name: (url, snapshots)} of the remotes chronos-git manages: its own record
+        (remotes.json), never the store's git config, which git and libgit2 would honour and
+        anyone who can write the store can edit (engine/store_audit.py)."""
         if not self.core.store_exists():
             return {}
+        state = _read_state(_state_path(self.core))
+        if any(isinstance(st, dict) and not isinstance(st.get("url"), str) for st in state.values()):
+            state = self._record_legacy(state)
+        return {name: (st["url"], bool(st.get(SENDS))) for name, st in state.items()
+                if isinstance(st, dict) and isinstance(st.get("url"), str)}
+
+    def _record_legacy(self, state: dict) -> dict:
+        """A remote added before the record held URLs (its remotes.json entry, written by
+        `remote add`, has none): its URL and mark are taken once from the git config."""
         cfg = self.core.store.repo().config
-        out = {}
-        for r in self.core.store.repo().remotes:
-            key = f"remote.{r.name}.{MARK}"
-            if key in cfg:
-                out[r.name] = (r.url, cfg.get_bool(key))
-        return out   # type: ignore[return-value]  # pygit2 says name/url may be None; ours have both
+        for name, st in state.items():
+            if not isinstance(st, dict) or isinstance(st.get("url"), str):
+                continue
+            try:
+                url, mark = cfg[f"remote.{name}.url"], cfg.get_bool(f"remote.{name}.{MARK}")
+            except (KeyError, pygit2.GitError, ValueError):
+                continue
+            try:
+                self._update(name, url=url, **{SENDS: bool(mark)})
+            except OSError:
+                pass                      # a read-only store: taken from the config again next time
+            st.update({"url": url, SENDS: bool(mark)})
+        return state
+
+    def recorded_config(self) -> dict[str, dict[str, str]]:
+        """What the store's git config may hold for each remote: exactly what `remote add`
+        writes there from the record (the store audit allows that and nothing else)."""
+        return {name: {"url": url, "fetch": f"+{HOSTS}/*:{TRACKING}/{name}/hosts/*",
+                       MARK.lower(): "true" if snapshots else "false"}
+                for name, (url, snapshots) in self._configured().items()}
+
+    def _untampered(self, doing: str) -> None:
+        """Refuse to reach a remote while the store's config holds a setting chronos-git did
+        not write: libgit2 would honour a `url.*.insteadOf` (the anchor pushed to a fake), an
+        `include`, an `http.*` proxy ... (engine/store_audit.py)."""
+        found = store_audit.transport_findings(store_audit.audit(self.core.store.root, self.recorded_config()))
+        if found:
+            raise store_audit.StoreTampered(doing, found)
 
     def _pick(self, name: str | None) -> tuple[str, str, bool]:
         remotes = self._configured()
@@ -191,13 +229,16 @@ class Remotes:
             if there == here or there.startswith(here + os.sep) or here.startswith(there + os.sep):
                 raise ValueError(f"{local} is the store or inside it: a remote must be somewhere else")
         repo = store.repo()
-        if name in [r.name for r in repo.remotes]:
-            raise ValueError(f"remote {name!r} exists already ({transport.display_url(repo.remotes[name].url or '')});"
+        known = self._configured()
+        if name in known or name in [r.name for r in repo.remotes]:
+            shown_url = known[name][0] if name in known else repo.remotes[name].url or ""
+            raise ValueError(f"remote {name!r} exists already ({transport.display_url(shown_url)});"
                              " remove it first")
         created = transport.ensure_local(url)
         repo.remotes.create(name, url, f"+{HOSTS}/*:{TRACKING}/{name}/hosts/*")
         repo.config[f"remote.{name}.{MARK}"] = bool(snapshots)
-        self._update(name, create=True, added=time.time(), last_error=None, failing_since=None, diverged=None)
+        self._update(name, create=True, added=time.time(), last_error=None, failing_since=None, diverged=None,
+                     url=url, **{SENDS: bool(snapshots)})
         shown = transport.display_url(url)
         self._journal_note("remote_added", remote=name, url=shown, snapshots=bool(snapshots))
         warning = None
@@ -214,10 +255,13 @@ class Remotes:
             return RemoteRemoved(remote=name)
         name, url, _ = self._pick(name)
         with locking.exclusive(self.core.store.meta_dir / f"push-{name}.lock"):   # after a push under way
-            self.core.store.repo().remotes.delete(name)       # also its tracking refs
+            repo = self.core.store.repo()
+            if name in [r.name for r in repo.remotes]:
+                repo.remotes.delete(name)       # its mirror in the git config, and its tracking refs
             self._update(name, drop=True)
-            for ref in [r for r in self.core.store.repo().references if r.startswith(f"{OUTBOX}/{name}/")]:
-                self.core.store.repo().references.delete(ref)
+            for ref in [r for r in repo.references
+                        if r.startswith((f"{OUTBOX}/{name}/", f"{TRACKING}/{name}/"))]:
+                repo.references.delete(ref)
         self._journal_note("remote_removed", remote=name, url=transport.display_url(url))
         return RemoteRemoved(remote=name)
 
@@ -257,6 +301,7 @@ class Remotes:
             head, seq = journal.head, journal.state.seq
             self.last_attempt = time.time()
             try:
+                self._untampered(f"pushing to remote {name!r}")
                 tip = self._anchor(name, head)
                 man = anchor.manifest(store, host, journal.state.journal_id)
                 repo = pygit2.Repository(str(store.root))       # our own handle: this may run on a thread
@@ -391,6 +436,7 @@ class Remotes:
     # ---------------------------------------------------------------- fetch
     def fetch(self, name: str) -> FetchResult:
         name, url, _ = self._pick(name)
+        self._untampered(f"fetching from remote {name!r}")
         store, host = self.core.store, self.host
         auth = self._auth()
         prefix = f"{TRACKING}/{name}/hosts/"
@@ -459,6 +505,7 @@ class Remotes:
         """This host's journal on the remote is the local head or an ancestor of it; divergence
         closes the gate (IntegrityError), a match lifts an earlier divergence."""
         name, url, _ = self._pick(name)
+        self._untampered(f"checking the journal on remote {name!r}")
         self._start()
         store, journal, host = self.core.store, self.core.journal, self.host
         journal.refresh()

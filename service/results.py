@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..deployment import Deployment
 from ..engine.codec import jsonable
 
 
@@ -213,6 +214,9 @@ class CallRecord(Result):
     reason: str | None = None
     outcome_unknown: bool | None = None
     gate_warning: str | None = None
+    protected_changed: list[str] | None = Field(
+        None, description="chronos-git's own files (its store's config, hooks, refs; the plugin's code) "
+                          "this call changed (service/protected.py); also in its outcome event")
 
 
 class RunResult(CallRecord):
@@ -287,6 +291,15 @@ class TreeCheck(Model):
     problems: list[str]
 
 
+class TamperFinding(Model):
+    """One thing in the store that chronos-git did not write: never honoured, reported."""
+    kind: str = Field(description="config, worktree_config, ref, grafts, alternates, hook or file")
+    where: str
+    what: str
+    why: str
+    fix: str
+
+
 class VerifyResult(Result):
     integrity: str
     problems: list[str]
@@ -298,7 +311,11 @@ class VerifyResult(Result):
     seconds: float
     checkpoint_trees: TreeCheck
     remote: AnchorCheck | None = None
-    code: str | None = None        # when it failed: "integrity" (the journal), "unsafe_path" (a tree)
+    code: str | None = None        # when it failed: "integrity" (the journal), "unsafe_path" (a tree),
+                                   # "store_tampered" (the store audit)
+    tampering: list[TamperFinding] | None = Field(
+        None, description="what the store holds that chronos-git never writes (engine/store_audit.py); "
+                          "null: nothing")
 
 
 class JournalHead(Model):
@@ -460,10 +477,21 @@ class JournalSummary(Model):
     healed: str | None
 
 
+class ProtectedChange(Model):
+    """A call that changed chronos-git's own files (its outcome event has `protected_changed`)."""
+    operation_id: str
+    tool: str | None = None
+    paths: list[str]
+    workspace: str | None = None
+    time: float
+
+
 class HealthResult(Result):
     store: str
     store_exists: bool
     protection: Protection
+    deployment: Deployment | None = Field(
+        None, description="where the agent's edits happen (Hermes' terminal backend) and what that leaves protected")
     settings: dict[str, Any]
     settings_problems: list[str]
     store_bytes: int | None = None
@@ -478,6 +506,10 @@ class HealthResult(Result):
     remotes: list[RemoteInfo] | None = None
     consolidation: Consolidation | None = None
     store_budget: StoreBudget | None = None
+    protected_changes: list[ProtectedChange] | None = Field(
+        None, description="calls of the last 7 days that changed chronos-git's own files (newest last)")
+    tampering: list[TamperFinding] | None = Field(
+        None, description="what the store holds that chronos-git never writes; null: nothing")
 
 
 class ToolStatus(Result):
@@ -568,3 +600,9 @@ class AnchorCheck(Model):
 VerifyResult.model_rebuild()
 JournalStatus.model_rebuild()
 HealthResult.model_rebuild()
+
+
+class GitRun(Result):
+    """`chronos-git git ...`: stock git over the store, examined first (its output is git's own)."""
+    exit_code: int
+    argv: list[str]

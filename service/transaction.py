@@ -32,6 +32,8 @@ shown the result to the model (which dies with the same process).
 """
 from __future__ import annotations
 
+import json
+import logging
 import os
 import queue
 import subprocess
@@ -45,19 +47,26 @@ from statistics import median
 
 import pygit2
 
-from ..engine import faults, locking, loose
+from ..engine import faults, locking, loose, processes
 from ..engine.confine import split
 from ..engine.errors import ChronosError, StoreUnwritable, explain
+from ..engine.fsutil import atomic_write
 from ..journal_refs import events
 from ..journal_refs.carried import SYNC_AFTER_OBJECTS
 from ..journal_refs.events import args_hash, fingerprint, sha256_hex
 from ..journal_refs.evidence import ABSENT, UNKNOWN, content_id, is_blob_id
+from ..settings import hermes_home
 from .calls import UNSET, Call, Declared, Outcome, Ticket
 from .core import Core
+from .errors import ProtectedPath
 from .gate import Gate
+from .protected import WHAT, Hit, ProtectedSet, compaction_running, plugin_roots
 from .results import CallRecord, RunResult, WriteResult
 from .snapshots import Snapshots
 
+log = logging.getLogger("chronos_git")
+
+CHANGES_KEPT = 20          # protected-file changes `health` can name (chronos/protected-changes.json)
 RELEASE_AFTER_S = 0.2      # an outcome behind waits at most this long for `release_behind`
 SENT_AFTER_S = 0.05        # after a release the writer waits this long: the request is on its way
 
@@ -86,6 +95,8 @@ class ProtectedCalls:
         self._released_at = 0.0                 # monotonic time of the newest release
         self._answered = 0                      # the release whose model request was answered
         self._answer_s: deque = deque(maxlen=8)  # how long the model took to answer, lately
+        self._protected: ProtectedSet | None = None
+        self._protected_guard = threading.Lock()
 
     @contextmanager
     def protect(self, call: Call, *, gate: bool = True, budget_s: float | None = None,
@@ -99,6 +110,7 @@ class ProtectedCalls:
                 status="error", uncertain_reason=f"exception: {type(exc).__name__}"))
             raise
         outcome = tx.outcome or Outcome(status="ok")
+        self._mark_changes(tx.ticket, outcome)     # on the caller's thread: its result can say so
         if write_behind and outcome.status == "ok" and not outcome.uncertain_reason:
             tx.record = self._finish_behind(tx.ticket, outcome)
         else:
@@ -116,7 +128,8 @@ class ProtectedCalls:
         self._behind.put((ticket, outcome, generation, time.monotonic() + RELEASE_AFTER_S))
         return CallRecord(operation_id=ticket.operation_id, pre_checkpoint=ticket.pre_checkpoint,
                           post_checkpoint=None, snapshot=ticket.snapshot, recorded=True,
-                          gate_warning=ticket.gate_warning, outcome="returned", status="ok")
+                          gate_warning=ticket.gate_warning, outcome="returned", status="ok",
+                          protected_changed=outcome.fields.get("protected_changed"))
 
     def release_behind(self) -> None:
         """The host is about to send its model request (Hermes' `llm_execution` middleware):
@@ -187,6 +200,7 @@ class ProtectedCalls:
         """Gate, pre-checkpoint, durable intent.  After this returns the call may run once."""
         self._start()
         self.settle_behind()            # the previous call's outcome first: journal order, gate
+        self.check_protected(call)      # chronos-git's own files: refused (and journaled), gate or not
         warning = self.gate.check() if gate else None
         store, journal = self.core.store, self.core.journal
         ws = store.workspace(call.workspace)
@@ -222,6 +236,9 @@ class ProtectedCalls:
         journal.append(events.Started, fields, blobs=blobs)
         ticket = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
                         gate_warning=warning)
+        if call.declared is None:
+            ticket.protected_baseline = self._baseline()
+            ticket.since_ticks = processes.now_ticks()     # what it leaves running is named after it
         try:
             faults.hit("after_intent")
         except Exception as exc:
@@ -253,6 +270,8 @@ class ProtectedCalls:
     # ------------------------------------------------------------ outcome
     def finish(self, ticket: Ticket, outcome: Outcome) -> CallRecord:
         """Post-checkpoint and the outcome.  Never raises: a failure poisons the gate instead."""
+        self._mark_changes(ticket, outcome)
+        self._mark_left_running(ticket, outcome)
         try:
             faults.hit("after_dispatch")
         except Exception:
@@ -267,7 +286,8 @@ class ProtectedCalls:
                 post = {"error": str(exc)}
         rec = CallRecord(operation_id=ticket.operation_id, pre_checkpoint=ticket.pre_checkpoint,
                          post_checkpoint=post.get("checkpoint"), snapshot=ticket.snapshot, recorded=True,
-                         gate_warning=ticket.gate_warning)
+                         gate_warning=ticket.gate_warning,
+                         protected_changed=outcome.fields.get("protected_changed"))
         try:
             strict = self.core.settings.strict_errors and outcome.status == "error"
             if outcome.uncertain_reason or strict:
@@ -294,6 +314,129 @@ class ProtectedCalls:
                                 f"({call.tool}) failed: {exc}")
             rec.recorded, rec.outcome_unknown, rec.error = False, True, journal.poisoned
         return rec
+
+    @staticmethod
+    def _mark_left_running(ticket: Ticket, outcome: Outcome) -> None:
+        """A shell call's processes still alive when it returned (pid, start time, name): an
+        operator act from one of them is refused (service/operators.py).  Read on the thread
+        that writes the outcome (the writer's, off the call's path, for a write-behind)."""
+        if ticket.since_ticks is None:
+            return
+        try:
+            left = processes.left_running(os.getpid(), ticket.since_ticks)
+        except OSError:
+            return
+        if left:
+            outcome.fields["left_running"] = [[p.pid, p.start, p.comm] for p in left[:64]]
+
+    # ------------------------------------------------------ protected paths
+    def protected(self) -> ProtectedSet:
+        """The protected set of this store (service/protected.py), resolved once."""
+        with self._protected_guard:
+            if self._protected is None:
+                try:
+                    home = hermes_home()
+                except Exception:          # noqa: BLE001 (no Hermes here: the package folder only)
+                    home = None
+                self._protected = ProtectedSet(self.core.store_dir, self.core.journal.witness_path,
+                                               plugin_roots(home), watch=self.core.background)
+            return self._protected
+
+    def check_protected(self, call: Call) -> None:
+        """Refuse (ProtectedPath) a call that declares a path in the protected set, before
+        anything is snapshotted or run; the refusal is journaled (a `refused` event)."""
+        if not call.declared:
+            return
+        hits = self.protected().hits(d.path for d in call.declared)
+        if not hits:
+            return
+        op = uuid.uuid4().hex
+        paths = [{"path": h.path, "resolved": h.resolved, "what": h.what} for h in hits]
+        fields: dict[str, object] = {
+            "operation_id": op, "tool": call.tool, "code": ProtectedPath.code, "paths": paths,
+            "args_hash": args_hash(call.args), "session_id": call.session_id, "tool_call_id": call.tool_call_id,
+            "turn_id": call.turn_id, "workspace": call.workspace}
+        if call.replay_of:
+            fields["replay_of"] = call.replay_of
+        if call.actor:
+            fields["actor"] = call.actor
+        recorded = True
+        try:
+            self._start()                     # the journal opened (a CLI `write` checks before `begin`)
+            fields["owner"] = self.core.journal.me.to_dict()
+            self.core.journal.append(events.Refused, fields)
+        except Exception as exc:          # noqa: BLE001 (refused all the same)
+            recorded = False
+            log.warning("chronos-git: the refusal of a %s call could not be journaled: %s", call.tool, exc)
+        raise ProtectedPath(_refusal(call.tool, hits, op, recorded), operation_id=op, paths=paths,
+                            recorded=recorded)
+
+    def _baseline(self) -> tuple[int, bool, dict] | None:
+        """The fingerprint of the protected set after a shell call's intent, with the number of
+        maintenance events so far and then whether a compaction is running (in that order).  A
+        compaction holds its lock from before its decision (journaled: `retention`,
+        `prune_orphans`) to after its cut: one that was not running at the probe and cuts during
+        the call journals its decision after the count was read; one running then may cut
+        during the call with its decision journaled before."""
+        try:
+            ps = self.protected()
+            count = self.core.journal.state.totals.get("maintenance", 0)
+            return count, compaction_running(ps.store), ps.fingerprint()
+        except Exception as exc:          # noqa: BLE001 (the call runs; only this check is lost)
+            log.info("chronos-git: no fingerprint of the protected files: %s", exc)
+            return None
+
+    def _mark_changes(self, ticket: Ticket, outcome: Outcome) -> None:
+        """Compare the protected set with the call's baseline (once) and record what changed
+        in its outcome (`protected_changed`) and for `health`."""
+        base, ticket.protected_baseline = ticket.protected_baseline, None
+        if base is None:
+            return
+        try:
+            count, compacting, before = base
+            ps = self.protected()
+            changed, maintained = ps.changed(before, ps.fingerprint())
+            if maintained and not compacting:
+                try:
+                    self.core.journal.refresh()
+                except Exception:         # noqa: BLE001 (a journal in doubt: the gate says so)
+                    pass
+                compacting = self.core.journal.state.totals.get("maintenance", 0) > count
+            if compacting:
+                changed = [p for p in changed if p not in maintained]   # chronos-git's own, journaled
+        except Exception as exc:          # noqa: BLE001 (the outcome must still be recorded)
+            log.info("chronos-git: the protected files could not be compared: %s", exc)
+            return
+        if not changed:
+            return
+        outcome.fields["protected_changed"] = changed
+        log.warning("chronos-git: %s call %s changed chronos-git's own files: %s", ticket.call.tool,
+                    ticket.operation_id[:12], ", ".join(changed))
+        try:
+            self._keep_change(ticket, changed)
+        except Exception as exc:          # noqa: BLE001 (the journal event has it)
+            log.info("chronos-git: protected-file change not kept for health: %s", exc)
+
+    def _changes_path(self):
+        return self.core.store.meta_dir / "protected-changes.json"
+
+    def _keep_change(self, ticket: Ticket, changed: list[str]) -> None:
+        with self.core.store.lock("protected-changes"):
+            cur = self.recent_changes(max_age_s=None)
+            cur.append({"operation_id": ticket.operation_id, "tool": ticket.call.tool, "paths": changed,
+                        "workspace": ticket.call.workspace, "time": time.time()})
+            atomic_write(self._changes_path(), events.canonical(cur[-CHANGES_KEPT:]).encode(), mode=0o600)
+
+    def recent_changes(self, max_age_s: float | None = 7 * 86400) -> list[dict]:
+        """Calls that changed chronos-git's own files (newest last), kept for `health`; the
+        journal's outcome events are the record."""
+        try:
+            cur = json.loads(self._changes_path().read_text())
+        except (OSError, ValueError):
+            return []
+        now = time.time()
+        return [c for c in cur if isinstance(c, dict) and isinstance(c.get("time"), (int, float))
+                and (max_age_s is None or now - c["time"] <= max_age_s)]
 
     def completed_before(self, session_id: str | None, tool: str, args: dict) -> dict | None:
         """An identical call that already completed in this session (the duplicate guard)."""
@@ -340,12 +483,13 @@ class ProtectedCalls:
         if os.fsencode(abspath) == ws.root_bytes:
             raise ValueError(f"{path!r} names the workspace folder itself: write needs the path of a file "
                              "(nothing was written)")
-        split(ws.rel(abspath))                # outside the workspace or into a .git: refused now
-        if path.endswith(("/", os.sep)) or os.path.isdir(abspath):
-            raise ValueError(f"{path} names a folder: write needs the path of a file (nothing was written)")
         call = Call(tool=tool, args={"path": abspath, "content": content.decode("utf-8", "replace")},
                     workspace=workspace, session_id=session_id, declared=[Declared(abspath, content)],
                     actor=actor)
+        self.check_protected(call)            # chronos-git's own files: refused and journaled, wherever
+        split(ws.rel(abspath))                # outside the workspace or into a .git: refused now
+        if path.endswith(("/", os.sep)) or os.path.isdir(abspath):
+            raise ValueError(f"{path} names a folder: write needs the path of a file (nothing was written)")
         failure = None
         with self.protect(call) as t:
             try:
@@ -358,6 +502,24 @@ class ProtectedCalls:
         if failure is not None:
             raise ChronosError(f"could not write {abspath}: {explain(failure, ws.root)}")
         return WriteResult(**t.record.model_dump(), path=abspath, bytes_written=len(content))
+
+
+def _refusal(tool: str, hits: list[Hit], op: str, recorded: bool) -> str:
+    """Why a call was refused, and how to proceed."""
+    where = "; ".join(h.path + (f" (which is {h.resolved})" if h.resolved != os.path.normpath(h.path) else "")
+                      + f": {WHAT[h.what]}" for h in hits)
+    msg = (f"refused: this {tool} call would write {where}. chronos-git never lets a call it records change "
+           "its own store, journal or code; nothing was run"
+           + (f" (journaled as refused, operation {op[:12]})." if recorded else
+              " (the refusal could not be journaled)."))
+    if any(h.what == "plugin" for h in hits):
+        msg += (" To let an agent edit chronos-git itself, run that agent with a separate install of "
+                "chronos-git (another checkout, or `hermes plugins install` into another HERMES_HOME), "
+                "or start the host with CHRONOS_GIT_ALLOW_PLUGIN_EDITS=1.")
+    if any(h.what != "plugin" for h in hits):
+        msg += (" The store is changed only by chronos-git's own commands (`chronos-git journal ...`, "
+                "`restore`, `compact`), run by a person.")
+    return msg
 
 
 def _exited(res: RunResult) -> RunResult:

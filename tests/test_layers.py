@@ -7,12 +7,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-# package -> the packages of ours it may import (settings.py is the `settings` "package")
+# package -> the packages of ours it may import (settings.py and deployment.py are "packages")
 ALLOWED = {
     "engine": set(),
     "journal_refs": {"engine"},
     "settings": {"engine"},
-    "service": {"engine", "journal_refs", "settings"},
+    "deployment": {"settings"},
+    "setting_effects": set(),
+    "service": {"engine", "journal_refs", "settings", "deployment", "setting_effects"},
     "report": {"service", "engine", "settings"},
     "windtunnel": {"service", "engine", "journal_refs", "settings"},
     "cli": {"service", "engine", "settings", "report", "windtunnel"},

@@ -18,7 +18,7 @@ from .scenario import INVARIANTS
 from .suites import SUITES, build, run_case
 
 LAST_RUN = "windtunnel-last.json"
-DESCRIPTION = ("Crash, power-cut, I/O-error, tamper, concurrency and hostile-input suites against "
+DESCRIPTION = ("Crash, power-cut, I/O-error, tamper, concurrency, hostile-input and adversary suites against "
                "throwaway stores; exit status 1 on any breach.")
 CASE_TIMEOUT = 180.0       # seconds; a case that gives no verdict by then has hung: a breach
                            # (a case may set a longer "deadline" in its spec)
@@ -102,6 +102,8 @@ def _line(suite: str, results: list[dict], counts: dict, reached: int) -> str:
         what = f"{len(set(names))} kinds of tampering = {len(results)} attempts, {reached} detected"
     elif suite == "concurrency":
         what = f"{len(results)} races"
+    elif suite == "adversary":
+        what = f"{len(set(names))} attacks by the agent's own calls = {len(results)} attempts, {reached} refused or detected"
     else:
         what = f"{len(results)} hostile-input classes"
     shown = ("lost_events", "duplicate_effects", "fsck_errors", "litter", "stuck_locks", "resets",

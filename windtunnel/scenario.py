@@ -98,11 +98,13 @@ class Scenario:
     def child(self, *, fault: str | None = None, ops: int = 8, first=(), background: bool = False,
               kill_after: float | None = None, kill_at: tuple[int, float] | None = None,
               timeout: float = 120, only=(), durable: bool = False,
-              prefix: str = "", acks: Path | None = None, wait: bool = True):
+              prefix: str = "", acks: Path | None = None, wait: bool = True, env: dict | None = None):
         """Run the victim.  `kill_after`: SIGKILL it after that many seconds; `kill_at=(n, s)`:
         after its n-th acknowledged operation plus s seconds, so the kill lands inside the
         workload however fast this machine runs it (n=0: during its start)."""
+        extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in ("CHRONOS_GIT_FAULT", "CHRONOS_GIT_STORE")}
+        env.update(extra)
         if fault:
             env["CHRONOS_GIT_FAULT"] = fault
             env["CHRONOS_GIT_FAULT_LOG"] = str(self.fault_log)

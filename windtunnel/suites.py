@@ -1,4 +1,4 @@
-"""The six suites: what each case does to a store, and which invariants it checks.
+"""The seven suites: what each case does to a store, and which invariants it checks.
 
 Every case is a plain `Case` (suite, name, seed, spec) so that a breach can be
 replayed alone (`--suite crash --seed S`); `run_case` runs one in a worker
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from ..engine.faults import POINTS
 from .scenario import Outcome, Scenario
 
-SUITES = ("crash", "power", "io", "tamper", "concurrency", "input")
+SUITES = ("crash", "power", "io", "tamper", "concurrency", "input", "adversary")
 
 
 @dataclass
@@ -267,8 +267,19 @@ def run_input(case: Case, s: Scenario) -> Outcome:
     return hostile.run(s, case.spec["class"])
 
 
+# ---------------------------------------------------------------- adversary
+def adversary_cases(seeds: range) -> list[Case]:
+    from .adversary import KINDS
+    return [Case("adversary", kind, seed, {"kind": kind}) for kind in KINDS for seed in seeds]
+
+
+def run_adversary(case: Case, s: Scenario) -> Outcome:
+    from . import adversary
+    return adversary.run(s, case.spec["kind"], random.Random(case.seed))
+
+
 _RUN = {"crash": run_crash, "power": run_power, "io": run_io, "tamper": run_tamper,
-        "concurrency": run_concurrency, "input": run_input}
+        "concurrency": run_concurrency, "input": run_input, "adversary": run_adversary}
 
 
 def build(suites, *, quick: bool, seeds: int, only_seed: int | None = None,
@@ -288,6 +299,8 @@ def build(suites, *, quick: bool, seeds: int, only_seed: int | None = None,
             cases += concurrency_cases(quick)
         elif suite == "input":
             cases += input_cases()
+        elif suite == "adversary":
+            cases += adversary_cases(range(1) if quick else seed_range)
     if only_seed is not None:
         cases = [c for c in cases if c.seed == only_seed]
     return cases

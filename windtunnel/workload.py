@@ -20,6 +20,7 @@ import threading
 
 FILES = [f"src/m{i}.py" for i in range(12)] + [f"docs/d{i}.md" for i in range(4)] + ["README", "deep/a/b/c.txt"]
 KINDS = ("write", "write", "patch", "multi", "shell", "restore", "snapshot", "compact", "replay", "consolidate")
+ATTACK = "CHRONOS_WINDTUNNEL_ATTACK"   # the adversary suite's attack: JSON, carried out as one protected call
 
 
 def _ack(fh, record: dict) -> None:
@@ -115,6 +116,13 @@ def _step(svc, rng, ws, FILES, kind, n, Call, Declared, Outcome) -> str:
                 _atomic(p, d)
             t.outcome = Outcome(status="ok")
         return ",".join(rels)
+    if kind == "attack":                              # the adversary suite: the agent's own call attacks
+        spec = json.loads(os.environ[ATTACK])
+        if spec["kind"] == "write":                   # a file tool aimed at chronos-git's own files
+            svc.write_file(ws, spec["path"], spec["content"].encode(), actor="windtunnel")
+            return spec["path"]
+        res = svc.run_command(ws, spec["argv"])
+        return f"attack rc={res.exit_code}"
     if kind == "shell":
         rel = rng.choice(FILES)
         res = svc.run_command(ws, ["sh", "-c", f"mkdir -p $(dirname '{rel}') && echo {n} >> '{rel}'"])
@@ -148,7 +156,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ops", type=int, default=20)
     p.add_argument("--background", action="store_true", help="as in Hermes: watcher, background first snapshot")
-    p.add_argument("--first", action="append", default=[], choices=sorted(set(KINDS)),
+    p.add_argument("--first", action="append", default=[], choices=sorted(set(KINDS) | {"attack"}),
                    help="operations to do first (the rest is random)")
     p.add_argument("--only", action="append", choices=sorted(set(KINDS)), help="draw only these operations")
     p.add_argument("--durable", action="store_true", help="durable_snapshots on (fsync every snapshot)")

@@ -1,0 +1,120 @@
+"""`chronos-git git …`: the documented way to read the store with stock git (issue 32, "the
+store is examined, never obeyed"): refused while the store holds anything chronos-git never
+writes; otherwise git with no pager, hooks, replace objects, global config or GIT_* of the
+caller's; and libgit2 itself never reads the user's ~/.gitconfig for the store."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from support.gitservers import bare
+
+
+def _gitc(store: Path, *args) -> None:
+    subprocess.run(["git", "--git-dir", str(store), *map(str, args)], check=True, capture_output=True,
+                   env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+
+
+@pytest.fixture
+def recorded(cli, ws):
+    for i in range(3):
+        r = cli("write", "a.txt", "--content", f"v{i}\n", "--workspace", ws)
+        assert r.rc == 0, r.stdout + r.stderr
+    return ws
+
+
+def test_git_log_of_a_clean_store_is_git_s_own_output_and_exit_code(cli, recorded, store_dir):
+    r = cli("git", "log", "--format=%s", "refs/chronos/journal")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert "journal #0 genesis" in r.stdout and "started write_file" in r.stdout
+    assert not r.stdout.lstrip().startswith("{")           # git's text, not a JSON document
+    bad = cli("git", "rev-parse", "--verify", "refs/chronos/nothing-here")
+    assert bad.rc == 128                                   # git's exit code
+    assert cli("git").rc == 1                              # no arguments: a clear error
+
+
+def test_a_replace_ref_is_refused_and_never_shown(cli, recorded, store_dir):
+    repo = pygit2.Repository(str(store_dir))
+    head = repo.references["refs/chronos/journal"].target
+    forged = repo.create_commit(None, repo[head].author, repo[head].committer, "journal #2 FORGED event",
+                                repo[head].tree_id, [repo[head].parents[0].id])
+    _gitc(store_dir, "replace", str(head), str(forged))
+    stock = subprocess.run(["git", "--git-dir", str(store_dir), "log", "--format=%s", "refs/chronos/journal"],
+                           capture_output=True, text=True, env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})
+    assert "FORGED" in stock.stdout                        # what plain stock git shows (finding 5)
+    r = cli("git", "log", "--format=%s", "refs/chronos/journal")
+    assert r.rc == 1 and "FORGED" not in r.stdout
+    assert f"refs/replace/{head}" in r.stderr and "refused" in r.stderr, r.stderr
+    v = cli("journal", "verify", "--json")
+    assert v.rc == 1 and v.json["code"] == "store_tampered"
+    assert any(f["what"] == f"refs/replace/{head}" for f in v.json["tampering"])
+    h = cli("health", "--json")
+    assert h.json["protection"]["state"] == "degraded" and h.json["tampering"][0]["kind"] == "ref"
+
+
+def test_a_pager_planted_in_the_store_config_is_refused_and_never_runs(cli, recorded, store_dir, tmp_path):
+    marker = tmp_path / "pager-ran"
+    _gitc(store_dir, "config", "core.pager", f"touch {marker}; cat")
+    r = cli("git", "log", "--oneline", "refs/chronos/journal")
+    assert r.rc == 1 and "core.pager" in r.stderr, r.stdout + r.stderr
+    assert not marker.exists()
+    v = cli("journal", "verify")
+    assert v.rc == 1 and "core.pager" in v.stdout
+    h = cli("health")
+    assert h.rc == 0 and "DEGRADED" in h.stdout and "core.pager" in h.stdout
+    assert not marker.exists()
+
+
+def test_a_hook_is_reported_and_refused(cli, recorded, store_dir):
+    hook = store_dir / "hooks" / "reference-transaction"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    r = cli("git", "log", "--oneline", "refs/chronos/journal")
+    assert r.rc == 1 and "hooks/reference-transaction" in r.stderr
+    hook.unlink()
+    assert cli("git", "log", "--oneline", "refs/chronos/journal").rc == 0
+
+
+def test_the_callers_git_environment_is_not_honoured(cli, recorded, store_dir, tmp_path):
+    marker = tmp_path / "ran"
+    evil = {"GIT_PAGER": f"touch {marker}; cat", "PAGER": f"touch {marker}; cat",
+            "GIT_EXTERNAL_DIFF": f"sh -c 'touch {marker}'", "GIT_DIR": str(tmp_path / "elsewhere"),
+            "GIT_CONFIG_PARAMETERS": f"'core.pager'='touch {marker}'"}
+    r = cli("git", "log", "-p", "-2", "refs/chronos/snapshots/" + next((store_dir / "worktrees").iterdir()).name,
+            env=evil)
+    assert r.rc == 0, r.stderr
+    assert "diff --git" in r.stdout and not marker.exists()
+
+
+@pytest.mark.process
+def test_the_users_gitconfig_does_not_reach_the_store(cli, ws, tmp_path, store_dir):
+    """libgit2 reads no ~/.gitconfig for the store: neither its url rewriting (a push would go
+    to a fake remote), nor an [include], nor a core.excludesFile (a narrowing of snapshots)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    real, fake = bare(tmp_path / "real.git"), bare(tmp_path / "fake.git")
+    (home / "ignore").write_text("a.txt\n")
+    (home / "more").write_text(f'[url "{fake}"]\n\tpushInsteadOf = {real}\n')
+    (home / ".gitconfig").write_text(f'[url "{fake}"]\n\tinsteadOf = {real}\n'
+                                     f"[core]\n\texcludesFile = {home / 'ignore'}\n"
+                                     f"[include]\n\tpath = {home / 'more'}\n")
+    env = {"HOME": str(home), "CHRONOS_GIT_HOST_ID": "h1"}
+    assert cli("snapshot", "--workspace", ws, env=env).rc == 0
+    assert cli("remote", "add", "r", str(real), env=env).rc == 0
+    p = cli("push", "r", "--json", env=env)
+    assert p.rc == 0, p.stdout + p.stderr
+    refs = subprocess.run(["git", "--git-dir", str(real), "for-each-ref", "--format=%(refname)"],
+                          capture_output=True, text=True).stdout.split()
+    assert "refs/chronos/hosts/h1/journal" in refs
+    assert subprocess.run(["git", "--git-dir", str(fake), "for-each-ref"], capture_output=True,
+                          text=True).stdout == ""
+    repo = pygit2.Repository(str(store_dir))
+    (wt,) = (store_dir / "worktrees").iterdir()
+    tree = repo[repo.references[f"refs/chronos/snapshots/{wt.name}"].target].tree
+    assert "a.txt" in tree                                 # not narrowed by the global excludes file
+    h = cli("health", "--json", env=env)
+    assert h.json["protection"]["state"] == "on" and "tampering" not in h.json
