@@ -19,49 +19,36 @@ Linux only; elsewhere `available()` is False and every snapshot is a full scan.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import select
-import struct
-import sys
 import threading
 
-IN_MODIFY = 0x00000002
-IN_ATTRIB = 0x00000004
-IN_CLOSE_WRITE = 0x00000008
-IN_MOVED_FROM = 0x00000040
-IN_MOVED_TO = 0x00000080
-IN_CREATE = 0x00000100
-IN_DELETE = 0x00000200
-IN_DELETE_SELF = 0x00000400
-IN_MOVE_SELF = 0x00000800
-IN_Q_OVERFLOW = 0x00004000
-IN_IGNORED = 0x00008000
-IN_ONLYDIR = 0x01000000
-IN_DONT_FOLLOW = 0x02000000
-IN_EXCL_UNLINK = 0x04000000
-IN_ISDIR = 0x40000000
-IN_NONBLOCK = 0o4000
-IN_CLOEXEC = 0o2000000
+from .inotify import (
+    HEADER as _HDR,
+    IN_ATTRIB,
+    IN_CLOEXEC,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_DONT_FOLLOW,
+    IN_EXCL_UNLINK,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_NONBLOCK,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    lib as _lib,
+)
 
 MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
-_HDR = struct.Struct("iIII")
 MAX_DIRTY = 50_000           # beyond this a full scan is cheaper than the bookkeeping
-
-_libc = None
-
-
-def _lib():
-    global _libc
-    if _libc is None and sys.platform.startswith("linux"):
-        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        lib.inotify_init1.argtypes = [ctypes.c_int]
-        lib.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        lib.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
-        _libc = lib
-    return _libc
 
 
 def available() -> bool:

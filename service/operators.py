@@ -18,6 +18,7 @@ import os
 
 from ..engine import processes
 from ..engine.errors import ChronosError
+from ..engine.owner import ProcessIdentity
 from ..journal_refs import events
 from .core import Core
 
@@ -64,7 +65,7 @@ def _agent_processes(core: Core) -> dict[tuple[int, int], str]:
     if not core.store_exists():
         return {}
     journal.open()
-    boot = _boot_id()
+    boot = ProcessIdentity.current().boot_id
     found: dict[tuple[int, int], str] = {}
     owners: dict[tuple[int, int], str] = {}
     for ev in journal.events(RECENT_EVENTS):
@@ -89,11 +90,3 @@ def _spawns(started: dict) -> bool:
     (its paths are declared) nor chronos-git's own (a restore).  Only a dispatcher of such calls
     has the agent's processes below it (a harness that only writes files and resolves is not)."""
     return "declared" not in started and not str(started.get("tool") or "").startswith("chronos.")
-
-
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as fh:
-            return fh.read().strip()
-    except OSError:
-        return "unknown"

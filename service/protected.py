@@ -31,18 +31,34 @@ uses chronos-git's own protected tools to damage chronos-git.  Two rules, both h
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import fcntl
 import os
 import stat
-import struct
-import sys
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..engine import inotify
+from ..engine.inotify import (
+    HEADER,
+    IN_ATTRIB,
+    IN_CLOEXEC,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_DONT_FOLLOW,
+    IN_IGNORED,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_NONBLOCK,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent     # the running code: the repository root in development
 PLUGIN_NAME = "chronos-git"
@@ -139,25 +155,9 @@ def _stamp(path: str):
 
 
 # ------------------------------------------------------------------ the plugin's code, watched
-IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x40, 0x80
-IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
-IN_Q_OVERFLOW, IN_IGNORED, IN_ONLYDIR, IN_DONT_FOLLOW = 0x4000, 0x8000, 0x01000000, 0x02000000
-IN_NONBLOCK, IN_CLOEXEC = 0o4000, 0o2000000
 _WATCH_MASK = (IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF
                | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
-_HDR = struct.Struct("iIII")
 _KEPT_EVENTS = 4096
-_libc = None
-
-
-def _inotify():
-    global _libc
-    if _libc is None and sys.platform.startswith("linux"):
-        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        lib.inotify_init1.argtypes = [ctypes.c_int]
-        lib.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        _libc = lib
-    return _libc
 
 
 class CodeWatch:
@@ -173,7 +173,7 @@ class CodeWatch:
     _cache_guard = threading.Lock()
 
     def __init__(self, dirs: tuple[str, ...]):
-        lib = _inotify()
+        lib = inotify.lib()
         if lib is None:
             raise OSError(errno.ENOSYS, "inotify is not available here")
         fd = lib.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
@@ -225,10 +225,10 @@ class CodeWatch:
             except BlockingIOError:
                 return
             off = 0
-            while off + _HDR.size <= len(buf):
-                wd, mask, _cookie, length = _HDR.unpack_from(buf, off)
-                name = buf[off + _HDR.size: off + _HDR.size + length].rstrip(b"\0")
-                off += _HDR.size + length
+            while off + HEADER.size <= len(buf):
+                wd, mask, _cookie, length = HEADER.unpack_from(buf, off)
+                name = buf[off + HEADER.size: off + HEADER.size + length].rstrip(b"\0")
+                off += HEADER.size + length
                 self._seq += 1
                 if mask & IN_Q_OVERFLOW:
                     self._events.append((self._seq, "*"))

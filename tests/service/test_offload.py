@@ -22,6 +22,8 @@ from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 from support.helpers import wait_for
 
+pytestmark = pytest.mark.process          # the first import's child process is the point
+
 FILES = 300
 
 
@@ -166,7 +168,6 @@ def _pgrp(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])     # field 5
 
 
-@pytest.mark.process
 def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
     store = tmp_path / "store"
     ws = Chronos.get(store, Settings()).store.workspace(tree)
