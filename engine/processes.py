@@ -42,11 +42,29 @@ def read(pid: int) -> Proc | None:
         return None
 
 
+def self_pid() -> int:
+    """This process's pid as /proc names it.  Not os.getpid(): in a PID namespace of its own
+    (`unshare -pf`) a process is pid 1 to itself while /proc still shows the outer tree, where
+    pid 1 is init and the real ancestry would be lost."""
+    try:
+        return int(os.readlink("/proc/self"))
+    except (OSError, ValueError):
+        return os.getpid()
+
+
+def own_pid_namespace() -> bool:
+    """Whether this process's ancestry cannot be read here: it runs in a PID namespace nested
+    below /proc's (its own pid differs from the one /proc gives it: `unshare -pf`), or it is
+    pid 1 of one (`unshare -pf --mount-proc`, a container's entry point), where /proc shows
+    nothing above it."""
+    return os.getpid() != self_pid() or self_pid() == 1
+
+
 def ancestry(pid: int | None = None, limit: int = 256) -> list[Proc]:
     """`pid` (default this process) and every ancestor up to, not including, pid 0."""
     out: list[Proc] = []
     seen: set[int] = set()
-    cur = os.getpid() if pid is None else pid
+    cur = self_pid() if pid is None else pid
     while cur > 0 and cur not in seen and len(out) < limit:
         seen.add(cur)
         p = read(cur)

@@ -269,10 +269,20 @@ def _audit_files(root: Path) -> list[Finding]:
          "borrows objects from another repository: a checkpoint or journal object could come from there"),
         ("objects/info/http-alternates", "alternates", "borrows objects from another place"),
         ("commondir", "file", "points git at another repository's objects and refs"),
+        ("objects/info/commit-graph", "file",
+         "a commit-graph: stock git reads commits' parents from it (a forged one hides checkpoints)"),
+        ("objects/info/commit-graphs", "file", "commit-graph files: as objects/info/commit-graph"),
     ):
         p = root / rel
         if present(p):
             out.append(Finding(kind, str(p), rel, why, f"delete {p}"))
+    for top, dirs, files in os.walk(root / "refs"):     # chronos-git writes no symlink there; git follows them
+        for n in dirs + files:
+            p = Path(top) / n
+            if p.is_symlink():
+                rel = os.path.relpath(p, root)
+                out.append(Finding("ref", str(p), rel, "a symlink among the refs: stock git follows it to refs "
+                                   "this audit cannot vouch for (a replace ref, a forged branch)", f"delete {p}"))
     hooks = root / "hooks"
     try:
         names = sorted(os.listdir(hooks))

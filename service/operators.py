@@ -15,6 +15,7 @@ scheduler the agent wrote to): docs/threat-model.md.
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 from ..engine import processes
 from ..engine.errors import ChronosError
@@ -33,20 +34,29 @@ class AgentDescendant(ChronosError):
 def actor_record() -> dict:
     """Who acts: uid, controlling terminal (none for an agent's tool) and the ancestry."""
     return {"uid": os.getuid(), "tty": processes.controlling_terminal(),
-            "ancestry": [[p.pid, p.start, p.comm] for p in processes.ancestry()]}
+            "ancestry": [[p.pid, p.start, p.comm] for p in processes.ancestry()],
+            "own_pid_namespace": processes.own_pid_namespace()}
 
 
 def check(core: Core, act: str, operation_id: str | None = None) -> dict:
     """The actor's record for `act`; raises AgentDescendant (after journaling the attempt) when an
     ancestor is a live dispatcher of protected calls or a process one of them left running."""
     record = actor_record()
+    if processes.own_pid_namespace():
+        comm, pid, why = "a PID namespace of its own", record["ancestry"][0][0] if record["ancestry"] else 0, (
+            "so its ancestry cannot be read (an `unshare -p` or a container's own /proc)")
+        _refuse(core, act, operation_id, record, comm, pid, why)
     agents = _agent_processes(core)
     hit = next(((pid, start, comm) for pid, start, comm in record["ancestry"][1:]
                 if (pid, start) in agents), None)
     if hit is None:
         return record
     pid, start, comm = hit
-    why = agents[(pid, start)]
+    _refuse(core, act, operation_id, record, comm, pid, agents[(pid, start)])
+
+
+def _refuse(core: Core, act: str, operation_id: str | None, record: dict, comm: str, pid: int,
+            why: str) -> NoReturn:
     try:
         core.journal.append(events.Maintenance, {"operation_id": operation_id, "action": "operator_refused",
                                                   "act": act, "actor": record, "because": why})

@@ -126,20 +126,22 @@ def _code_files(root: Path) -> list[str]:
     return out
 
 
+NOT_LOADED_DIRS = NOT_CODE + ("docs", "scripts")
+NOT_LOADED_SUFFIXES = (".md", ".txt", ".png")
+
+
 def _loaded_code(resolved: str, root: str | Path) -> bool:
-    """Whether a path below a plugin folder is what the plugin loads: a top-level code file, or
-    anything inside one of its packages (a planted .pyc in __pycache__ included), as
-    `_code_files` sees them; not a checkout's tests, bench, docs, .venv or scratch folders
-    (the benchmark's workspaces live in .bench-cache/)."""
+    """Whether a path below a plugin folder may be loaded by Python or the plugin: everything but
+    a checkout's hidden folders (.venv, .git, the benchmark's .bench-cache/), its tests, bench,
+    docs and scripts, and top-level text.  A new top-level folder (`settings/__init__.py`
+    shadows `settings.py`), `__pycache__/*.pyc` or an extension module (`settings.abi3.so`,
+    imported before `settings.py`) is code, so it is all protected."""
     parts = Path(os.path.relpath(resolved, root)).parts
     if not parts or parts == (".",):
         return True
-    top = Path(root) / parts[0]
     if len(parts) == 1:
-        return parts[0].endswith(CODE_SUFFIXES) or top.is_dir()
-    if parts[0].startswith(".") or parts[0] in NOT_CODE:
-        return False
-    return (top / "__init__.py").exists() or parts[0] in ("dashboard", "desktop")
+        return not parts[0].endswith(NOT_LOADED_SUFFIXES) or (Path(root) / parts[0]).is_dir()
+    return not (parts[0].startswith(".") or parts[0] in NOT_LOADED_DIRS)
 
 
 def _stamp(path: str):

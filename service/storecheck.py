@@ -31,6 +31,7 @@ from .results import GitRun, TamperFinding
 GIT_OVERRIDES = (
     "core.pager=cat",
     "core.fsmonitor=false",
+    "core.commitGraph=false",
     "core.hooksPath=/dev/null",
     "core.attributesFile=/dev/null",
     "core.sshCommand=false",

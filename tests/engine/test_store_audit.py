@@ -170,3 +170,17 @@ def test_findings_are_rendered_with_their_fix(cli, ws, store_dir):
     j = cli("journal", "verify", "--json")
     assert j.rc == 1 and j.json["code"] == "store_tampered"
     assert j.json["tampering"][0]["kind"] == "config"
+
+
+def test_what_the_red_team_hid_from_the_audit_is_found(svc, ws, store_dir, tmp_path):
+    """A symlinked folder among the refs (stock git follows it, a plain walk does not) and a
+    commit-graph (stock git takes parents from it) were invisible to the first audit."""
+    s = svc()
+    s.snapshot(str(ws), "one")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store_dir / "refs" / "replace").symlink_to(outside, target_is_directory=True)
+    (store_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    (store_dir / "objects" / "info" / "commit-graph").write_bytes(b"CGPH")
+    found = {f.what for f in store_audit.audit(store_dir, {})}
+    assert "refs/replace" in found and "objects/info/commit-graph" in found, found

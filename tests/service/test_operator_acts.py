@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import textwrap
 
@@ -98,3 +99,17 @@ def test_left_running_names_only_what_the_call_started(tmp_path):
     assert all(p.pid != me and p.start >= since for p in found)
     chain = processes.ancestry()
     assert chain[0].pid == me and chain[-1].pid == 1
+
+
+@pytest.mark.process
+@pytest.mark.skipif(shutil.which("unshare") is None or os.getuid() != 0, reason="needs unshare as root")
+def test_a_pid_namespace_of_its_own_does_not_hide_the_ancestry(cli, ws, tmp_path):
+    """The red team's bypass: in `unshare -pf` a process is pid 1 to itself while /proc shows the
+    outer tree; its ancestry is read through /proc/self, and such a process is refused anyway."""
+    bare = tmp_path / "remote.git"
+    for how in (["unshare", "-pf"], ["unshare", "-pf", "--mount-proc"]):
+        r = cli("run", "--json", "--", *how, PY, "-m", "chronos_git.cli", "remote", "add", "r",
+                str(bare), "--json", cwd=ws)
+        assert r.rc == 1, r.stdout + r.stderr
+        assert "agent_descendant" in r.stderr, (how, r.stderr)
+    assert cli("remote", "list", "--json").json["remotes"] == []

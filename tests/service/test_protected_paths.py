@@ -433,8 +433,11 @@ def test_what_the_plugin_loads_is_protected_not_the_rest_of_its_checkout(tmp_pat
         (root / rel).write_text("x\n")
     ps = protected_mod.ProtectedSet(tmp_path / "store", str(tmp_path / "store.journal-checkpoint.json"), [root])
     for rel in ("__init__.py", "plugin.yaml", "engine/store.py", "engine/__pycache__/store.cpython-311.pyc",
-                "engine/new.py", "dashboard/index.js", "dashboard/dist/x.js"):
+                "engine/new.py", "dashboard/index.js", "dashboard/dist/x.js",
+                # the red team's: a new package shadows a module, a top-level .pyc, an extension module
+                "settings/__init__.py", "__pycache__/settings.cpython-311.pyc", "settings.abi3.so",
+                "deployment.cpython-311-x86_64-linux-gnu.so", "notes/new.txt"):
         assert ps.classify(os.path.realpath(root / rel)) == "plugin", rel
     for rel in ("tests/test_x.py", "docs/a.md", "README.md", ".bench-cache/runs/ws/f.txt", ".venv/lib/x.py",
-                "notes/new.txt"):
+                "scripts/demo.sh", "bench/x.py"):
         assert ps.classify(os.path.realpath(root / rel)) is None, rel
