@@ -10,6 +10,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+from . import processes
+
 
 def _boot_id() -> str:
     try:
@@ -17,22 +19,6 @@ def _boot_id() -> str:
             return fh.read().strip()
     except OSError:
         return "unknown"
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    # comm may contain spaces and parentheses: split after the last ')'
-    rest = raw[raw.rfind(")") + 2:].split()
-    return rest          # rest[0] = state (field 3), rest[19] = starttime (field 22)
-
-
-def _start_time(pid: int) -> int | None:
-    f = _stat_fields(pid)
-    return int(f[19]) if f and len(f) > 19 else None
 
 
 @dataclass(frozen=True)
@@ -45,7 +31,8 @@ class ProcessIdentity:
     @classmethod
     def current(cls) -> ProcessIdentity:
         pid = os.getpid()
-        return cls(pid=pid, start_time=_start_time(pid), boot_id=_boot_id(), host=socket.gethostname())
+        me = processes.read(pid)
+        return cls(pid=pid, start_time=me.start if me else None, boot_id=_boot_id(), host=socket.gethostname())
 
     def to_dict(self) -> dict:
         return {"pid": self.pid, "start_time": self.start_time, "boot_id": self.boot_id, "host": self.host}
@@ -62,8 +49,8 @@ class ProcessIdentity:
             return True        # another machine: we cannot tell, so never call it dead
         if self.boot_id != _boot_id():
             return False
-        f = _stat_fields(self.pid)
-        if f is None:
+        p = processes.read(self.pid)
+        if p is None:
             if not os.path.exists("/proc/self/stat"):       # no procfs: best effort
                 try:
                     os.kill(self.pid, 0)
@@ -73,6 +60,4 @@ class ProcessIdentity:
                 except PermissionError:
                     return True
             return False
-        if f[0] in ("Z", "X"):
-            return False
-        return self.start_time is None or int(f[19]) == self.start_time
+        return processes.alive(self.pid, self.start_time)

@@ -20,6 +20,7 @@ class Proc:
     start: int          # clock ticks since boot (field 22 of /proc/PID/stat)
     sid: int
     comm: str
+    state: str = "R"    # Z (zombie) and X (dead) are not alive
 
     def key(self) -> tuple[int, int]:
         return self.pid, self.start
@@ -37,7 +38,7 @@ def read(pid: int) -> Proc | None:
     try:
         # rest[0] state (field 3), rest[1] ppid, rest[3] session, rest[19] starttime
         return Proc(pid=pid, ppid=int(rest[1]), start=int(rest[19]), sid=int(rest[3]),
-                    comm=raw[left + 1:right])
+                    comm=raw[left + 1:right], state=rest[0])
     except (IndexError, ValueError):
         return None
 
@@ -77,7 +78,7 @@ def ancestry(pid: int | None = None, limit: int = 256) -> list[Proc]:
 
 def alive(pid: int, start: int | None) -> bool:
     p = read(pid)
-    return p is not None and (start is None or p.start == start)
+    return p is not None and p.state not in ("Z", "X") and (start is None or p.start == start)
 
 
 def controlling_terminal() -> str | None:
