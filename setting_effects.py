@@ -25,6 +25,7 @@ class Effect:
     why: str
     zero_is_unlimited: bool = False
     order: tuple[str, ...] = ()
+    patterns: bool = False        # gitignore-style: order and `!` negations matter too
 
 
 SETTINGS: dict[str, Effect] = {
@@ -34,13 +35,14 @@ SETTINGS: dict[str, Effect] = {
     "store_budget_mb": Effect("lower", "the same across workspaces", True),
     "orphan_days": Effect("lower", "a moved or deleted workspace's history is pruned sooner (0: never)", True),
     "max_file_size_mb": Effect("lower", "more files skipped by every checkpoint", True),
-    "ignored_patterns": Effect("add", "a new pattern takes paths out of every later checkpoint"),
+    "ignored_patterns": Effect("add", "a new pattern takes paths out of every later checkpoint (so does a "
+                               "reordered list or a `!` exception removed)", patterns=True),
     "clean_untracked_on_rollback": Effect("off", "a rollback leaves files the agent created"),
     "read_only_tools": Effect("add", "a tool listed here runs unjournaled, without a checkpoint, through a closed gate"),
     "strict_errors": Effect("off", "error results no longer count as uncertain"),
     "gate_mode": Effect("order", "`warn` lets protected calls through a closed gate", order=("block", "warn")),
     "snapshot_budget_s": Effect("lower", "more pre-call checkpoints are partial"),
-    "store_args": Effect("none", "raw arguments in the journal: more evidence, and more secrets kept"),
+    "store_args": Effect("on", "raw arguments in the journal: more evidence, and more secrets kept and pushed"),
     "duplicate_guard": Effect("none", "answers a repeated call from the journal; what is recorded is unchanged"),
     "compact_grace_s": Effect("lower", "unreferenced objects are pruned sooner"),
     "durable_snapshots": Effect("off", "checkpoint objects are no longer fsynced (the journal always is)"),
@@ -50,8 +52,12 @@ SETTINGS: dict[str, Effect] = {
     "push_interval_s": Effect("higher", "the off-machine anchor lags further behind"),
     "require_anchor": Effect("off", "a remote that keeps failing no longer closes the gate"),
     "anchor_timeout_s": Effect("higher", "a failing remote is tolerated longer"),
+    "remote_deadline_s": Effect("any", "raised: a hanging remote holds the pusher longer; lowered: pushes are cut "
+                                "off before they can finish (the anchor stops)"),
+    "remote_min_rate_bps": Effect("any", "lowered: a trickling remote holds the pusher up to remote_deadline_s; "
+                                  "raised: slow links are cut off (the anchor stops)"),
     "remote_exclude": Effect("remove", "files that match no pattern any more (keys, .env) are pushed off the machine"),
-    "remote_ssh_key": Effect("none", "which key authenticates pushes; where they go is the remote's record"),
+    "remote_ssh_key": Effect("any", "which key authenticates pushes: a wrong one makes every push fail"),
 }
 
 # environment variables chronos-git reads, and the ignore sources that decide what is captured
@@ -84,9 +90,18 @@ IGNORE_SOURCES: dict[str, Effect] = {
 }
 
 
+# what the host decides, recorded beside the settings block
+HOST: dict[str, Effect] = {
+    "plugin_enabled": Effect("off", "Hermes no longer loads chronos-git at its next start: no call is protected"),
+}
+# the keys a running process takes only at its next start (how checkpoints are built, where the
+# store is, the name remotes know); every other key reloads live
+NEXT_START = frozenset({"ignored_patterns", "max_file_size_mb", "seed_from_git", "store_dir", "host_id"})
+
+
 def classify(key: str, old, new) -> Verdict:
     """What changing setting `key` from `old` to `new` does to protection."""
-    effect = SETTINGS.get(key) or ENVIRONMENT.get(key)
+    effect = SETTINGS.get(key) or ENVIRONMENT.get(key) or HOST.get(key)
     if effect is None:
         raise KeyError(f"no effect is written down for {key!r}")
     if old == new or effect.weakens == "none":
@@ -103,8 +118,13 @@ def classify(key: str, old, new) -> Verdict:
         return "weakening" if rank[new] > rank[old] else "strengthening"
     if effect.weakens in ("add", "remove"):
         before, after = set(old or ()), set(new or ())
-        weaker = after - before if effect.weakens == "add" else before - after
-        return "weakening" if weaker else "strengthening"
+        taken = after - before if effect.weakens == "add" else before - after
+        if effect.patterns:     # an added exception (`!...`) narrows; a removed one or a reorder widens
+            kept = [p for p in (old or ()) if p in after]
+            taken = ({p for p in taken if not str(p).startswith("!")}
+                     | {p for p in before - after if str(p).startswith("!")}
+                     | ({"order"} if kept != [p for p in (new or ()) if p in before] else set()))
+        return "weakening" if taken else "strengthening"
     a, b = (_number(v, effect.zero_is_unlimited) for v in (old, new))
     if effect.weakens == "lower":
         return "weakening" if b < a else "strengthening"

@@ -78,7 +78,7 @@ def expand(raw: str) -> Path:
 
 class Settings(BaseModel):
     # strict: `true` is not the number 1, "5" is not 5; forbid: a misspelt key is a problem
-    model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True, allow_inf_nan=False)
 
     auto_snapshot: bool = Field(True, description="Snapshot before every modifying tool call.")
     max_checkpoints: int = Field(200, ge=0, description="Checkpoints kept per workspace (0 = unlimited).")
@@ -104,6 +104,8 @@ class Settings(BaseModel):
     push_interval_s: float = Field(60, ge=1, le=86400, description="Background pushes to remotes run after a turn, at most this often.")
     require_anchor: bool = Field(False, description="Close the gate when no remote has taken the journal for longer than anchor_timeout_s.")
     anchor_timeout_s: float = Field(3600, gt=0, le=30 * 86400, description="How long a remote may refuse or be unreachable before require_anchor closes the gate.")
+    remote_deadline_s: float = Field(600, gt=0, le=86400, description="Longest a push, fetch or remote check may take in all; one still running then is cut off and recorded as failing.")
+    remote_min_rate_bps: int = Field(1024, ge=0, le=1 << 30, description="A push or fetch moving fewer bytes a second than this over 60 s is cut off and recorded as failing (0 = no minimum).")
     remote_exclude: list[str] = Field(default_factory=lambda: [".env*", "*.pem", "*.key", "id_*"],
                                       description="File name patterns a snapshot push refuses to send (remote --snapshots).")
     remote_ssh_key: str | None = Field(None, description="Private key file for SSH remotes (its public key beside it as .pub); default: the ssh-agent.")
@@ -185,7 +187,23 @@ def load(ctx=None, *, env: bool = True) -> Loaded:
     data, problems, source = _from_host(ctx)
     if data is None:
         data, problems, source = _from_file(hermes_home() / "config.yaml")
-    raw = os.environ.get("CHRONOS_GIT_SETTINGS") if env else None
+    if env:
+        extra, bad_env = env_overrides()
+        data.update(extra)
+        problems += bad_env
+    settings, bad = Settings.from_mapping(data, where=f"{source}: {BLOCK}" if source else BLOCK)
+    problems += bad
+    for p in problems:
+        log.warning("chronos-git: %s", p)
+    return Loaded(settings, problems, source)
+
+
+def env_overrides() -> tuple[dict, list[str]]:
+    """(keys, problems) the standalone tools take from `CHRONOS_GIT_SETTINGS` and
+    `CHRONOS_GIT_HOST_ID`: they rule one process, never the profile's record of its settings."""
+    data: dict = {}
+    problems: list[str] = []
+    raw = os.environ.get("CHRONOS_GIT_SETTINGS")
     if raw:
         try:
             extra = json.loads(raw)
@@ -194,13 +212,27 @@ def load(ctx=None, *, env: bool = True) -> Loaded:
             data.update(extra)
         except ValueError as exc:
             problems.append(f"CHRONOS_GIT_SETTINGS is not a JSON object of settings ({exc}); ignored")
-    if env and os.environ.get("CHRONOS_GIT_HOST_ID"):
+    if os.environ.get("CHRONOS_GIT_HOST_ID"):
         data["host_id"] = os.environ["CHRONOS_GIT_HOST_ID"]
-    settings, bad = Settings.from_mapping(data, where=f"{source}: {BLOCK}" if source else BLOCK)
-    problems += bad
-    for p in problems:
-        log.warning("chronos-git: %s", p)
-    return Loaded(settings, problems, source)
+    return data, problems
+
+
+def plugin_enabled(path: Path | None = None) -> bool | None:
+    """Whether the profile's config.yaml lets Hermes load chronos-git (its key in
+    `plugins.enabled` and not in `plugins.disabled`); None when the file cannot tell (absent,
+    unreadable, no YAML parser): a process without a profile knows nothing of enablement."""
+    path = path or hermes_home() / "config.yaml"
+    try:
+        import yaml
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except Exception:
+        return None
+    plugins = doc.get("plugins") if isinstance(doc, dict) else None
+    if not isinstance(plugins, dict):
+        return False                     # no plugins.enabled: Hermes loads no plugin at all
+    enabled, disabled = plugins.get("enabled"), plugins.get("disabled")
+    listed = isinstance(enabled, list) and PLUGIN_KEY in enabled
+    return listed and not (isinstance(disabled, list) and PLUGIN_KEY in disabled)
 
 
 def _from_host(ctx) -> tuple[dict | None, list[str], str | None]:
@@ -242,7 +274,8 @@ def _from_file(path: Path) -> tuple[dict, list[str], str | None]:
         if not isinstance(node, dict):
             return {}, [f"{path}: {'.'.join(where[:-1]) or 'the document'} must be a mapping, "
                         f"not {type(node).__name__}; chronos-git settings use their defaults"], str(path)
-        node = node.get(key)
+        # Hermes' own lookup falls back to the older `config` block: read what the host reads
+        node = node.get(key) if key != "settings" or "settings" in node else node.get("config")
     if node is None:
         return {}, [], str(path)
     if not isinstance(node, dict):
@@ -257,6 +290,12 @@ def current_folder(then: str) -> str:
         return os.getcwd()
     except FileNotFoundError:
         raise ValueError(f"the current folder no longer exists (it was deleted or moved): {then}") from None
+
+
+def profile_store(settings: Settings) -> Path:
+    """The profile's own store: `store_dir`, or the default (no command-line or environment override)."""
+    return Path(os.path.abspath(expand(settings.store_dir))) if settings.store_dir else \
+        Path(os.path.abspath(hermes_home() / "plugin-data" / PLUGIN_KEY))
 
 
 def store_location(settings: Settings, override: str | os.PathLike | None = None) -> Path:

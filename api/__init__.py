@@ -44,7 +44,12 @@ def create_app(store_dir=None, settings=None, token: str | None = None, *, allow
         return JSONResponse({"status": "error", "error": str(exc.detail)}, status_code=exc.status_code,
                             headers=exc.headers)
 
-    app.include_router(build_router(lambda: Chronos.get(store_dir, settings, problems=problems),
+    def service() -> Chronos:
+        svc = Chronos.get(store_dir, settings, problems=problems)
+        svc.watch_profile(env_overrides=True)       # weakening edits of config.yaml are held
+        return svc
+
+    app.include_router(build_router(service,
                                     extra_hosts=allowed_hosts),
                        prefix="/api/plugins/chronos-git")
     return app

@@ -33,6 +33,7 @@ class RecoverRequest(Body):
     operation_id: str | None = None
     replay: bool = False
     rollback: bool = False
+    dry_run: bool = Field(False, description="with rollback: the plan, nothing changed")
 
 
 class SnapshotRequest(Body):

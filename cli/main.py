@@ -95,6 +95,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _common(p)
     p = sub.add_parser("health", help="store, journal and workspace state")
     _common(p)
+    p = sub.add_parser("settings", help="the settings in force; `settings accept` applies the changes held "
+                                        "for the operator")
+    p.add_argument("settings_cmd", nargs="?", choices=("show", "accept"), default="show", metavar="show|accept")
+    p.add_argument("keys", nargs="*", metavar="KEY", help="accept: the held settings you accept (`all`: every one)")
+    _common(p)
     p = sub.add_parser("report", help="write the self-contained HTML forensic report of the store")
     p.add_argument("--out", "-o", default=None,
                    help="file or folder to write (default: the folder chronos-git-reports beside the store, "
@@ -181,7 +186,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     q.add_argument("operation", nargs="?")
     g = q.add_mutually_exclusive_group()
     g.add_argument("--replay", action="store_true", help="apply a not-applied file operation exactly once")
-    g.add_argument("--rollback", action="store_true", help="restore the operation's pre-checkpoint, record rolled_back")
+    g.add_argument("--rollback", action="store_true",
+                   help="put back what the operation changed (up to the checkpoint taken when its crash was "
+                        "found; later changes are kept), record rolled_back")
+    q.add_argument("--dry-run", action="store_true", help="with --rollback: show the plan, change nothing")
     _common(q)
 
 
@@ -215,6 +223,7 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
     try:
         if not command:
             raise ValueError("no command given: try snapshot, log, diff, restore, run, write, journal status")
+        from_env = loaded is None             # the standalone tool: CHRONOS_GIT_SETTINGS rules this process
         loaded = loaded or settings_mod.load()
         if loaded.problems and command != "health":
             raise ValueError("the chronos-git configuration has problems, so nothing was done: "
@@ -223,6 +232,7 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
                           reads_only=_reads_only(args),
                           problems=loaded.problems)
         stores = [str(svc.core.store_dir)]
+        svc.watch_profile(env_overrides=from_env)     # weakening edits of config.yaml are held
         workspace = _workspace(getattr(args, "workspace", None))
         rc, result = _run(svc, args, workspace, as_json, err)
     except Exception as exc:               # never a traceback for the operator
@@ -272,6 +282,12 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
             return 0, svc.compact(dry_run=args.dry_run, progress=progress)
     if cmd == "health":
         return 0, svc.health(workspace)
+    if cmd == "settings":
+        if args.settings_cmd == "accept":
+            return 0, svc.settings_accept(args.keys, actor="operator-cli")
+        if args.keys:
+            raise ValueError("`settings` takes keys only with `accept`")
+        return 0, svc.settings_show()
     if cmd == "report":
         from ..report import written          # jinja2 only when a report is asked for
         return 0, written(svc, Path(args.out) if args.out else None, limit=args.limit,
@@ -335,7 +351,7 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
             return 0, svc.resolve(args.operation, args.outcome, args.evidence, actor="operator-cli")
         if jc == "recover":
             return 0, svc.recover(args.operation, replay=args.replay, rollback=args.rollback,
-                                  actor="operator-cli")
+                                  dry_run=args.dry_run, actor="operator-cli")
         raise ValueError("journal needs a subcommand: status, verify, checkpoint, log, show, resolve, recover")
     raise ValueError(f"unknown command {cmd!r}")
 
@@ -354,13 +370,37 @@ def _source(path: str, limit_mb: float) -> bytes:
     return data
 
 
-def _exported_head(path: str) -> dict:
+HEAD_MAX_BYTES = 1 << 20      # an exported journal head is a few hundred bytes
+
+
+def _read_head_file(path: str) -> bytes:
+    """The bytes of `path`, a regular file of at most HEAD_MAX_BYTES: `/dev/zero` had been read
+    until memory ran out and a FIFO blocked forever.  Checked before opening (opening a device
+    can have effects of its own) and again on the open descriptor (the name may be swapped
+    meanwhile); O_NONBLOCK so that even then a FIFO cannot block the open."""
+    what = (f"cannot read the journal head {path}: it is not a regular file (a device, a FIFO, a socket or "
+            "a folder); give the file `journal checkpoint --json` wrote")
     try:
-        doc = json.loads(Path(path).read_text())
-    except ValueError as exc:
-        raise ValueError(f"{path} is not a JSON journal head: {exc}") from None
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ValueError(what)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ValueError(what)
+            data = fh.read(HEAD_MAX_BYTES + 1)
     except OSError as exc:
         raise ValueError(f"cannot read the journal head {path}: {exc.strerror or exc}") from None
+    if len(data) > HEAD_MAX_BYTES:
+        raise ValueError(f"cannot read the journal head {path}: it holds more than {HEAD_MAX_BYTES // 1024} KiB, "
+                         "so it is not one (`journal checkpoint --json` writes a few hundred bytes)")
+    return data
+
+
+def _exported_head(path: str) -> dict:
+    data = _read_head_file(path)
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a JSON journal head: {exc}") from None
     if isinstance(doc, dict) and isinstance(doc.get("checkpoint"), dict):
         doc = doc["checkpoint"]            # the whole `journal checkpoint --json` output
     if not isinstance(doc, dict):

@@ -10,6 +10,7 @@ An error is one line, "error: ...", which the CLI prints on stderr.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -31,7 +32,7 @@ _CONTROL_KEEP_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
 PROG = "chronos-git"             # the standalone command; inside Hermes it is `hermes chronos-git`
 COMMANDS = ("snapshot", "log", "show", "diff", "restore", "compact", "health", "report", "windtunnel", "setup",
-            "run", "write", "remote", "push", "fetch", "journal", "git")   # tests: the parser's own list
+            "run", "write", "remote", "push", "fetch", "journal", "git", "settings")   # tests: the parser's own list
 _INVOCATION = re.compile(r"(?<![\w./-])(?<!hermes )chronos-git(?= (?:%s)\b)" % "|".join(COMMANDS))
 
 
@@ -273,18 +274,32 @@ def _skipped(skipped: list[r.Skipped], nested: list[str]):
 def _log(res: r.LogResult):
     if not res.checkpoints:
         yield Text(f"no checkpoints yet for {_name(res.workspace)}" + (f" ({res.note})" if res.note else ""))
+        yield from _damaged(res.damaged)
         return
     yield Text(f"checkpoints of {_name(res.workspace)}, newest first:")
     t = _table(("#", "right"), "id", "when", "kind", ("files", "right"), "what")
     for c in res.checkpoints:
-        what = _name(c.description) + (f" [{_name(c.tool)}]" if c.tool else "")
+        what = Text(_name(c.description) + (f" [{_name(c.tool)}]" if c.tool else ""))
         if c.skipped:
-            what += f" ({len(c.skipped)} not captured)"
+            what.append(f" ({len(c.skipped)} not captured)")
+        if c.damaged:
+            what.append(f" ({_name(c.damaged)})", style="bold red")
         t.add_row(str(c.index or ""), _short(c.id), _when(c.time),
                   Text(c.kind, style="yellow" if c.kind == "partial" else ""), str(c.files), what)
     yield _indent(t)
+    yield from _damaged(res.damaged)
     if res.note:
         yield Text(f"  {_name(res.note)}", style="dim")
+
+
+def _damaged(found: list[r.Damage] | None, *, workspaces: bool = False):
+    """What cannot serve, one line each (a ref or an unreadable commit ends a listing there)."""
+    for d in (found or ())[:20]:
+        what = "" if d.ref else f"checkpoint {_short(d.id)}"      # a ref's reason names it
+        where = f"{' of ' if what else ''}{_name(d.workspace)}" if workspaces and d.workspace else ""
+        yield Text(f"  damaged: {what}{where}{': ' if what or where else ''}{_name(d.reason)}", style="bold red")
+    if len(found or ()) > 20:
+        yield Text(f"  ... and {len(found or ()) - 20} more (--json lists them all)", style="dim")
 
 
 _STATUS_STYLE = {"added": "green", "deleted": "red", "modified": "yellow", "renamed": "cyan"}
@@ -351,7 +366,12 @@ def _restore(res: r.RestoreResult):
     others = [f"{n} {what}" for n, what in ((res.kept, "kept"), (res.skipped, "skipped"),
                                             (res.failed, "failed")) if n]
     others_text = f" ({', '.join(others)})" if others else ""
-    if res.dry_run:
+    if res.code == "plan_changed":        # refused: the plan below is the one that would run now
+        yield Text.assemble(("restore REFUSED", "bold red"),
+                            f": the workspace changed since the preview, so nothing was changed. Restoring "
+                            f"checkpoint {target} now would write {plural(res.files_changed, 'file')} and "
+                            f"remove {res.untracked_removed}{others_text}:")
+    elif res.dry_run:
         if not res.files_changed and not res.untracked_removed:
             yield Text(f"dry run: restoring checkpoint {target} would change nothing{others_text}; "
                        "the workspace already matches it. Nothing was changed.")
@@ -586,10 +606,16 @@ def _recover(res: r.RecoverResult):
 
 
 def _rollback(res: r.RollbackResult):
-    yield Text.assemble(f"operation {res.operation_id[:12]} rolled back ({_name(res.evidence)}); recovery gate ",
-                        _gate(res.gate))
+    if res.dry_run:
+        yield Text(f"dry run: operation {res.operation_id[:12]} {_name(res.evidence)}; nothing changed")
+    else:
+        yield Text.assemble(f"operation {res.operation_id[:12]} rolled back ({_name(res.evidence)}); "
+                            "recovery gate ", _gate(res.gate))
     if res.restore is not None:
         yield from _restore(res.restore)
+    if res.kept:
+        yield Text(f"kept (changed after the crash was found): {', '.join(_name(p) for p in res.kept[:20])}"
+                   + (f" and {len(res.kept) - 20} more" if len(res.kept) > 20 else ""))
 
 
 # ---------------------------------------------------------------- maintenance
@@ -627,6 +653,8 @@ def _health(res: r.HealthResult):
     if p.fix:
         yield Text(f"  fix: {p.fix}")
     yield from _tampering(res.tampering)
+    yield from _held(res.settings_held)
+    yield from _damaged(res.damaged, workspaces=True)
     for c in res.protected_changes or ():
         yield Text(f"  warning: {_name(c.tool or 'a call')} call {c.operation_id[:12]} ({_when(c.time)}) changed "
                    f"chronos-git's own files: {', '.join(_name(p) for p in c.paths)} "
@@ -659,6 +687,34 @@ def _health(res: r.HealthResult):
         ("consolidation", _consolidation(res.consolidation) if res.consolidation else None),
         ("deferred", _name(res.deferred) if res.deferred else None),
     ] + [(f"remote {_name(x.name)}", _remote_state(x)) for x in res.remotes or []])
+
+
+def _held(held: list[r.HeldSetting] | None):
+    for h in held or ():
+        yield Text(f"  held for the operator: {h.key} = {_value(h.written)} in config.yaml; {_value(h.in_force)} "
+                   f"stays in force ({h.why})", style="yellow")
+
+
+def _value(v) -> str:
+    return _name(json.dumps(v)) if not isinstance(v, str) else _name(v)
+
+
+def _settings(res: r.SettingsRecord):
+    if res.accepted:
+        yield Text(f"accepted: {', '.join(res.accepted)} now in force (journaled)", style="green")
+    elif not res.recorded:
+        yield Text("no record of the settings in force yet (it is made at the next start in the profile's store)")
+    if res.held:
+        yield Text(f"{plural(len(res.held), 'weakening change')} of config.yaml waiting for the operator:",
+                   style="yellow")
+        yield from _held(res.held)
+        yield Text(f"  if you made them: `{res.accept_command}` (from your own terminal); if not: undo them in "
+                   "config.yaml")
+    elif res.recorded and not res.accepted:
+        yield Text("nothing held: config.yaml's settings are in force")
+    yield _facts([("record", f"journal event {res.seq}, fingerprint {res.fingerprint}" if res.recorded else None),
+                  ("this process", f"fingerprint {res.effective_fingerprint}")]
+                 + [(k, _value(v)) for k, v in sorted(res.in_force.items())])
 
 
 def _budget(b: r.StoreBudget) -> str:
@@ -837,6 +893,7 @@ _RENDERERS = [
     (r.RollbackResult, _rollback), (r.CompactResult, _compact), (r.HealthResult, _health),
     (r.CallRecord, _call), (r.WorkspacesResult, _workspaces), (r.RemoteAdded, _remote_added),
     (r.RemotesResult, _remotes), (r.PushResult, _pushed), (r.FetchResult, _fetched),
+    (r.SettingsRecord, _settings),
     (r.RemoteRemoved, lambda res: iter([Text(f"remote {_name(res.remote)} removed (what it holds stays there)")])),
 ]
 

@@ -39,8 +39,10 @@ def _full_router():
 
     def svc():
         loaded = settings.load(env=False)           # the one resolver Hermes and the CLIs use
-        return service.Chronos.get(settings.store_location(loaded.settings), loaded.settings,
-                                   problems=loaded.problems)
+        svc = service.Chronos.get(settings.store_location(loaded.settings), loaded.settings,
+                                  problems=loaded.problems)
+        svc.watch_profile()                         # weakening edits of config.yaml are held
+        return svc
     return api.build_router(svc)
 
 

@@ -507,6 +507,8 @@ export function ChronosPane({ ctx }) {
           setPlan(null)
           refresh()
         }
+        // the workspace changed since the preview (HTTP 409, nothing restored): the new plan, armed
+        if (alive.current && err.body.code === 'plan_changed' && err.body.plan_token) arm({ ...p, res: err.body })
         fail(p.undo ? 'Undo' : 'Restore')(err)
       })
       .then(() => { if (alive.current) setBusy(false) })
@@ -519,12 +521,17 @@ export function ChronosPane({ ctx }) {
     api(ctx, '/restore', { method: 'POST', body: { ...request, dry_run: true } })
       .then(p => {
         if (!alive.current) return
-        setPlan({ res: p, request, undo, selected: checkpoint })
-        setArmed(true)
-        if (disarmRef.current) disarmRef.current()
-        disarmRef.current = later(ctx, () => { disarmRef.current = null; if (alive.current) setArmed(false) }, ARM_MS)
+        arm({ res: p, request, undo, selected: checkpoint })
       }, fail(undo ? 'Undo preview' : 'Restore preview'))
       .then(() => { if (alive.current) setBusy(false) })
+  }
+
+  // show a plan and arm the confirm for ARM_MS
+  const arm = plan => {
+    setPlan(plan)
+    setArmed(true)
+    if (disarmRef.current) disarmRef.current()
+    disarmRef.current = later(ctx, () => { disarmRef.current = null; if (alive.current) setArmed(false) }, ARM_MS)
   }
 
   const onRestoreClick = () => {

@@ -78,16 +78,91 @@ class CheckpointMeta:
 
     @classmethod
     def from_message(cls, message: str) -> CheckpointMeta:
+        return cls.parse(message)[0]
+
+    @classmethod
+    def parse(cls, message: str, when: float | None = None) -> tuple[CheckpointMeta, list[str]]:
+        """The metadata and what is wrong with it (empty: intact).  Never raises: a commit
+        that says the wrong things about itself is shown as damaged, with its fields at
+        their defaults (`when`, the commit's time, for a time it lacks), and every command
+        still answers.  A field written by no version is damage too (the schema has one)."""
+        subject = message.split("\n", 1)[0]
         last = message.rstrip("\n").rsplit("\n", 1)[-1]
         try:
             data = json.loads(last)
-        except ValueError:
+        except (ValueError, RecursionError):
             data = None
+        fallback: dict = {} if when is None else {"time": when}
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            return cls(description=message.split("\n", 1)[0], kind="foreign")
-        data.pop("schema", None)
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+            return (cls(description=subject, kind="foreign", **fallback),
+                    ["its message holds no chronos-git checkpoint metadata"])
+        problems: list[str] = []
+        known: dict = {}
+        for name, (ok, what) in _FIELDS.items():
+            if name not in data:
+                if name != "modes":             # None is left out when written
+                    problems.append(f"no {name}")
+            elif ok(data[name]):
+                known[name] = data[name]
+            else:
+                problems.append(f"{name} is not {what}")
+        extra = sorted(k for k in data if k not in _FIELDS and k != "schema")
+        if extra:
+            problems.append("unknown field" + ("s " if len(extra) > 1 else " ")
+                            + ", ".join(repr(k[:40]) for k in extra[:5]) + (" ..." if len(extra) > 5 else ""))
+        known.setdefault("description", subject.removeprefix("chronos checkpoint: "))
+        if "time" not in known:
+            known.update(fallback)
+        return cls(**known), problems
+
+
+MAX_TIME = 253402300799.0      # 9999-12-31: beyond it no date can be shown
+
+
+def _text(v) -> bool:
+    return isinstance(v, str)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _skips(v) -> bool:
+    return isinstance(v, list) and all(
+        isinstance(s, dict) and isinstance(s.get("path"), str) and isinstance(s.get("reason"), str)
+        and (s.get("size") is None or _count(s["size"])) and set(s) <= {"path", "reason", "size"} for s in v)
+
+
+def _modes(v) -> bool:
+    return v is None or (isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(ps, list) and all(isinstance(p, str) for p in ps) for k, ps in v.items()))
+
+
+# each field of the JSON line: (valid?, what it must be)
+_FIELDS = {
+    "description": (_text, "text"), "kind": (_text, "text"),
+    **{k: ((lambda v: v is None or isinstance(v, str)), "text or null")
+       for k in ("tool", "session_id", "turn_id", "tool_call_id", "note")},
+    "time": ((lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_TIME),
+             "a time (seconds since 1970)"),
+    "skipped": (_skips, "a list of {path, reason, size}"),
+    "nested_repos": ((lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v)), "a list of paths"),
+    "added_bytes": (_count, "a count"), "files": (_count, "a count"),
+    "modes": (_modes, "a permission record (mode: [paths])"),
+}
+
+
+def message_of(commit: pygit2.Commit) -> str:
+    """A commit's message, whatever encoding its header claims (an unknown one: UTF-8, replaced)."""
+    return _read_message(commit)[0]
+
+
+def _read_message(commit: pygit2.Commit) -> tuple[str, list[str]]:
+    try:
+        return commit.message, []
+    except (LookupError, UnicodeError, ValueError):
+        return (commit.raw_message.decode("utf-8", "replace"),
+                [f"its message claims an encoding that cannot be read ({str(commit.message_encoding)[:40]!r})"])
 
 
 @dataclass
@@ -96,12 +171,17 @@ class Checkpoint:
     tree_id: str
     parent_id: str | None
     meta: CheckpointMeta
+    damage: str | None = None      # why its metadata cannot be trusted (fields it lacked: defaults)
 
     @classmethod
     def from_commit(cls, commit: pygit2.Commit) -> Checkpoint:
+        when = min(max(float(commit.commit_time), 0.0), MAX_TIME)
+        message, odd = _read_message(commit)
+        meta, problems = CheckpointMeta.parse(message, when=when)
+        problems += odd
         return cls(id=str(commit.id), tree_id=str(commit.tree_id),
-                   parent_id=str(commit.parent_ids[0]) if commit.parent_ids else None,
-                   meta=CheckpointMeta.from_message(commit.message))
+                   parent_id=str(commit.parent_ids[0]) if commit.parent_ids else None, meta=meta,
+                   damage=f"damaged metadata: {'; '.join(problems)}" if problems else None)
 
     def summary(self, index: int | None = None) -> dict:
         m = self.meta
@@ -123,6 +203,8 @@ class Checkpoint:
         }
         if m.note:
             out["note"] = m.note
+        if self.damage:
+            out["damaged"] = self.damage
         if index is not None:
             out["index"] = index
         return out

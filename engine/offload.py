@@ -9,6 +9,12 @@ gives the agent the cores first.  The store is already shared safely between
 processes (flock locks, an index file re-read when its stamp changes), as it is when
 an operator runs the CLI beside Hermes.
 
+Work that talks to a network runs here for another reason: it can be stopped.  With
+`limits`, the child is killed when it passes a total deadline, or when it moves fewer
+bytes than a minimum rate over a window (it reports bytes moved as progress phase
+"bytes"); `CutOff` says which.  libgit2's own timeout is per read, so a server that
+trickles a byte now and then never trips it, and a thread cannot be stopped inside it.
+
 The child dies with the thread that started it (PR_SET_PDEATHSIG), as the thread
 died with its process: a job cut off is one of the crash points the store recovers
 from (see docs/design.md).  It runs in a session of its own, so a Ctrl-C meant for
@@ -22,9 +28,11 @@ last `{"result": {...}}` or `{"error": "..."}`.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +46,7 @@ from .packers import die_with_parent
 
 READY_S = 30.0                   # a child that has not loaded the package by then never will
 PROGRESS_EVERY_S = 0.1
+WATCH_EVERY_S = 0.2              # how often the limits of a job are checked
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _CHILD_PACKAGE = "_chronos_git_offload"
 
@@ -67,11 +76,69 @@ class Failed(Exception):
     """The job ran in the child and failed, or the child died while running it."""
 
 
+class CutOff(Failed):
+    """The child was killed at one of its limits: `limit` is "deadline" or "rate"."""
+
+    def __init__(self, limit: str, message: str):
+        super().__init__(message)
+        self.limit = limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Kill the job past `deadline_s` (from its start), or when, over any `window_s`, it
+    moved fewer than `min_rate_bps` bytes a second (0: no minimum)."""
+    deadline_s: float
+    min_rate_bps: float = 0.0
+    window_s: float = 60.0
+
+
+class _Watch:
+    """The limits of one job, checked every WATCH_EVERY_S against the bytes the child reported."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.start = time.monotonic()
+        self.moved = 0
+        self.samples = collections.deque([(self.start, 0)])   # (when, bytes moved by then)
+        self.why: tuple[str, str] | None = None
+
+    def over(self) -> tuple[str, str] | None:
+        now, lim = time.monotonic(), self.limits
+        if now - self.start >= lim.deadline_s:
+            return "deadline", f"not finished within {lim.deadline_s:.3g} s"
+        self.samples.append((now, self.moved))
+        while len(self.samples) > 1 and self.samples[1][0] <= now - lim.window_s:
+            self.samples.popleft()          # the oldest sample left is the one a window ago
+        then, before = self.samples[0]
+        if lim.min_rate_bps and now - then >= lim.window_s and self.moved - before < lim.min_rate_bps * lim.window_s:
+            return "rate", (f"{self.moved - before} bytes moved in the last {lim.window_s:.3g} s, fewer than "
+                            f"{lim.min_rate_bps:.0f} a second")
+        return None
+
+    def run(self, proc: subprocess.Popen, done: threading.Event) -> None:
+        while not done.wait(WATCH_EVERY_S):
+            why = self.over()
+            if why:
+                self.why = why
+                _kill(proc)
+                return
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """The child and anything it started (its own session: its pid is the group's)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+
+
 def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = None,
-        progress=None) -> dict:
+        progress=None, limits: Limits | None = None) -> dict:
     """Run `job` (a name in JOBS) on the store in a child process and return its result;
     `progress(phase, done, total)` hears the child's progress on this thread.  The child
-    reports on a pipe of its own: a library printing to stdout cannot garble it."""
+    reports on a pipe of its own: a library printing to stdout cannot garble it.  With
+    `limits`, a child past them is killed and `CutOff` raised."""
     if not sys.executable:
         raise Unavailable("this Python does not know its interpreter (sys.executable is empty)")
     spec = {"job": job, "store": os.fsdecode(store_dir), "parent": os.getpid(),
@@ -97,6 +164,10 @@ def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = N
         timer = threading.Timer(READY_S, lambda: ready.is_set() or proc.kill())   # type: ignore[func-returns-value]  # `or`: kill unless ready; the value is unused
         timer.daemon = True
         timer.start()
+        watch, done = (_Watch(limits) if limits else None), threading.Event()
+        if watch is not None:
+            threading.Thread(target=watch.run, args=(proc, done), name="chronos-git-offload-watch",
+                             daemon=True).start()
         answer = None
         try:
             with os.fdopen(r, "rb") as pipe:
@@ -109,8 +180,11 @@ def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = N
                         continue
                     if msg.get("ready"):
                         ready.set()
-                    elif "progress" in msg and progress is not None:
-                        progress(*msg["progress"])
+                    elif "progress" in msg:
+                        if watch is not None and msg["progress"][0] == "bytes":
+                            watch.moved = int(msg["progress"][1])
+                        if progress is not None:
+                            progress(*msg["progress"])
                     elif "result" in msg or "error" in msg:
                         answer = msg
         except BaseException:
@@ -118,9 +192,12 @@ def run(job: str, store_dir: Path, config: EngineConfig, params: dict | None = N
             raise
         finally:
             timer.cancel()
+            done.set()
             code = proc.wait()
         if answer is not None and "result" in answer:
             return answer["result"]
+        if watch is not None and watch.why is not None:
+            raise CutOff(*watch.why)
         if answer is not None:
             raise Failed(str(answer["error"]))
         tail = _last_line(errors)
@@ -181,7 +258,12 @@ def _consolidate(store, params: dict, say) -> dict:
                                    quiet=consolidate.quiet_for(store, Path(quiet)) if quiet else None)
 
 
-JOBS = {"first_snapshot": _first_snapshot, "consolidate": _consolidate}
+def _remote(store, params: dict, say) -> dict:
+    from . import remote
+    return remote.job(store.root, params, say)
+
+
+JOBS = {"first_snapshot": _first_snapshot, "consolidate": _consolidate, "remote": _remote}
 
 
 def child(spec_json: str) -> None:

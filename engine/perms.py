@@ -9,6 +9,12 @@ git's defaults, grouped by mode: `{"600": ["secret.env"], "700": ["private/"]}`
 record is carried forward from the previous checkpoint and updated with what
 changed.  A checkpoint without a record (made before this existed) restores
 new paths with restrictive bits.
+
+The record is applied as written only for a checkpoint of the workspace's own
+chain.  A foreign one (fetched from another host, or off every chain here) is
+someone else's say: its bits are masked by the process umask (`mask`), so a
+record of 0666 / 0777 cannot hand out group or world write under umask 022.
+Set-id and sticky bits are never restored, whoever made the record.
 """
 from __future__ import annotations
 
@@ -17,6 +23,20 @@ import stat
 
 FILE, EXEC, DIR = 0o644, 0o755, 0o755
 LEGACY_FILE, LEGACY_EXEC, LEGACY_DIR = 0o600, 0o700, 0o700
+_UMASK_AT_IMPORT = os.umask(0o22)
+os.umask(_UMASK_AT_IMPORT)
+
+
+def umask() -> int:
+    """The process umask, read without changing it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _UMASK_AT_IMPORT
 
 
 def _default(path: str, perm: int) -> int:
@@ -45,8 +65,8 @@ def carried(tip, index, root: bytes) -> dict[str, int]:
     """The record of the previous checkpoint (`tip`, a commit), or one read off the disk."""
     if tip is None:
         return {}
-    from .checkpoint import CheckpointMeta
-    prior = expand(CheckpointMeta.from_message(tip.message).modes)
+    from .checkpoint import CheckpointMeta, message_of
+    prior = expand(CheckpointMeta.from_message(message_of(tip)).modes)
     if prior is not None:
         return prior
     seen: dict[str, int] = {}                   # an older checkpoint: look at every file once
@@ -123,20 +143,22 @@ def _present(path: str, index, tree) -> bool:
 
 
 def file_perm(record: dict[str, int] | None, path: str, executable: bool,
-              now: int | None = None) -> int:
-    """The bits a restored file gets: as recorded (never set-id), and never wider than
-    the file on disk now (`now`) when there is one.  The tree decides the executable bit."""
+              now: int | None = None, *, mask: int = 0) -> int:
+    """The bits a restored file gets: as recorded (never set-id), less `mask` (a foreign
+    record's umask), and never wider than the file on disk now (`now`) when there is one.
+    The tree decides the executable bit, after the mask: a script stays runnable by whoever
+    may read it."""
     bits = LEGACY_FILE if record is None else record.get(path, FILE) & 0o666
     if now is not None:
         bits &= now
-    bits &= 0o666
+    bits &= 0o666 & ~mask
     return bits | ((bits & 0o444) >> 2) if executable else bits
 
 
-def dir_perm(record: dict[str, int] | None, path: str, now: int | None = None) -> int:
-    """The bits a restored directory gets: as recorded, never set-id or sticky, and never
-    wider than the directory on disk now (`now`) when there is one."""
+def dir_perm(record: dict[str, int] | None, path: str, now: int | None = None, *, mask: int = 0) -> int:
+    """The bits a restored directory gets: as recorded, never set-id or sticky, less `mask`
+    (a foreign record's umask), and never wider than the directory on disk now (`now`)."""
     bits = LEGACY_DIR if record is None else record.get(path.rstrip("/") + "/", DIR)
     if now is not None:
         bits &= now
-    return bits & 0o777
+    return bits & 0o777 & ~mask

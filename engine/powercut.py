@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pygit2
 
+from .checkpoint import message_of
 from .fsutil import atomic_write
 from .wording import plural
 
@@ -182,7 +183,7 @@ def _complete(repo, cid: str) -> bool:
         commit = repo[cid]
     except (KeyError, ValueError, pygit2.GitError):
         return False
-    if not isinstance(commit, pygit2.Commit) or not commit.message.startswith("chronos checkpoint:"):
+    if not isinstance(commit, pygit2.Commit) or not message_of(commit).startswith("chronos checkpoint:"):
         return False
     stack, seen = [commit.tree_id], set()
     while stack:
@@ -269,10 +270,11 @@ def after_reboot(store, *, journal_checkpoints=None, same_boot=None, always: boo
     """`sweep` once per boot; the report when something was repaired (`always`: whenever it
     swept), else None.
 
-    When the record of the last sweep (`boot.json`) is missing or unreadable and the sweep
-    finds damage, `same_boot()` is asked first: it returns why no reboot happened (the
-    journal last recorded this very boot), or None.  Deleting the record must not turn
-    tampering into a repair: nothing is changed, the report says `refused`, the record is
+    When the record of the last sweep (`boot.json`) is missing or unreadable, `same_boot()`
+    is asked first: it returns why no reboot happened (the journal last recorded this very
+    boot), or None; the report then carries it as `same_boot`, so that nothing found missing
+    is taken for a power cut's loss.  Deleting the record must not turn tampering into a
+    repair: where the sweep finds damage, nothing is changed, the report says `refused`, the record is
     not written (every start asks again) and `refused(store)` keeps saying why until a sweep
     goes through."""
     boot = current_boot()
@@ -286,8 +288,13 @@ def after_reboot(store, *, journal_checkpoints=None, same_boot=None, always: boo
         seen = _seen_boot(store)
         if seen == boot and boot is not None:
             return None                             # another process did it meanwhile
-        ask = same_boot if (seen is None and boot is not None) else None
-        report = sweep(store, journal_checkpoints=journal_checkpoints, refuse=ask)
+        # a missing record on the boot the journal last wrote in is no reboot: asked up front, so
+        # that nothing this start finds missing is taken for a power cut's loss (damaged or not)
+        why = same_boot() if (same_boot is not None and seen is None and boot is not None) else None
+        report = sweep(store, journal_checkpoints=journal_checkpoints,
+                       refuse=(lambda: why) if why else None)
+        if why:
+            report["same_boot"] = why
         if report.get("refused"):
             found = [f"{plural(len(report.get('objects_damaged') or ()), 'damaged loose object')}",
                      f"{plural(len(report.get('packs_damaged') or ()), 'damaged pack')}",

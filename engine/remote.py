@@ -1,7 +1,10 @@
 """Git transports for off-machine copies: push, fetch and list a remote's refs with libgit2.
 
 Knows nothing of the journal or of hosts: it moves refs and objects between the
-store and a URL.  Every call is bounded (connect and I/O timeouts), checks SSH
+store and a URL.  Every call is bounded (connect and I/O timeouts), and `job` runs
+one in a child process (engine/offload.py) that the caller kills at a total deadline
+or a minimum transfer rate: libgit2's timeouts are per read, so a server that trickles
+a byte every few seconds would hold a call in this process for ever.  Every call checks SSH
 host keys against `known_hosts` and TLS certificates as libgit2 does, and never
 lets a credential reach a message: URLs are shown with their user-info removed,
 and errors are scrubbed of whatever the caller passed as a secret.
@@ -30,6 +33,8 @@ from .fsutil import fsync_dir
 
 CONNECT_TIMEOUT_MS = 10_000
 IO_TIMEOUT_MS = 60_000
+RATE_WINDOW_S = 60.0             # the minimum transfer rate is measured over this window
+TELL_EVERY_S = 0.2               # how often a child reports the bytes it moved
 SCHEMES = ("file", "ssh", "git", "https", "http")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 _SCP = re.compile(r"(?:(?P<user>[^@/:\s]+)@)?(?P<host>[A-Za-z0-9.\-\[\]]+):(?P<path>[^/].*|/.*)\Z")
@@ -121,12 +126,32 @@ class Auth:
 
 
 class _Callbacks(pygit2.RemoteCallbacks):
-    def __init__(self, auth: Auth, url: str):
+    def __init__(self, auth: Auth, url: str, say=None):
         super().__init__()
         self.auth, self.url = auth, url
         self.rejected: dict[str, str] = {}
         self.tries = 0
         self.host_key_refused = False
+        self.say, self.told = say, 0.0             # say("bytes", moved, 0): what the watchdog measures
+        self.received = self.pushed = self.sideband = 0
+
+    def _moved(self) -> None:
+        now = time.monotonic()
+        if self.say is not None and now - self.told >= TELL_EVERY_S:
+            self.told = now
+            self.say("bytes", self.received + self.pushed + self.sideband, 0)
+
+    def transfer_progress(self, stats):
+        self.received = int(stats.received_bytes)
+        self._moved()
+
+    def push_transfer_progress(self, objects_pushed, total_objects, bytes_pushed):
+        self.pushed = int(bytes_pushed)
+        self._moved()
+
+    def sideband_progress(self, string):
+        self.sideband += len(string)
+        self._moved()
 
     def credentials(self, url, username_from_url, allowed_types):
         self.tries += 1
@@ -185,9 +210,9 @@ def _remote(repo: pygit2.Repository, url: str) -> pygit2.Remote:
     return repo.remotes.create_anonymous(url)
 
 
-def list_refs(repo: pygit2.Repository, url: str, auth: Auth, prefix: str = "") -> dict[str, str]:
+def list_refs(repo: pygit2.Repository, url: str, auth: Auth, prefix: str = "", say=None) -> dict[str, str]:
     """{ref name: id} of the remote's refs under `prefix`."""
-    cb = _Callbacks(auth, url)
+    cb = _Callbacks(auth, url, say)
     try:
         heads = _remote(repo, url).list_heads(callbacks=cb)
     except (pygit2.GitError, OSError, RemoteError, ValueError) as exc:
@@ -196,9 +221,9 @@ def list_refs(repo: pygit2.Repository, url: str, auth: Auth, prefix: str = "") -
             if h.name is not None and h.name.startswith(prefix) and not h.name.endswith("^{}")}
 
 
-def fetch(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) -> int:
+def fetch(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth, say=None) -> int:
     """Fetch `refspecs`; returns the number of objects received."""
-    cb = _Callbacks(auth, url)
+    cb = _Callbacks(auth, url, say)
     try:
         stats = _remote(repo, url).fetch(refspecs, callbacks=cb, message="chronos-git fetch")
     except (pygit2.GitError, OSError, RemoteError, ValueError) as exc:
@@ -206,8 +231,21 @@ def fetch(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) ->
     return int(getattr(stats, "received_objects", 0) or 0)
 
 
-def fetch_refs(store_root: Path, scratch_parent: Path, url: str, auth: Auth, src: str,
-               haves: dict[str, str]) -> dict[str, str]:
+def scratch_for(scratch_parent: Path) -> Path:
+    """A new name for a fetch's scratch repository (the caller removes it if the fetch is cut
+    off); scratch repositories a killed fetch left over an hour ago are removed."""
+    scratch_parent.mkdir(parents=True, exist_ok=True)
+    for old in scratch_parent.glob("fetch-*"):
+        try:
+            if time.time() - old.stat().st_mtime > 3600:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    return scratch_parent / f"fetch-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def fetch_refs(store_root: Path, scratch: Path, url: str, auth: Auth, src: str,
+               haves: dict[str, str], say=None) -> dict[str, str]:
     """{remote ref: commit id} of the remote refs `src` (one ref, or a prefix ending in '*'), with
     their objects moved into the store at `store_root`.
 
@@ -215,15 +253,8 @@ def fetch_refs(store_root: Path, scratch_parent: Path, url: str, auth: Auth, src
     `haves` (name -> id of commits the store has) tell the remote what not to send.  Fetching
     into the store itself would let libgit2 rewrite its `shallow` file (the retention cut) and
     update refs while a slow remote trickles in; here nothing in the store changes until every
-    object has arrived.  Refs that do not name a commit are left out (a hostile remote)."""
-    scratch_parent.mkdir(parents=True, exist_ok=True)
-    for old in scratch_parent.glob("fetch-*"):          # left by a killed fetch
-        try:
-            if time.time() - old.stat().st_mtime > 3600:
-                shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            pass
-    scratch = scratch_parent / f"fetch-{os.getpid()}-{secrets.token_hex(4)}"
+    object has arrived.  Refs that do not name a commit are left out (a hostile remote).
+    `scratch` is the repository's folder (scratch_for)."""
     try:
         tmp = pygit2.init_repository(str(scratch), bare=True)
         (scratch / "objects" / "info" / "alternates").write_text(str(store_root / "objects") + "\n")
@@ -234,7 +265,7 @@ def fetch_refs(store_root: Path, scratch_parent: Path, url: str, auth: Auth, src
             except (pygit2.GitError, ValueError, KeyError):
                 pass
         glob = src.endswith("*")
-        fetch(tmp, url, [f"+{src}:refs/incoming/{'*' if glob else 'one'}"], auth)
+        fetch(tmp, url, [f"+{src}:refs/incoming/{'*' if glob else 'one'}"], auth, say)
         got = {}
         for name in tmp.references:
             if not name.startswith("refs/incoming/"):
@@ -281,11 +312,11 @@ def _adopt(src: Path, dst: Path) -> None:
                 os.replace(f, target)
 
 
-def push(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) -> None:
+def push(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth, say=None) -> None:
     """Push `refspecs` (never forced unless a spec says `+`); a rejected ref is an error."""
     if not refspecs:
         return
-    cb = _Callbacks(auth, url)
+    cb = _Callbacks(auth, url, say)
     try:
         _remote(repo, url).push(refspecs, callbacks=cb)
     except (pygit2.GitError, OSError, RemoteError, ValueError) as exc:
@@ -293,3 +324,22 @@ def push(repo: pygit2.Repository, url: str, refspecs: list[str], auth: Auth) -> 
     if cb.rejected:
         what = "; ".join(f"{ref}: {msg}" for ref, msg in sorted(cb.rejected.items()))
         raise RemoteError(f"{display_url(url)} refused {what}")
+
+
+def job(store_root: Path, params: dict, say) -> dict:
+    """One call of this module for the store at `store_root`, as offload's job "remote" runs it
+    in a child process (or a thread when no child can start); `say` hears the bytes moved.
+    A RemoteError is an answer ({"remote_error": message}), not a failure of the job."""
+    auth, url, call = Auth.from_env(params.get("ssh_key")), params["url"], params["call"]
+    try:
+        if call == "list_refs":
+            return {"refs": list_refs(pygit2.Repository(str(store_root)), url, auth, params["prefix"], say)}
+        if call == "push":
+            push(pygit2.Repository(str(store_root)), url, params["refspecs"], auth, say)
+            return {}
+        if call == "fetch_refs":
+            return {"refs": fetch_refs(store_root, Path(params["scratch"]), url, auth, params["src"],
+                                       params["haves"], say)}
+    except RemoteError as exc:
+        return {"remote_error": str(exc)}
+    raise ValueError(f"no remote call {call!r}")

@@ -11,7 +11,9 @@ Order of work (a refused restore changes nothing, its history included):
    captured: bytes that are not in the scan (changed since, unreadable) are
    kept (`keep`) unless the caller forces it, so the safety checkpoint really
    holds everything the restore replaces;
-5. commit the scan as the safety checkpoint (restoring it undoes this);
+5. `approve`: the caller may refuse the plan (one that differs from the
+   dry run a person confirmed; nothing is committed or written then), else
+   commit the scan as the safety checkpoint (restoring it undoes this);
 6. `on_plan`: the caller's durable intent (the journal);
 7. apply through `confine.Confined` (no symlink followed, nothing outside the
    root, no `.git`): a path that cannot be written or deleted is reported as
@@ -19,12 +21,16 @@ Order of work (a refused restore changes nothing, its history included):
 8. evidence: every path is read back and compared with its pre- and
    post-image, so the outcome is known, not assumed.
 
-Files get the permission bits the checkpoint recorded (engine.perms).
+Files get the permission bits the checkpoint recorded (engine.perms); a foreign
+checkpoint's (off this workspace's chain: fetched, or off every chain) go through
+the umask.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pygit2
@@ -32,7 +38,7 @@ from pygit2.enums import DeltaStatus, DiffOption
 
 from . import faults, inflight, perms
 from .checkpoint import Checkpoint, CheckpointMeta
-from .codec import display
+from .codec import canonical, display
 from .confine import ABSENT, ChangedMeanwhile, Confined, PathBlocked, signature, split
 from .diff import working_tree
 from .errors import ChronosError, PathError, UnsafePath, WorkspaceRefused
@@ -58,6 +64,7 @@ class PlanItem:
     current_blob: str | None = None  # content now (restore/delete)
     declared: bool = False           # part of the journaled intent (its outcome is read back)
     expect: object = None            # confine.signature of the path when planned (None: unchecked)
+    bound: tuple = ()                # (id, mode) now, (id, mode) in the target (None: absent): see digest()
 
     def to_dict(self) -> dict:
         out = {"path": self.path, "action": self.action}
@@ -77,6 +84,7 @@ class _Change:
     old_id: str | None = None
     new_id: str | None = None
     new_mode: int | None = None
+    old_mode: int | None = None
 
 
 _STATUS = {DeltaStatus.ADDED: "added", DeltaStatus.DELETED: "deleted"}
@@ -84,7 +92,7 @@ _STATUS = {DeltaStatus.ADDED: "added", DeltaStatus.DELETED: "deleted"}
 
 def _from_delta(delta, prefix: str = "") -> _Change:
     return _Change(_STATUS.get(delta.status, "modified"), prefix + delta_path(delta),
-                   str(delta.old_file.id), str(delta.new_file.id), delta.new_file.mode)
+                   str(delta.old_file.id), str(delta.new_file.id), delta.new_file.mode, delta.old_file.mode)
 
 
 def _entry(tree, rel: str):
@@ -120,13 +128,13 @@ def _changes(repo, current, target, rels):
             continue
         if a is not None and b is not None and not a_tree and not b_tree:
             if a.id != b.id or a.filemode != b.filemode:
-                yield _Change("modified", rel, str(a.id), str(b.id), b.filemode)
+                yield _Change("modified", rel, str(a.id), str(b.id), b.filemode, a.filemode)
             continue
         if a_tree:
             for e, path in _blobs_under(repo, a.id, rel + "/"):
-                yield _Change("deleted", path, old_id=str(e.id))
+                yield _Change("deleted", path, old_id=str(e.id), old_mode=e.filemode)
         elif a is not None:
-            yield _Change("deleted", rel, old_id=str(a.id))
+            yield _Change("deleted", rel, old_id=str(a.id), old_mode=a.filemode)
         if b_tree:
             for e, path in _blobs_under(repo, b.id, rel + "/"):
                 yield _Change("added", path, new_id=str(e.id), new_mode=e.filemode)
@@ -194,6 +202,21 @@ def plan(ws, target: Checkpoint, current_tree_id: str, *, rels: list[str] | None
 
 def _decide(ws, disk: Confined, ch: _Change, current, uncaptured: dict, deleting: set,
             clean: bool, force: bool) -> PlanItem:
+    item = _decide_item(ws, disk, ch, current, uncaptured, deleting, clean, force)
+    item.bound = (None if ch.status == "added" else (ch.old_id, ch.old_mode),
+                  None if ch.status == "deleted" else (ch.new_id, ch.new_mode))
+    return item
+
+
+def digest(items: list[PlanItem]) -> str:
+    """What a plan token binds: every path, its action and the content it holds now and will
+    hold.  A workspace that changed after a dry run plans differently, so its token no longer
+    fits (a preview showing no deletions must not confirm twenty)."""
+    return hashlib.sha256(canonical([[i.path, i.action, *i.bound] for i in items]).encode()).hexdigest()
+
+
+def _decide_item(ws, disk: Confined, ch: _Change, current, uncaptured: dict, deleting: set,
+                 clean: bool, force: bool) -> PlanItem:
     path = ch.path
     if ch.status != "deleted" and ch.new_mode == GITLINK:
         return PlanItem(path, "skip", reason="a submodule entry (not restored)")
@@ -247,16 +270,19 @@ class Prepared:
     safety: Checkpoint
     items: list[PlanItem]
     clean: bool
+    foreign: bool = True             # not on this workspace's chain: its permission record is masked
 
 
-def _target(ws, spec: str, foreign_ok: bool) -> Checkpoint:
-    """The checkpoint to restore.  One off this workspace's chain (fetched from a remote, or
-    dropped from another workspace's by retention) would put another tree over this folder's
-    own files: it goes only into a new or empty folder, unless the caller knows it is this
-    workspace's (a recovery's rollback to the pre-checkpoint its journal names)."""
+def _target(ws, spec: str, foreign_ok: bool) -> tuple[Checkpoint, bool]:
+    """The checkpoint to restore, and whether it is foreign (off this workspace's chain).
+    A foreign one (fetched from a remote, or dropped from another workspace's by retention)
+    would put another tree over this folder's own files: it goes only into a new or empty
+    folder, unless the caller knows it is this workspace's (a recovery's rollback to the
+    pre-checkpoint its journal names)."""
     target = ws.resolve(spec)
-    if foreign_ok or ws.on_chain(target.id):
-        return target
+    foreign = not ws.on_chain(target.id)
+    if foreign_ok or not foreign:
+        return target, foreign
     try:
         crowded = bool(os.listdir(ws.root_bytes))
     except FileNotFoundError:
@@ -266,26 +292,41 @@ def _target(ws, spec: str, foreign_ok: bool) -> Checkpoint:
             f"checkpoint {target.id[:12]} is not one of {ws.root}'s checkpoints (fetched from a remote, "
             "or dropped from another workspace's history): it is restored only into a new or empty "
             "folder, so that nothing of this one is replaced (`--workspace NEW_DIR`); nothing was changed")
-    return target
+    return target, foreign
 
 
 def preview(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True,
             force: bool = False, paths_must_exist: bool = False, foreign_ok: bool = False) -> dict:
     """A dry run: the plan against the working tree, nothing committed or written."""
-    target = _target(ws, spec, foreign_ok)
+    return previewed(ws, spec, paths=paths, clean=clean, force=force, paths_must_exist=paths_must_exist,
+                     foreign_ok=foreign_ok)[0]
+
+
+def previewed(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True, force: bool = False,
+              paths_must_exist: bool = False, foreign_ok: bool = False) -> tuple[dict, list[PlanItem]]:
+    """`preview`, with the plan's items (for `digest`)."""
+    target, _ = _target(ws, spec, foreign_ok)
     rels = _rels(ws, paths)
     items = plan(ws, target, working_tree(ws), rels=rels, clean=clean, force=force,
                  paths_must_exist=paths_must_exist)
+    return preview_of(target, items, clean), items
+
+
+def preview_of(target: Checkpoint, items: list[PlanItem], clean: bool) -> dict:
+    """A plan as a dry run's result."""
     return _result(target, None, items, clean, dry_run=True)
 
 
 def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True, force: bool = False,
             meta: CheckpointMeta | None = None, paths_must_exist: bool = False,
-            foreign_ok: bool = False) -> Prepared:
-    """Steps 1-5: validate, scan, plan, capture check, safety checkpoint.
+            foreign_ok: bool = False,
+            approve: Callable[[Checkpoint, list[PlanItem]], None] | None = None) -> Prepared:
+    """Steps 1-5: validate, scan, plan, capture check, safety checkpoint.  `approve(target,
+    items)` sees the plan before anything is committed; raising there refuses the restore
+    with nothing changed (a plan that differs from the one a person confirmed).
 
     The caller holds `ws.exclusive()` from here until `apply` returns."""
-    target = _target(ws, spec, foreign_ok)
+    target, foreign = _target(ws, spec, foreign_ok)
     rels = _rels(ws, paths)                   # validated before any side effect
     ws.root.mkdir(parents=True, exist_ok=True)
     safety_meta = meta or CheckpointMeta(description="")
@@ -295,16 +336,18 @@ def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True
     scan = ws.snapshot(safety_meta, commit=False)
     items = plan(ws, target, scan.tree_id, rels=rels, clean=clean, force=force,
                  paths_must_exist=paths_must_exist)
+    if approve is not None:
+        approve(target, items)
     safety = ws.commit_scan(scan, safety_meta).checkpoint
     faults.hit("restore_after_safety")
     for it in items:
         it.declared = it.writes
-    return Prepared(target, safety, items, clean)
+    return Prepared(target, safety, items, clean, foreign)
 
 
 def apply(ws, prepared: Prepared) -> tuple[dict, list[dict]]:
     """Steps 7-8: the writes, then every declared path read back: (result, evidence)."""
-    _apply(ws, prepared.target, prepared.items)
+    _apply(ws, prepared.target, prepared.items, perms.umask() if prepared.foreign else 0)
     faults.hit("after_restore_files")
     return (_result(prepared.target, prepared.safety.id, prepared.items, prepared.clean, dry_run=False),
             evidence(ws, prepared.items))
@@ -349,7 +392,8 @@ def _is_ignore_rules(path: str) -> bool:
     return path == ".gitignore" or path.endswith("/.gitignore")
 
 
-def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
+def _apply(ws, target: Checkpoint, items: list[PlanItem], mask: int = 0) -> None:
+    """`mask`: bits a foreign checkpoint's permission record may not grant (the umask)."""
     repo = ws.store.repo()
     record = perms.expand(target.meta.modes)
     deletes = sorted((i for i in items if i.action == "delete"), key=lambda i: -i.path.count("/"))
@@ -378,7 +422,7 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
         faults.hit("mid_restore")
 
     def dir_perm(rel: str) -> int:
-        return perms.dir_perm(record, rel)
+        return perms.dir_perm(record, rel, mask=mask)
 
     def write(it: PlanItem) -> None:
         try:
@@ -391,7 +435,7 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
             else:
                 now = disk.entry(it.path)
                 bits = perms.file_perm(record, it.path, it.mode == EXEC,
-                                       stat.S_IMODE(now.st.st_mode) if now.kind == "file" else None)
+                                       stat.S_IMODE(now.st.st_mode) if now.kind == "file" else None, mask=mask)
                 disk.write(it.path, data, bits, dir_perm=dir_perm, expect=it.expect)
         except (OSError, ChronosError) as exc:
             failed(it, exc)
@@ -416,12 +460,12 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem]) -> None:
             delete(it)
         for it in writes:
             write(it)
-        _restore_dir_perms(disk, record, items)
+        _restore_dir_perms(disk, record, items, mask)
         ws.note_restored([i.path for i in done if i.action == "delete"],
                          [i.path for i in done if i.action != "delete"])
 
 
-def _restore_dir_perms(disk: Confined, record: dict | None, items: list[PlanItem]) -> None:
+def _restore_dir_perms(disk: Confined, record: dict | None, items: list[PlanItem], mask: int = 0) -> None:
     """Directories the checkpoint recorded with narrower bits get them back (below what was restored)."""
     if not record:
         return
@@ -433,7 +477,7 @@ def _restore_dir_perms(disk: Confined, record: dict | None, items: list[PlanItem
         if e.kind != "dir" or e.st is None:      # a dir entry always has its stat
             continue
         have = stat.S_IMODE(e.st.st_mode)
-        want = perms.dir_perm(record, path, have)        # narrower only: never widened
+        want = perms.dir_perm(record, path, have, mask=mask)     # narrower only: never widened
         if want != have:
             try:
                 disk.chmod_dir(path[:-1], want)

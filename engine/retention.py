@@ -46,7 +46,7 @@ from pathlib import Path
 import pygit2
 
 from . import faults, locking
-from .checkpoint import CheckpointMeta
+from .checkpoint import CheckpointMeta, message_of
 from .fsutil import atomic_write, fsync_dir, tree_size
 from .packers import cores as _cores
 from .wording import plural
@@ -91,7 +91,7 @@ def plan_retention(ws, *, max_checkpoints: int, size_budget_bytes: int,
     if size_budget_bytes and size_budget_bytes > 0:
         total = 0
         for i, c in enumerate(chain[:keep_n]):
-            total += CheckpointMeta.from_message(c.message).added_bytes
+            total += CheckpointMeta.from_message(message_of(c)).added_bytes
             if total > size_budget_bytes and i > 0:
                 keep_n = i
                 break
@@ -102,7 +102,7 @@ def plan_retention(ws, *, max_checkpoints: int, size_budget_bytes: int,
 
 
 def added_bytes(c: pygit2.Commit) -> int:
-    return CheckpointMeta.from_message(c.message).added_bytes or 0
+    return CheckpointMeta.from_message(message_of(c)).added_bytes or 0
 
 
 def note_missing(store, now: float | None = None, *, write: bool = True) -> dict[str, float]:
@@ -558,7 +558,7 @@ def compact(store, *, pinned: set[str] | None = None, max_checkpoints: int | Non
                     "workspace": os.fsdecode(ws.root_bytes), "workspace_id": ws.id,
                     "kept": len(kept), "boundary": str(kept[-1].id),
                     "checkpoints": [{"id": str(c.id),
-                                     "description": CheckpointMeta.from_message(c.message).description,
+                                     "description": CheckpointMeta.from_message(message_of(c)).description,
                                      "time": c.commit_time} for c in dropped],
                 })
         if dry_run:
@@ -693,4 +693,4 @@ def _is_chronos_commit(store, hexid: str) -> bool:
         obj = store.repo()[hexid]
     except (KeyError, ValueError):
         return True          # gone: it was ours and is no longer needed
-    return isinstance(obj, pygit2.Commit) and obj.message.startswith("chronos checkpoint:")
+    return isinstance(obj, pygit2.Commit) and message_of(obj).startswith("chronos checkpoint:")

@@ -10,18 +10,20 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pygit2
 from pygit2 import GitError
+from pygit2.enums import ReferenceType
 
 from . import faults, fifo_guard, locking, perms
-from .checkpoint import Checkpoint, CheckpointMeta, signature, write_commit
+from .checkpoint import Checkpoint, CheckpointMeta, message_of, signature, write_commit
 from .confine import EXCLUDE_PATTERN
 from .durability import fsync_scope
 from .errors import CheckpointNotFound, PathError, StoreError, StoreUnwritable, WorkspaceRefused
 from .fsutil import atomic_write
 from .ignore import is_ignored
+from .powercut import loose_object_ok
 from .scan import Scanner, align, find_omissions, forget, nested_ancestor, update_all, update_paths
 from .treepatch import patched_tree
 
@@ -107,6 +109,12 @@ class SnapshotResult:
 def _kind(meta: CheckpointMeta, paths) -> str:
     """A declared-path snapshot is not a full picture: other entries may be stale."""
     return "declared" if paths is not None and meta.kind in ("full", "manual") else meta.kind
+
+
+class Tip(NamedTuple):
+    commit: pygit2.Commit | None     # the newest checkpoint that can serve
+    problem: str | None              # why the ref names none (then `commit` is HEAD's, or None)
+    target: object                   # what the ref named (compared before it is moved)
 
 
 class Workspace:
@@ -430,14 +438,18 @@ class Workspace:
         """Make a `commit=False` snapshot a checkpoint (the newest one if its tree is unchanged)."""
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo = self._open_repo()
-            tip = self._tip_commit(repo)
-            if tip is not None and str(tip.tree_id) == result.tree_id:
+            state = self._tip(repo)
+            tip = state.commit
+            if tip is not None and str(tip.tree_id) == result.tree_id and state.problem is None:
                 return SnapshotResult(Checkpoint.from_commit(tip), result.tree_id, False, result.partial,
                                       result.report)
-            cid = self._commit(repo, pygit2.Oid(hex=result.tree_id), meta, tip)
+            cid = self._commit(repo, pygit2.Oid(hex=result.tree_id), meta, state)
+            report = result.report
+            if state.problem:          # the service journals it: the chain moved without a call
+                report = {**report, "damaged_tip": {"reason": state.problem, "parent": str(tip.id) if tip else None,
+                                                    "was": str(state.target) if state.target else None}}
             return SnapshotResult(Checkpoint.from_commit(repo[cid]),   # type: ignore[arg-type]  # the commit just written
-                                  result.tree_id, True, result.partial,
-                                  result.report)
+                                  result.tree_id, True, result.partial, report)
 
     def _refresh_all(self, repo, index, scanner: Scanner, *, force_scan: bool, first: bool,
                      progress=None) -> tuple[str, list[str] | None]:
@@ -605,17 +617,21 @@ class Workspace:
                           self.store.root / (self.ref + ".lock")):
             self.store.clear_stale_git_lock(lock_file)
 
-    def _commit(self, repo, tree, meta: CheckpointMeta, tip) -> pygit2.Oid:
+    def _commit(self, repo, tree, meta: CheckpointMeta, state: Tip) -> pygit2.Oid:
+        """Commit on the tip (a fresh chain when the ref names nothing that can serve: the
+        HEAD's checkpoint, else none) and move the ref, only from the value `state` read."""
         sig = signature(meta.time)
-        parents = [tip.id] if tip is not None else []
+        parents = [state.commit.id] if state.commit is not None else []
         # not create_commit: it freshens the tree's pack (write_commit says why)
         cid = write_commit(self.store.root / "objects", tree, parents, sig, meta.to_message())
         try:
             ref = repo.references.get(self.ref)
             if ref is None:
                 repo.references.create(self.ref, cid, force=False)
-            elif tip is None or ref.target != tip.id:
+            elif state.target is None or str(ref.target) != str(state.target):
                 raise GitError(f"the checkpoint ref {self.ref} moved underneath the workspace lock")
+            elif state.problem:                 # symbolic, or naming no checkpoint: replaced whole
+                repo.references.create(self.ref, cid, force=True)
             else:
                 ref.set_target(cid)          # compare-and-swap against the value just read
         except GitError as exc:
@@ -633,27 +649,52 @@ class Workspace:
         return nested_ancestor(self.root_bytes, parts)
 
     # ---------------------------------------------------------------- history
-    def _tip_commit(self, repo) -> pygit2.Commit | None:
+    def _commit_at(self, repo, oid) -> tuple[pygit2.Commit | None, str | None]:
+        """(the commit `oid`, None), or (None, why it cannot serve as a checkpoint).  A damaged
+        loose object is never handed to libgit2 (it loops inflating a truncated one)."""
+        hexid = str(oid)
+        if len(hexid) != 40 or not all(ch in "0123456789abcdef" for ch in hexid):
+            return None, f"{hexid[:60]!r} is not an object id"
+        if not loose_object_ok(self.store.root / "objects" / hexid[:2] / hexid[2:]):
+            return None, f"object {hexid[:12]} is damaged (a torn or altered file)"
+        try:
+            obj = repo[hexid]
+        except KeyError:
+            return None, f"object {hexid[:12]} is not in the store"
+        except (GitError, ValueError) as exc:
+            return None, f"object {hexid[:12]} cannot be read ({exc})"
+        if not isinstance(obj, pygit2.Commit):
+            return None, f"{hexid[:12]} is a {obj.type_str}, not a checkpoint"
+        return obj, None
+
+    def _tip(self, repo) -> Tip:
+        """The newest checkpoint, and what is wrong with the ref when it names none that can
+        serve.  Then the tip is the gitdir's HEAD (detached at the newest checkpoint too), or
+        None: the next snapshot starts a fresh chain, and replaces the ref either way."""
         try:
             ref = repo.references.get(self.ref)
-        except GitError as exc:
-            # torn by a power cut or edited: the gitdir's HEAD is detached at the newest
-            # checkpoint too, so that is the tip (the next snapshot rewrites the ref)
-            head = self._head_checkpoint(repo)
-            if head is None:
-                raise StoreError(f"the checkpoint ref of {self.root} ({self.ref}) is damaged ({exc}), and the "
-                                 "workspace's HEAD names no checkpoint either: `chronos-git journal verify` "
-                                 "and the store's `git fsck` say more") from None
-            return head
-        return repo[ref.target] if ref is not None else None
+        except GitError as exc:            # torn by a power cut or edited
+            return Tip(self._head_checkpoint(repo), f"the checkpoint ref {self.ref} is damaged ({exc})", None)
+        if ref is None:
+            return Tip(None, None, None)
+        if ref.type != ReferenceType.DIRECT:
+            return Tip(self._head_checkpoint(repo), f"the checkpoint ref {self.ref} is symbolic "
+                                                    f"(it names {str(ref.target)[:80]!r})", ref.target)
+        c, why = self._commit_at(repo, ref.target)
+        if c is None:
+            return Tip(self._head_checkpoint(repo), f"the checkpoint ref {self.ref} names no readable "
+                                                    f"checkpoint: {why}", ref.target)
+        return Tip(c, None, ref.target)
+
+    def _tip_commit(self, repo) -> pygit2.Commit | None:
+        return self._tip(repo).commit
 
     def _head_checkpoint(self, repo) -> pygit2.Commit | None:
         try:
             text = (self.gitdir / "HEAD").read_text("ascii", "replace").strip()
-            c = repo[text] if len(text) == 40 else None
-        except (OSError, KeyError, ValueError, GitError):
+        except OSError:
             return None
-        return c if isinstance(c, pygit2.Commit) else None
+        return self._commit_at(repo, text)[0]
 
     def has_checkpoint(self) -> bool:
         """Whether a baseline exists (one ref lookup; tip() also parses the metadata)."""
@@ -667,25 +708,49 @@ class Workspace:
         c = self._tip_commit(self.store.repo())
         return Checkpoint.from_commit(c) if c is not None else None
 
-    def iter_commits(self):
+    def iter_commits(self, damage: list[dict] | None = None):
+        """The checkpoint chain, newest first.  It ends where a commit cannot be read (or
+        below a retention cut); `damage` hears why, and about a ref that names none."""
         repo = self.store.repo()
-        c = self._tip_commit(repo)
+        tip = self._tip(repo)
+        if tip.problem and damage is not None:
+            damage.append({"ref": self.ref, "id": str(tip.target) if tip.target else None, "reason": tip.problem})
+        c = tip.commit
         while c is not None:
             yield c
             if not c.parent_ids:
                 return
-            try:
-                c = repo[c.parent_ids[0]]
-            except KeyError:
-                return             # below the retention boundary
+            parent, why = self._commit_at(repo, c.parent_ids[0])
+            if why is not None and damage is not None and not (
+                    why.endswith("not in the store") and str(c.id) in self._cuts()):
+                damage.append({"id": str(c.parent_ids[0]), "reason": f"the parent of {str(c.id)[:12]}: {why}"})
+            c = parent
+
+    def _cuts(self) -> set[str]:
+        """The commits retention made roots (its `shallow` file), read now: a handle opened
+        before a compaction in another process still sees their parents."""
+        try:
+            return set((self.store.root / "shallow").read_text().split())
+        except OSError:
+            return set()
+
+    def damage(self) -> list[dict]:
+        """What in this workspace's history cannot serve, and why: its ref, commits that
+        cannot be read, checkpoints whose metadata is damaged (still listed and restorable)."""
+        out: list[dict] = []
+        for c in self.iter_commits(out):
+            cp = Checkpoint.from_commit(c)
+            if cp.damage:
+                out.append({"id": cp.id, "reason": cp.damage})
+        return out
 
     def on_chain(self, checkpoint_id: str) -> bool:
         """Whether the checkpoint is one of this workspace's (not fetched, not another's)."""
         return any(str(c.id) == checkpoint_id for c in self.iter_commits())
 
-    def checkpoints(self, limit: int | None = None) -> list[Checkpoint]:
+    def checkpoints(self, limit: int | None = None, damage: list[dict] | None = None) -> list[Checkpoint]:
         out = []
-        for c in self.iter_commits():
+        for c in self.iter_commits(damage):
             out.append(Checkpoint.from_commit(c))
             if limit is not None and len(out) >= limit:
                 break
@@ -721,8 +786,8 @@ class Workspace:
             # a checkpoint of this workspace that fell off the chain (e.g. referenced by the journal)
             try:
                 repo = self.store.repo()
-                obj = repo.revparse_single(low)
-                if isinstance(obj, pygit2.Commit) and obj.message.startswith("chronos checkpoint:"):
+                obj = self._commit_at(repo, low)[0] if len(low) == 40 else repo.revparse_single(low)
+                if isinstance(obj, pygit2.Commit) and message_of(obj).startswith("chronos checkpoint:"):
                     owner = self._other_owner(obj.id)
                     if owner is not None:     # restoring it here would swap in another project's files
                         raise CheckpointNotFound(
@@ -744,10 +809,10 @@ class Workspace:
         for other in self.store.workspaces():
             if other.id == self.id:
                 continue
-            ref = repo.references.get(other.ref)
-            if ref is None:
-                continue
             try:
+                ref = repo.references.get(other.ref)
+                if ref is None:
+                    continue
                 if ref.target == oid or repo.descendant_of(ref.target, oid):
                     return os.fsdecode(other.root_bytes)
             except (GitError, KeyError, ValueError):

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from ..engine.wording import plural
-from ..settings import PLUGIN_KEY, Loaded, Settings, store_location
+from ..settings import PLUGIN_KEY, Loaded, Settings, hermes_home, store_location
 from ..settings import load as load_settings
 from .alerts import (
     changed_notice,
@@ -86,6 +86,10 @@ def read_settings(ctx=None) -> Settings:
     return load_settings(ctx, env=False).settings
 
 
+HELD_FOR_MODEL = ("chronos-git: a change to its settings is waiting for the operator's approval; the previous "
+                  "settings stay in force. Do not try to change, accept or work around it yourself.")
+
+
 class Plugin:
     def __init__(self, ctx):
         self.ctx = ctx
@@ -101,6 +105,7 @@ class Plugin:
         self._person_lock = threading.Lock()
         self._gate_told: dict[str, tuple] = {}    # session -> (operation ids, message) of the closed gate told
         self._footers: dict[str, list[str]] = {}  # session -> notices for the answer's end (stderr unseen)
+        self._held_keys: tuple = ()                # the held settings changes the person was told of
 
     # ------------------------------------------------------------- plumbing
     def store_dir(self) -> Path:
@@ -114,6 +119,8 @@ class Plugin:
                 from ..service import Chronos
                 self._svc = Chronos.get(self.store_dir(), self.settings, problems=self.settings_problems)
                 self._svc.background = True      # watchers and a background first snapshot
+                # config.yaml is the agent's to edit: a weakening change waits for the operator
+                self._svc.watch_settings(lambda: load_settings(self.ctx, env=False), hermes_home() / "config.yaml")
                 atexit.register(self._svc.flush)
             return self._svc
 
@@ -130,9 +137,12 @@ class Plugin:
         """The gate (block directive: cannot fail open) and the rollback approval."""
         try:
             tool_name = tool_name or ""
-            if self.settings.is_read_only(tool_name):
+            svc = self.svc()
+            svc.settings_check()                   # any tool, read-only ones too: config.yaml changed?
+            self._tell_held(svc, kwargs.get("session_id"), kwargs.get("platform"))
+            if svc.settings.is_read_only(tool_name):
                 return None
-            refusal = self.svc().refusal()
+            refusal = svc.refusal()
             if refusal is not None:
                 return {"action": "block", "message": json.dumps(model_block(refusal))}
             protected = self._protected_target(tool_name, args or {}, tool_call_id, kwargs)
@@ -191,13 +201,13 @@ class Plugin:
         from .semantics import classify, declared_paths
         tool_name = tool_name or ""
         key = (tool_name, tool_call_id or "")
-        if key in _active.get() or self.settings.is_read_only(tool_name) or tool_name in OWN_TOOLS:
-            # the nested 0.19.0 double invocation, a read-only tool, or one of ours (a rollback
-            # journals itself as a restore)
-            return next_call(args)
         svc = self.svc()
+        if key in _active.get() or svc.settings.is_read_only(tool_name) or tool_name in OWN_TOOLS:
+            # the nested 0.19.0 double invocation, a read-only tool (as the settings in force
+            # say), or one of ours (a rollback journals itself as a restore)
+            return next_call(args)
         cwd = self.cwd()
-        if self.settings.duplicate_guard:
+        if svc.settings.duplicate_guard:
             prior = svc.calls.completed_before(session_id, tool_name, args or {})
             if prior:
                 return json.dumps({"status": "ok", "chronos_duplicate": True,
@@ -312,6 +322,8 @@ class Plugin:
             alert = recovery_alert(settled, unresolved, svc.journal.integrity)
             if alert:
                 parts.append(alert)
+            if self._tell_held(svc, session_id, kwargs.get("platform")) or (is_first_turn and self._held_keys):
+                parts.append(HELD_FOR_MODEL)
             return {"context": "\n\n".join(parts)} if parts else None
         except Exception as exc:
             log.warning("chronos-git pre_llm_call failed: %s", exc)
@@ -348,6 +360,22 @@ class Plugin:
         self._told[key] = notice
         self._say(notice, key, platform)
         return notice + " Tell the user this before you change any files."
+
+    def _tell_held(self, svc, session_id, platform=None) -> bool:
+        """A weakening settings change held for the operator: the person is told what and how to
+        accept it (once per change); the model only that one waits.  True when there was news."""
+        held = svc.settings_watch.held() if svc.store_exists() else []
+        keys = tuple((h.key, json.dumps(h.written, sort_keys=True)) for h in held)
+        with self._person_lock:
+            news, self._held_keys = keys != self._held_keys and bool(keys), keys
+        if news:
+            lines = "; ".join(f"{h.key}: {json.dumps(h.written)} in config.yaml, {json.dumps(h.in_force)} stays "
+                              f"in force ({h.why})" for h in held)
+            self._say(f"⚠ chronos-git: a change to its settings weakens protection and waits for you: {lines}. "
+                      f"If you made it, run `hermes {PLUGIN_KEY} settings accept {' '.join(h.key for h in held)}` "
+                      "in your own terminal; if not, "
+                      "undo it in config.yaml.", session_id or "", platform)
+        return news
 
     def _tell_person(self, settled, session_id, platform=None) -> None:
         """The person learns what the model learns from `recovery_alert`, once per occurrence:

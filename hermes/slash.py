@@ -2,7 +2,8 @@
 
 Slash handlers cannot prompt, so a restore is two steps: `/chronos 3` runs
 the dry run and arms it (keeping its plan token), `/chronos confirm` runs
-exactly that restore within two minutes.  Text comes from cli/render.py.
+exactly that restore within two minutes: if the workspace changed since, its
+plan differs and nothing runs; the new plan is shown and armed instead.  Text comes from cli/render.py.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from ..cli import render
 from ..engine.codec import human
-from ..service.errors import envelope
+from ..service.errors import PlanChanged, envelope
 from .shell import HERMES_PROG
 
 CONFIRM_WINDOW_S = 120
@@ -123,5 +124,13 @@ class SlashCommand:
             return "chronos: nothing to confirm; arm a restore first with /chronos ID"
         if time.monotonic() > armed["until"]:
             return "chronos: the armed restore expired; arm it again with /chronos ID"
-        return svc.restore(armed["cwd"], armed["id"], paths=armed["paths"], clean=armed["clean"],
-                           force=armed["force"], plan_token=armed["token"], actor="user (/chronos confirm)")
+        res = svc.restore(armed["cwd"], armed["id"], paths=armed["paths"], clean=armed["clean"],
+                          force=armed["force"], plan_token=armed["token"], actor="user (/chronos confirm)")
+        if res.code != PlanChanged.code:
+            return res
+        # the workspace changed since the preview: nothing ran; the new plan is armed instead
+        with self._lock:
+            self._armed = {**armed, "token": res.plan_token, "until": time.monotonic() + CONFIRM_WINDOW_S}
+        return (render.text(res.model_copy(update={"status": "ok", "error": None}))   # says so once
+                + f"\n\nTo restore this plan instead type /chronos confirm within {CONFIRM_WINDOW_S} s; "
+                  "/chronos cancel drops it.")

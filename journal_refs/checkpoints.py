@@ -144,6 +144,11 @@ class Ledger:
                         self._name(d["workspace"], d.get("now"), "chain", p, "the tip a power-cut repair chose")
             elif action == "remote_removed":
                 self.targets = {}
+            elif action == "crash_boundary":
+                ws = self.ops.get(op, (None, False, None))[0] if isinstance(op, str) else None
+                if isinstance(ws, str):
+                    self._name(ws, p.get("checkpoint"), "chain", p,
+                               f"the checkpoint taken when the crash of operation {str(op)[:12]} was found")
 
 
 @dataclass

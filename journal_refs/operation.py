@@ -22,6 +22,7 @@ class Operation:
     reason: str | None = None
     evidence: object = None
     declared: list = field(default_factory=list)     # [{"path", "pre", "post"}]
+    boundary_checkpoint: str | None = None            # a crashed shell call: the workspace as it was found
 
     @classmethod
     def from_state(cls, operation_id: str, info: dict) -> Operation:
@@ -35,7 +36,8 @@ class Operation:
                    session_id=info.get("session_id"), tool_call_id=info.get("tool_call_id"),
                    workspace=info.get("workspace"), pre_checkpoint=info.get("pre_checkpoint"),
                    started_seq=info.get("started_seq"), owner=info.get("owner"), reason=info.get("reason"),
-                   evidence=info.get("evidence"), declared=list(info.get("declared") or ()))
+                   evidence=info.get("evidence"), declared=list(info.get("declared") or ()),
+                   boundary_checkpoint=info.get("boundary_checkpoint"))
 
     @property
     def declared_paths(self) -> list[str]:
@@ -52,4 +54,6 @@ class Operation:
             d["evidence"] = self.evidence
         if self.declared:
             d["declared_paths"] = self.declared_paths
+        if self.boundary_checkpoint:
+            d["boundary_checkpoint"] = self.boundary_checkpoint
         return d

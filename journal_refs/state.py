@@ -31,6 +31,9 @@ from .events import (
     parse,
 )
 
+SETTINGS_ACTION = "settings"          # the Maintenance action that records the settings in force
+CRASH_BOUNDARY = "crash_boundary"     # ... that checkpoints a crashed call's workspace as it was found
+
 
 class TransitionError(Exception):
     """An event that the current state does not allow (e.g. resolving twice)."""
@@ -48,10 +51,14 @@ class JournalState:
     open: dict = field(default_factory=dict)          # op id -> info; state running|uncertain
     replayable: dict = field(default_factory=dict)    # op id -> info of a not-applied file op
     totals: dict = field(default_factory=dict)        # events per kind
+    settings: dict = field(default_factory=dict)      # the last settings record: in_force, held, seq
 
     def to_json(self) -> str:
-        return canonical({"schema": STATE_SCHEMA, "journal_id": self.journal_id, "seq": self.seq,
-                          "open": self.open, "replayable": self.replayable, "totals": self.totals})
+        doc = {"schema": STATE_SCHEMA, "journal_id": self.journal_id, "seq": self.seq,
+               "open": self.open, "replayable": self.replayable, "totals": self.totals}
+        if self.settings:               # absent until the first record: older states are unchanged
+            doc["settings"] = self.settings
+        return canonical(doc)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> JournalState:
@@ -59,7 +66,7 @@ class JournalState:
         if d.get("schema") != STATE_SCHEMA:
             raise ValueError(f"unknown state schema {d.get('schema')!r}")
         return cls(journal_id=d["journal_id"], seq=d["seq"], open=d["open"],
-                   replayable=d["replayable"], totals=d.get("totals", {}))
+                   replayable=d["replayable"], totals=d.get("totals", {}), settings=d.get("settings", {}))
 
     def apply(self, payload: dict) -> JournalState:
         """The state after the event `payload`, or TransitionError.  Never mutates self."""
@@ -72,7 +79,8 @@ class JournalState:
         if self.seq == -1 and not isinstance(ev, Genesis):
             raise TransitionError("the first event must be genesis")
         new = JournalState(journal_id=self.journal_id, seq=ev.seq, open=copy.deepcopy(self.open),
-                           replayable=copy.deepcopy(self.replayable), totals=dict(self.totals))
+                           replayable=copy.deepcopy(self.replayable), totals=dict(self.totals),
+                           settings=self.settings)
         new.totals[ev.kind] = new.totals.get(ev.kind, 0) + 1
         TRANSITIONS[type(ev)](self, new, ev)
         return new
@@ -85,7 +93,21 @@ def _genesis(old: JournalState, new: JournalState, ev: Genesis) -> None:
 
 
 def _maintenance(old: JournalState, new: JournalState, ev: Maintenance) -> None:
-    pass
+    """A settings record (service/settings_watch.py) becomes the settings in force; a crash
+    boundary (service/reconcile.py) is kept with the crashed operation, once."""
+    if ev.action == CRASH_BOUNDARY:
+        cur = new.open.get(ev.operation_id) if ev.operation_id else None
+        if cur is None or cur.get("state") != "running" or "boundary_checkpoint" in cur:
+            raise TransitionError(f"operation {ev.operation_id} is not a crashed call without a boundary")
+        cur["boundary_checkpoint"] = ev.payload.get("checkpoint")   # None: it could not be taken
+        return
+    if ev.action != SETTINGS_ACTION:
+        return
+    in_force, held = ev.payload.get("in_force"), ev.payload.get("held")
+    if not isinstance(in_force, dict) or not isinstance(held, dict):
+        raise TransitionError("a settings record needs the settings in force and those held (objects)")
+    new.settings = {"in_force": in_force, "held": held, "fingerprint": ev.payload.get("fingerprint"),
+                    "seq": ev.seq}
 
 
 def _refused(old: JournalState, new: JournalState, ev: Refused) -> None:

@@ -172,7 +172,7 @@ def contradictions(text: str, op: str) -> list[str]:
 
 
 def outcome_of(events: list[dict], op: str) -> dict | None:
-    return next((e for e in events if e.get("operation_id") == op and e["kind"] != "started"), None)
+    return next((e for e in events if e.get("operation_id") == op and e["kind"] not in ("started", "maintenance")), None)
 
 
 # ---------------------------------------------------------------- the story

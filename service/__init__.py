@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pygit2
 
+from .. import settings as settings_mod
 from ..engine import inflight, powercut
 from ..engine.errors import ChronosError, explain
 from ..engine.store import Store
@@ -38,6 +39,7 @@ from .gate import Gate
 from .maintenance import Maintenance
 from .reconcile import Reconciler
 from .remotes import Remotes
+from .settings_watch import ACCEPT as _ACCEPT, SettingsWatch
 from .snapshots import Snapshots
 from .timemachine import TimeMachine
 from .transaction import ProtectedCalls
@@ -61,6 +63,7 @@ class Chronos:
         self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.maintenance.protection,
                                     self.start)
         self.remotes = Remotes(self.core, self.start)
+        self.settings_watch = SettingsWatch(self.core)
         self.snapshots.after_import = self._after_import
         self._started = False
         self._start_lock = threading.Lock()
@@ -79,7 +82,7 @@ class Chronos:
             create = False
         with cls._guard:
             inst = cls._instances.get(str(store_dir))
-            if inst is None or inst.settings != settings:
+            if inst is None or inst.core.given != settings:
                 inst = cls(store_dir, settings, create=create, problems=problems)
                 cls._instances[str(store_dir)] = inst
             inst.core.create = inst.core.create or create
@@ -133,7 +136,7 @@ class Chronos:
             elif power is not None:
                 moved = {r.get("workspace") for r in power.get("refs_repaired") or ()}
                 lost = [e for e in self._lost_in_power_cut() if e["workspace"] not in moved] \
-                    if journal.integrity == "ok" else []
+                    if journal.integrity == "ok" and not power.get("same_boot") else []
                 if lost:
                     power["checkpoints_lost"] = lost
                 if not (powercut.repaired(power) or lost or power.get("error")):
@@ -144,6 +147,8 @@ class Chronos:
                                                         "boot_id": powercut.current_boot(), **power})
                 except (JournalError, OSError):
                     pass                 # the repair stands; startup and health still say so
+            if journal.integrity == "ok":
+                self.settings_watch.check(force=True)     # the profile's settings against the record
             trust = self._check_checkpoints() if journal.integrity == "ok" else None
             if journal.integrity == "ok":
                 try:
@@ -220,7 +225,7 @@ class Chronos:
         """After a reboot: the checkpoints the journal names that the cut took (never synced),
         as entries of the power_cut_repair event, which makes those moves legitimate."""
         try:
-            return checkpoints.lost_in_power_cut(checkpoints.check(self.core.journal, again=False))
+            return checkpoints.lost_in_power_cut(checkpoints.check(self.core.journal))
         except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
             return []
 
@@ -251,6 +256,47 @@ class Chronos:
             self.reconcile.verify()
         except Exception:          # the result (and any alarm) is in the journal's state
             pass
+
+    # --------------------------------------------------------------- settings
+    def watch_settings(self, reader, config_path: Path | None, *, env_overrides: bool = False) -> None:
+        """A surface that reads the profile's settings: weakening changes are held for an operator
+        (service/settings_watch.py); `env_overrides`: CHRONOS_GIT_SETTINGS rules this process too."""
+        if self.settings_watch.reader is not None:
+            self.settings_check()        # watched already (a surface asks per request): a stat
+            return
+        self.core.env_overrides = env_overrides
+        self.settings_watch.watch(reader, config_path)
+        if self._started:
+            self.settings_watch.check(force=True)
+        elif self.store_exists():
+            self.start()                 # before anything reads a setting: the record's values rule
+
+    def watch_profile(self, *, env_overrides: bool = False) -> None:
+        """`watch_settings` for a surface outside Hermes (the CLI, the API, the dashboard), but
+        only where this store is the profile's own: a command pointed at another store
+        (--store, CHRONOS_GIT_STORE) reads no profile of its."""
+        block = settings_mod.load(env=False)
+        if block.problems or os.path.realpath(settings_mod.profile_store(block.settings)) != \
+                os.path.realpath(self.core.store_dir):
+            return
+        self.watch_settings(lambda: settings_mod.load(env=False), settings_mod.hermes_home() / "config.yaml",
+                            env_overrides=env_overrides)
+
+    def settings_check(self) -> None:
+        """Before any tool call: a changed config file is compared with the record (a stat when not)."""
+        if self.store_exists():
+            self.start()
+            self.settings_watch.check()
+
+    def settings_show(self) -> results.SettingsRecord:
+        if self.store_exists():
+            self.start()
+        return self.settings_watch.describe()
+
+    def settings_accept(self, keys: list[str], *, actor: str) -> results.SettingsRecord:
+        self.start()
+        self.settings_watch.check(force=True)
+        return self.settings_watch.accept(keys, actor=actor)
 
     # ------------------------------------------------------------------ calls
     def protect(self, call: Call, **kw):
@@ -399,6 +445,18 @@ class Chronos:
                         state="degraded", free_bytes=out.protection.free_bytes,
                         reason=storecheck.summary(found, detail=False) + (f"; also: {before}" if before else ""),
                         fix="remove each one (listed below, with its fix), then `chronos-git journal verify`")
+            held = self.settings_watch.held()
+            if held:
+                out.settings_held = held
+                if out.protection.state != "off":
+                    before = out.protection.reason if out.protection.state == "degraded" else None
+                    names = ", ".join(h.key for h in held)
+                    out.protection = results.Protection(
+                        state="degraded", free_bytes=out.protection.free_bytes,
+                        reason=(f"a weakening change of chronos-git's settings ({names}) waits for the operator; "
+                                "the previous values stay in force") + (f"; also: {before}" if before else ""),
+                        fix=f"if you made it: `{_ACCEPT} {' '.join(h.key for h in held)}`; if not, undo "
+                            "it in config.yaml")
             changes = self.calls.recent_changes()         # calls that changed chronos-git's own files
             if changes:
                 out.protected_changes = [results.ProtectedChange(**c) for c in changes]

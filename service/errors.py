@@ -39,6 +39,16 @@ class PlanRequired(PlanTokenError):
     code = "plan_required"
 
 
+class PlanChanged(PlanTokenError):
+    """A confirmed restore whose plan is no longer the one its dry run showed (the workspace
+    changed since): refused with nothing changed; `result` is the new plan, with a new token."""
+    code = "plan_changed"
+
+    def __init__(self, message: str, result):
+        super().__init__(message)
+        self.result = result                # a dry run's RestoreResult, status "error"
+
+
 class StaleReplay(ChronosError):
     """A not-applied call whose paths later calls changed: replaying it would overwrite their work."""
     code = "replay_stale"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from .. import deployment
 from ..engine import consolidate, locking, offload, retention
+from ..engine.checkpoint import Checkpoint
+from ..engine.wording import plural
 from ..journal_refs import IntegrityError, checkpoints, events
 from ..journal_refs.journal import witness_path_for
 from .core import Core
@@ -18,6 +20,7 @@ from .results import (
     CompactResult,
     ConsolidateResult,
     Consolidation,
+    Damage,
     HealthResult,
     JournalSummary,
     Protection,
@@ -103,7 +106,8 @@ class Maintenance:
 
     def budget_use(self) -> tuple[int, int]:
         """(bytes new in every kept checkpoint of every workspace, the store budget; 0 = none)."""
-        used = sum(retention.added_bytes(c) for ws in self.core.store.workspaces() for c in ws.iter_commits())
+        used = sum(Checkpoint.from_commit(c).meta.added_bytes        # damaged metadata counts 0
+                   for ws in self.core.store.workspaces() for c in ws.iter_commits())
         return used, int(self.core.settings.store_budget_mb * 1024 * 1024)
 
     def store_due(self) -> str | None:
@@ -288,4 +292,21 @@ class Maintenance:
         used, budget = self.budget_use()
         out.store_budget = StoreBudget(used_bytes=used, budget_bytes=budget or None,
                                        orphans=len(retention.note_missing(core.store, write=False)))
+        out.damaged = self.damage() or None
+        if out.damaged and out.protection.state in ("on", "degraded"):
+            first = out.damaged[0]
+            what = f"checkpoint {first.id[:12]} of " if first.id and not first.ref else ""
+            before = f"; also: {out.protection.reason}" if out.protection.state == "degraded" else ""
+            out.protection = Protection(
+                state="degraded", free_bytes=out.protection.free_bytes,
+                reason=f"{plural(len(out.damaged), 'damaged entry', 'damaged entries')} in the checkpoint "
+                       f"history ({what}{first.workspace}: {first.reason}){before}",
+                fix="`chronos-git log` marks them; intact checkpoints still restore, the next snapshot replaces "
+                    "a ref that names nothing usable, and `chronos-git journal verify` says whether the "
+                    "checkpoints the journal names are intact")
         return out
+
+    def damage(self) -> list[Damage]:
+        """What in each workspace's history cannot serve (engine Workspace.damage), by workspace."""
+        return [Damage(workspace=os.fsdecode(ws.root_bytes), **d)
+                for ws in self.core.store.workspaces() for d in ws.damage()]

@@ -8,12 +8,16 @@ import json
 import shlex
 from pathlib import Path
 
+import pygit2
+
 from ..engine import faults, treecheck
+from ..engine.checkpoint import CheckpointMeta
 from ..engine.errors import ChronosError
 from ..engine.fsutil import atomic_write
 from ..engine.wording import plural
-from ..journal_refs import IntegrityError, TransitionError, anchor, events, evidence as evidence_of
+from ..journal_refs import IntegrityError, JournalError, TransitionError, anchor, events, evidence as evidence_of
 from ..journal_refs.evidence import UNKNOWN, describe
+from ..journal_refs.state import CRASH_BOUNDARY
 from . import operators
 from .calls import Call, Declared, Outcome
 from .core import Core
@@ -56,9 +60,12 @@ class Reconciler:
             if (operation_id and op.operation_id != operation_id) or op.state != "pending":
                 continue
             if not op.declared:
+                boundary = self._crash_boundary(op)
                 out.append(Settled(operation_id=op.operation_id, tool=op.tool, result="needs_operator",
                                    why="no declared paths: a shell command or external effect cannot be "
-                                       "settled by evidence"))
+                                       "settled by evidence"
+                                       + (f"; checkpoint {boundary[:12]} holds the workspace as the crash was "
+                                          "found" if boundary else "")))
                 continue
             verdict, items = evidence_of.evidence(op.declared)
             faults.hit("settle_before_append")
@@ -83,6 +90,33 @@ class Reconciler:
                                evidence=describe(items), paths=[i["path"] for i in items]))
         self._queue_alerts(out)
         return out
+
+    def _crash_boundary(self, op) -> str | None:
+        """A crashed call that cannot be settled by evidence: its workspace is checkpointed when
+        the crash is found, once (journaled as `crash_boundary`), so that what the call did
+        (pre-checkpoint to there) is told apart from what anyone does later (`recover --rollback`)."""
+        info = self.core.journal.state.open.get(op.operation_id) or {}
+        if "boundary_checkpoint" in info:
+            return info["boundary_checkpoint"]
+        if not (op.workspace and op.pre_checkpoint):
+            return None              # nothing to tell apart: no checkpoint before it either
+        cid, error = None, None
+        try:
+            ws = self.core.store.workspace(op.workspace)
+            res = ws.snapshot(CheckpointMeta(description=f"as the crash of operation {op.operation_id[:12]} "
+                                                         f"({op.tool}) was found", kind="boundary"))
+            self.time.snapshots.taken(ws, res)
+            cid = res.checkpoint.id if res.checkpoint is not None else None
+        except (ChronosError, OSError, ValueError, pygit2.GitError) as exc:
+            error = str(exc)
+        fields: dict[str, object] = {"operation_id": op.operation_id, "action": CRASH_BOUNDARY, "checkpoint": cid}
+        if error:
+            fields["error"] = error
+        try:
+            self.core.journal.append(events.Maintenance, fields, while_running=True)
+        except (TransitionError, JournalError):
+            return None              # another process recorded it meanwhile, or the journal cannot
+        return cid
 
     # alerts survive the process that settled them: the next model session reads them once
     def _alerts_path(self) -> Path:
@@ -195,16 +229,19 @@ class Reconciler:
                              gate="open" if self.gate.is_open() else "closed")
 
     def recover(self, operation_id: str | None = None, *, replay: bool = False,
-                rollback: bool = False, actor: str = "operator") -> RecoverResult | RollbackResult:
+                rollback: bool = False, dry_run: bool = False,
+                actor: str = "operator") -> RecoverResult | RollbackResult:
         self._startup()
         if replay and rollback:
             raise ChronosError("choose --replay or --rollback, not both")
-        if replay or rollback:
+        if dry_run and not rollback:
+            raise ChronosError("--dry-run previews a rollback: use it with --rollback")
+        if (replay or rollback) and not dry_run:
             operators.check(self.core, "journal recover --" + ("replay" if replay else "rollback"), operation_id)
         if rollback:
             if not operation_id:
                 raise ChronosError("--rollback needs an operation id")
-            return self._rollback(operation_id, actor)
+            return self._rollback(operation_id, actor, dry_run=dry_run)
         settled = self.settle_by_evidence(self._match_op(operation_id) if operation_id else None)
         out = RecoverResult(settled=settled, unresolved=[], gate="open")
         if replay and operation_id:
@@ -269,10 +306,11 @@ class Reconciler:
                         paths=[d.path for d in files], post_checkpoint=t.record.post_checkpoint,
                         outcome=t.record.outcome)
 
-    def _rollback(self, prefix: str, actor: str) -> RollbackResult:
+    def _rollback(self, prefix: str, actor: str, *, dry_run: bool = False) -> RollbackResult:
         op = self._require_unresolved(prefix)
         store = self.core.store
         pre, workspace = op.pre_checkpoint, op.workspace
+        boundary, kept = op.boundary_checkpoint, []
         if op.declared:
             ws = store.workspace(workspace) if workspace else None
             outside = [d for d in op.declared if ws is None or not ws.contains(d["path"]) or not pre]
@@ -285,24 +323,44 @@ class Reconciler:
                       "--evidence ...`")
             paths = op.declared_paths
         elif pre and workspace:
-            changed = self.time.diff(workspace, pre, None, patch=False).files
-            paths = sorted({f.path for f in changed} | {f.old_path for f in changed if f.old_path})
+            # what the call did: pre-checkpoint to the checkpoint taken when its crash was found;
+            # what differs from that since is later work, kept (without one: everything since)
+            paths = self._changed(workspace, pre, boundary)
+            if boundary:
+                kept = self._changed(workspace, boundary, None)
+                paths = [p for p in paths if p not in set(kept)]
         else:
             raise ChronosError(f"operation {op.operation_id[:12]} has no pre-checkpoint to roll back to")
         res = None
         if paths:
             res = self.time.restore(workspace, pre, paths=paths, clean=True, gate=False, actor=actor,
-                                    tool="chronos.rollback", paths_must_exist=False,
+                                    tool="chronos.rollback", paths_must_exist=False, dry_run=dry_run,
                                     foreign_ok=True)      # the journal names it for this workspace
+        scope = (f"the paths it changed up to checkpoint {boundary[:12]} (taken when its crash was found)"
+                 if boundary else "every path that differs from it now")
+        later = f"; {plural(len(kept), 'path')} changed later kept as they are" if kept else ""
+        if dry_run:
+            return RollbackResult(operation_id=op.operation_id, outcome=None, dry_run=True, restore=res,
+                                  evidence=f"would roll back to pre-checkpoint {str(pre)[:12]} "
+                                           f"{plural(len(paths), 'path')}, {scope}{later}",
+                                  boundary_checkpoint=boundary, kept=kept,
+                                  gate="open" if self.gate.is_open() else "closed")
         safety = res.safety_checkpoint if res else None
-        text = (f"rolled back to pre-checkpoint {str(pre)[:12]}: {plural(len(paths), 'path')} restored"
-                + (f"; safety checkpoint {safety[:12]}" if safety else ""))
+        text = (f"rolled back to pre-checkpoint {str(pre)[:12]}: {plural(len(paths), 'path')} restored, "
+                f"{scope}{later}" + (f"; safety checkpoint {safety[:12]}" if safety else ""))
         self.core.journal.append(events.Resolved, {
             "operation_id": op.operation_id, "outcome": "rolled_back", "evidence": text, "actor": actor,
             "operator": operators.actor_record(),
-            "rollback": {"pre_checkpoint": pre, "safety_checkpoint": safety, "paths": paths}})
+            "rollback": {"pre_checkpoint": pre, "safety_checkpoint": safety, "paths": paths,
+                         "boundary_checkpoint": boundary, "kept": kept}})
         return RollbackResult(operation_id=op.operation_id, outcome="rolled_back", evidence=text, restore=res,
+                              boundary_checkpoint=boundary, kept=kept,
                               gate="open" if self.gate.is_open() else "closed")
+
+    def _changed(self, workspace: str, a: str, b: str | None) -> list[str]:
+        """Paths that differ between checkpoint `a` and `b` (None: the working tree), renames both sides."""
+        changed = self.time.diff(workspace, a, b, patch=False).files
+        return sorted({f.path for f in changed} | {f.old_path for f in changed if f.old_path})
 
 
 def _manual_recipe(store_root, d: dict) -> str:

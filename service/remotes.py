@@ -20,7 +20,10 @@ divergence, recorded there, and the gate stays closed until a later check matche
 `require_anchor`, how long every remote has been failing.
 
 In Hermes pushes run on a background thread after a turn, at most every
-`push_interval_s`; nothing here runs on a tool call's path.
+`push_interval_s`; nothing here runs on a tool call's path.  Every exchange with a
+remote is bounded (`_Link`): its transport calls run in child processes killed past
+`remote_deadline_s`, or below `remote_min_rate_bps`, and a push cut off is recorded as
+failing like any other, so it counts towards `require_anchor` and frees the pusher.
 """
 from __future__ import annotations
 
@@ -28,13 +31,14 @@ import builtins
 import fnmatch
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
 
 import pygit2
 
-from ..engine import locking, remote as transport, retention, store_audit
+from ..engine import locking, offload, remote as transport, retention, store_audit
 from ..engine.codec import display
 from ..engine.fsutil import atomic_write
 from ..journal_refs import IntegrityError, JournalError, anchor, events
@@ -97,6 +101,86 @@ def gate_reason(core: Core) -> str | None:
             "`chronos-git push`")
 
 
+class _Link:
+    """One exchange with remote `name` (a push, a fetch, a check).  Each transport call runs in
+    a child process (engine/offload.py) killed when the exchange passes remote_deadline_s in
+    all, or moves fewer than remote_min_rate_bps bytes a second over transport.RATE_WINDOW_S:
+    libgit2 stops only at its per-read timeout, which a server trickling a byte every few
+    seconds never trips.  When no child can start, the call runs on a thread left behind at
+    the deadline.  Either way the caller (the background pusher too) is free by the deadline,
+    and nothing of the store changed: a push only reads it, a fetch writes into a scratch
+    repository, removed here, until every object has arrived."""
+
+    def __init__(self, core: Core, name: str, url: str, auth: transport.Auth):
+        self.core, self.name, self.url, self.auth = core, name, url, auth
+        self.deadline_s = core.settings.remote_deadline_s
+        self.min_rate_bps = core.settings.remote_min_rate_bps
+        self.until = time.monotonic() + self.deadline_s
+
+    def list_refs(self, prefix: str) -> dict[str, str]:
+        return self._run("list_refs", prefix=prefix)["refs"]
+
+    def push(self, refspecs: list[str]) -> None:
+        if refspecs:
+            self._run("push", refspecs=refspecs)
+
+    def fetch_refs(self, src: str, haves: dict[str, str]) -> dict[str, str]:
+        scratch = transport.scratch_for(self.core.store.meta_dir / "tmp")
+        try:
+            return self._run("fetch_refs", scratch=os.fsdecode(scratch), src=src, haves=haves)["refs"]
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)      # what a fetch cut off had received
+
+    def _run(self, call: str, **params) -> dict:
+        left = self.until - time.monotonic()
+        if left <= 0:
+            raise self._cut("deadline")
+        params.update(call=call, url=self.url, ssh_key=self.auth.ssh_key)
+        limits = offload.Limits(left, self.min_rate_bps, transport.RATE_WINDOW_S)
+        try:
+            res = offload.run("remote", self.core.store_dir, self.core.store.config, params, limits=limits)
+        except offload.CutOff as exc:
+            raise self._cut(exc.limit, str(exc)) from None
+        except offload.Unavailable:                     # in what is left of the deadline
+            res = self._on_thread(params, self.until - time.monotonic())
+        except offload.Failed as exc:
+            raise self._error(str(exc)) from None
+        if "remote_error" in res:
+            raise transport.RemoteError(res["remote_error"])
+        return res
+
+    def _on_thread(self, params: dict, left: float) -> dict:
+        box: dict = {}
+
+        def call() -> None:
+            try:
+                box["res"] = transport.job(self.core.store.root, params, None)
+            except Exception as exc:
+                box["err"] = f"{type(exc).__name__}: {exc}"
+        t = threading.Thread(target=call, name="chronos-git-remote", daemon=True)
+        t.start()
+        t.join(max(left, 0))
+        if t.is_alive():
+            raise self._cut("deadline")
+        if "err" in box:
+            raise self._error(box["err"])
+        return box["res"]
+
+    def _error(self, text: str) -> transport.RemoteError:
+        for secret in self.auth.secrets:
+            text = text.replace(secret, "***")
+        return transport.RemoteError(f"{transport.display_url(self.url)}: {text}")
+
+    def _cut(self, limit: str, detail: str = "") -> transport.RemoteError:
+        """The error of an exchange cut off: the remote, the limit hit and its setting."""
+        if limit == "deadline":
+            detail, setting = f"not finished within {self.deadline_s:g} s", f"remote_deadline_s = {self.deadline_s:g}"
+        else:
+            setting = f"remote_min_rate_bps = {self.min_rate_bps}"
+        return transport.RemoteError(f"remote {self.name!r} ({transport.display_url(self.url)}) was cut off: "
+                                     f"{detail} (setting {setting})")
+
+
 class Remotes:
     def __init__(self, core: Core, start):
         self.core = core
@@ -130,6 +214,9 @@ class Remotes:
 
     def _auth(self) -> transport.Auth:
         return transport.Auth.from_env(self.core.settings.remote_ssh_key)
+
+    def _link(self, name: str, url: str) -> _Link:
+        return _Link(self.core, name, url, self._auth())
 
     def _configured(self) -> dict[str, tuple[str, bool]]:
         """{name: (url, snapshots)} of the remotes chronos-git manages: its own record
@@ -305,10 +392,10 @@ class Remotes:
                 tip = self._anchor(name, head)
                 man = anchor.manifest(store, host, journal.state.journal_id)
                 repo = pygit2.Repository(str(store.root))       # our own handle: this may run on a thread
-                auth = self._auth()
+                link = self._link(name, url)
                 base = f"{HOSTS}/{host}"
-                theirs = transport.list_refs(repo, url, auth, prefix=base + "/")
-                self._descends(repo, name, url, auth, theirs.get(base + "/journal"), tip)
+                theirs = link.list_refs(base + "/")
+                self._descends(repo, name, link, theirs.get(base + "/journal"), tip)
                 specs, refs, excluded, sent = [], [base + "/journal", base + "/manifest"], [], {}
                 secret = False
                 if tip and theirs.get(base + "/journal") != tip:
@@ -336,7 +423,7 @@ class Remotes:
                         repo.references.create(out, pygit2.Oid(hex=mine), force=True)
                         specs.append(f"{out}:{dst}")
                         sent[ws.id] = mine
-                transport.push(repo, url, specs, auth)
+                link.push(specs)
             except IntegrityError:
                 raise                              # recorded as a divergence by _anchor / _descends
             except Exception as exc:               # every failure shows in health and counts for require_anchor
@@ -366,13 +453,13 @@ class Remotes:
             self._update(name, diverged=why, last_attempt=time.time())
             raise IntegrityError(why) from None
 
-    def _descends(self, repo, name: str, url: str, auth, theirs: str | None, mine: str | None) -> None:
+    def _descends(self, repo, name: str, link: _Link, theirs: str | None, mine: str | None) -> None:
         """This host's journal on the remote must be ours or an ancestor of ours."""
         if theirs is None or theirs == mine:
             return
         host = self.host
         if pygit2.Oid(hex=theirs) not in repo.odb:
-            self._fetch(url, auth, f"{HOSTS}/{host}/journal")
+            self._fetch(link, f"{HOSTS}/{host}/journal")
             repo = pygit2.Repository(str(self.core.store.root))
             if pygit2.Oid(hex=theirs) not in repo.odb:
                 raise transport.RemoteError(f"remote {name!r}: this host's journal head there ({theirs[:12]}) "
@@ -438,11 +525,10 @@ class Remotes:
         name, url, _ = self._pick(name)
         self._untampered(f"fetching from remote {name!r}")
         store, host = self.core.store, self.host
-        auth = self._auth()
+        link = self._link(name, url)
         prefix = f"{TRACKING}/{name}/hosts/"
-        repo = pygit2.Repository(str(store.root))
-        theirs = transport.list_refs(repo, url, auth, prefix=HOSTS + "/")
-        got = self._fetch(url, auth, HOSTS + "/*") if theirs else {}
+        theirs = link.list_refs(HOSTS + "/")
+        got = self._fetch(link, HOSTS + "/*") if theirs else {}
         with store.writing():                           # only the ref updates: the transfer is done
             repo = pygit2.Repository(str(store.root))
             for remote_name, oid in got.items():
@@ -460,7 +546,7 @@ class Remotes:
             hosts.setdefault(h, {})[rest] = str(repo.references[ref].target)
         return FetchResult(remote=name, hosts=[self._host(repo, h, refs) for h, refs in sorted(hosts.items())])
 
-    def _fetch(self, url: str, auth, src: str) -> dict[str, str]:
+    def _fetch(self, link: _Link, src: str) -> dict[str, str]:
         store = self.core.store
         repo = pygit2.Repository(str(store.root))
         haves = {}
@@ -470,7 +556,7 @@ class Remotes:
                     haves[ref] = str(repo.references[ref].target)
                 except (pygit2.GitError, KeyError):
                     pass
-        return transport.fetch_refs(store.root, store.meta_dir / "tmp", url, auth, src, haves)
+        return link.fetch_refs(src, haves)
 
     def _host(self, repo, host: str, refs: dict[str, str]) -> FetchedHost:
         head, events_n, journal_id = None, 0, None
@@ -512,13 +598,13 @@ class Remotes:
         head = journal.head
         tip = self._anchor(name, head)
         repo = pygit2.Repository(str(store.root))
-        auth = self._auth()
+        link = self._link(name, url)
         base = f"{HOSTS}/{host}"
-        theirs = transport.list_refs(repo, url, auth, prefix=base + "/journal").get(base + "/journal")
+        theirs = link.list_refs(base + "/journal").get(base + "/journal")
         if theirs is None:
             raise transport.RemoteError(f"remote {name!r} holds no journal of host {host!r} yet: "
                                         f"run `chronos-git push {name}` first")
-        self._descends(repo, name, url, auth, theirs, tip)
+        self._descends(repo, name, link, theirs, tip)
         remote_commit: pygit2.Commit = repo[theirs]   # type: ignore[assignment]  # a journal event
         remote_seq = int(anchor.payload_of(remote_commit).get("seq", -1))
         self._update(name, diverged=None)

@@ -85,6 +85,25 @@ class CheckpointInfo(Model):
     added_bytes: int
     note: str | None = None
     index: int | None = Field(None, description="1 = newest, in a listing")
+    damaged: str | None = Field(None, description="why its metadata cannot be trusted (the fields it lacked "
+                                                  "are shown at their defaults); its files still restore")
+
+
+class Damage(Model):
+    """Something in a workspace's history that cannot serve, and why (shown, never fatal)."""
+    workspace: str | None = None
+    workspace_b64: str | None = None
+    ref: str | None = Field(None, description="the checkpoint ref, when it is what names nothing usable")
+    id: str | None = Field(None, description="the commit (or what the ref names)")
+    reason: str
+
+
+class DamagedTip(Model):
+    """A snapshot's ref named no checkpoint that can serve: the new one replaced it."""
+    reason: str
+    was: str | None = Field(None, description="what the ref named")
+    parent: str | None = Field(None, description="the checkpoint it was made on (the workspace's HEAD); "
+                                                 "null: it starts a fresh chain")
 
 
 class SnapshotResult(Result):
@@ -103,6 +122,7 @@ class SnapshotResult(Result):
     fallback: bool | None = None
     checkpoint_info: CheckpointInfo | None
     note: str | None = None          # e.g. a label that was not kept (nothing changed)
+    damaged_tip: DamagedTip | None = None
 
 
 class LogResult(Result):
@@ -110,6 +130,8 @@ class LogResult(Result):
     workspace_b64: str | None = None
     checkpoints: list[CheckpointInfo]
     note: str | None = None
+    damaged: list[Damage] | None = Field(None, description="a ref or commit that cannot be read (the listing "
+                                                           "ends there); damaged metadata is marked per checkpoint")
 
 
 class DiffFile(Model):
@@ -166,6 +188,8 @@ class RestoreResult(Result):
     operation_id: str | None = None
     plan_token: str | None = Field(None, description="a dry run's: confirms this same restore (HTTP)")
     undo: str | None = None
+    code: str | None = Field(None, description="'plan_changed': refused, the workspace changed since the "
+                                               "preview; `plan` and `plan_token` are the new plan to confirm")
 
 
 class WatcherState(Model):
@@ -248,6 +272,8 @@ class Operation(Model):
     evidence: Any = None
     declared_paths: list[str] | None = None
     declared_paths_b64: list[str | None] | None = None
+    boundary_checkpoint: str | None = Field(
+        None, description="a crashed call that evidence cannot settle: the workspace as the crash was found")
 
 
 class Settled(Model):
@@ -386,10 +412,16 @@ class RecoverResult(Result):
 
 class RollbackResult(Result):
     operation_id: str
-    outcome: Literal["rolled_back"]
+    outcome: Literal["rolled_back"] | None = Field(description="null: a dry run (nothing changed or resolved)")
     evidence: str
     restore: RestoreResult | None
     gate: Literal["open", "closed"]
+    dry_run: bool = False
+    boundary_checkpoint: str | None = Field(
+        None, description="what tells the call's changes from later ones (null: a call from before such "
+                          "checkpoints were taken, or one with declared paths)")
+    kept: list[str] = Field(default_factory=list,
+                            description="paths changed after the crash was found: left as they are")
 
 
 class Refusal(ErrorResult):
@@ -510,6 +542,10 @@ class HealthResult(Result):
         None, description="calls of the last 7 days that changed chronos-git's own files (newest last)")
     tampering: list[TamperFinding] | None = Field(
         None, description="what the store holds that chronos-git never writes; null: nothing")
+    settings_held: list[HeldSetting] | None = Field(
+        None, description="weakening changes of the profile's settings waiting for an operator; null: none")
+    damaged: list[Damage] | None = Field(
+        None, description="what in the workspaces' histories cannot serve, and why; null: nothing")
 
 
 class ToolStatus(Result):
@@ -597,6 +633,27 @@ class AnchorCheck(Model):
     behind: int = Field(description="local events the remote does not have yet")
 
 
+class HeldSetting(Model):
+    """A weakening change of the profile's settings that waits for an operator (the value in force rules)."""
+    key: str
+    in_force: Any
+    written: Any = Field(description="what the profile's config.yaml says now")
+    why: str = Field(description="what the change would weaken")
+    since_seq: int | None = Field(None, description="the journal event that first held it")
+
+
+class SettingsRecord(Result):
+    """The journal's record of the settings in force (service/settings_watch.py)."""
+    recorded: bool = Field(description="false: no record yet (a store or journal from before this record existed)")
+    seq: int | None = None
+    fingerprint: str | None = Field(None, description="of the recorded values in force")
+    effective_fingerprint: str = Field(description="of what this process runs under (environment overrides included)")
+    held: list[HeldSetting]
+    accepted: list[str] = Field(default_factory=list, description="the keys this act accepted")
+    in_force: dict[str, Any]
+    accept_command: str | None = None
+
+
 VerifyResult.model_rebuild()
 JournalStatus.model_rebuild()
 HealthResult.model_rebuild()
@@ -606,3 +663,4 @@ class GitRun(Result):
     """`chronos-git git ...`: stock git over the store, examined first (its output is git's own)."""
     exit_code: int
     argv: list[str]
+

@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 from ..engine import offload
 from ..engine.checkpoint import CheckpointMeta
+from ..engine.errors import ChronosError
+from ..journal_refs import JournalError, events
 from .calls import Call
 from .core import Core
 
@@ -26,6 +28,23 @@ class Snapshots:
         self._bg: dict[str, dict] = {}             # workspace id -> {"thread", "kind", "started", ...}
         self._bg_lock = threading.Lock()
         self.after_import: Callable[[], None] | None = None   # called after a first (bulk) import (Chronos wires it)
+
+    def taken(self, ws, res) -> str | None:
+        """A snapshot done (engine result): a ref that named no checkpoint that could serve was
+        replaced (on the HEAD's checkpoint, else a fresh chain), so the chain moved without a
+        call: journaled (the service is started by then).  Never raises: returns why it could
+        not be journaled (a journal in doubt hears nothing until an operator looks)."""
+        self.imported(res.report.get("scan"))
+        tip = res.report.get("damaged_tip")
+        if not tip or res.checkpoint is None:
+            return None
+        try:
+            self.core.journal.append(events.Maintenance, {
+                "operation_id": None, "action": "damaged_tip", "workspace": os.fsdecode(ws.root_bytes),
+                "checkpoint": res.checkpoint.id, **tip})
+        except (JournalError, ChronosError, OSError) as exc:
+            return str(exc)            # the new checkpoint stands; health names what is still damaged
+        return None
 
     def imported(self, scan: str | None) -> None:
         """A snapshot finished (`scan`: how, from its report): if it was a first import, what
@@ -63,7 +82,7 @@ class Snapshots:
                 res = ws.snapshot(meta, deadline=time.monotonic() + budget if budget else None)
         except Exception as exc:
             return self._note(ws, {"kind": "failed", "error": f"{type(exc).__name__}: {exc}"})
-        self.imported(res.report.get("scan"))
+        self.taken(ws, res)
         return self._note(ws, {"checkpoint": res.checkpoint.id if res.checkpoint else None,
                                "kind": res.report["kind"], "partial": res.partial, "created": res.created,
                                "scan": res.report.get("scan"),
@@ -107,7 +126,8 @@ class Snapshots:
                 try:
                     if kind == "baseline" and self._first_in_child(ws, first, job):
                         return
-                    self.imported(ws.snapshot(first, force_scan=True).report.get("scan"))
+                    res = ws.snapshot(first, force_scan=True)
+                    self.taken(ws, res)
                 except Exception as exc:
                     job["error"] = f"{type(exc).__name__}: {exc}"
                 finally:
@@ -177,7 +197,7 @@ class Snapshots:
             self._start(ws, "turn" if ws.has_checkpoint() else "baseline", meta)
             return {"kind": "background"}
         res = ws.snapshot(meta, force_scan=True)
-        self.imported(res.report.get("scan"))
+        self.taken(ws, res)
         return {"checkpoint": res.checkpoint.id if res.checkpoint else None, "created": res.created}
 
     def flush(self) -> None:

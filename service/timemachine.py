@@ -4,7 +4,9 @@ A restore is a protected call of its own (tool `chronos.restore`): its safety
 checkpoint is the pre-checkpoint, its plan the declared paths, and its
 outcome is read back from disk (engine.restore.evidence).  A dry run issues a
 plan token; the HTTP API requires it for the real restore, so no single
-request rewrites a workspace blindly.
+request rewrites a workspace blindly.  The token binds the plan it showed
+(engine.restore.digest), not only the request: a restore whose plan differs
+(the workspace changed since) is refused and answers the new plan.
 """
 from __future__ import annotations
 
@@ -23,11 +25,12 @@ from ..journal_refs import JournalError, events
 from ..journal_refs.events import sha256_hex
 from .calls import Call, Declared, Outcome
 from .core import Core
-from .errors import PlanRequired
+from .errors import PlanChanged, PlanRequired
 from .gate import Gate
 from .results import (
     BackgroundJob,
     CheckpointInfo,
+    Damage,
     DiffResult,
     LogResult,
     RestoreResult,
@@ -50,7 +53,7 @@ class TimeMachine:
         self.snapshots = snapshots           # for each workspace's background job (health)
         self._start = start
         self._maybe_compact = maybe_compact
-        self._plans: dict[str, tuple[str, float]] = {}   # plan token -> (request key, expiry)
+        self._plans: dict[str, tuple[str, str | None, float]] = {}   # token -> (request key, plan digest, expiry)
         self._plans_lock = threading.Lock()
 
     # ---------------------------------------------------------- workspaces
@@ -108,13 +111,17 @@ class TimeMachine:
         meta = CheckpointMeta(description=message, kind="manual", tool=tool, session_id=session_id,
                               turn_id=turn_id, tool_call_id=tool_call_id)
         res = ws.snapshot(meta, paths=paths, progress=progress)
-        self.snapshots.imported(res.report.get("scan"))
+        if res.report.get("damaged_tip"):
+            self._start()                    # the journal, opened as every writer opens it, hears why
+        unjournaled = self.snapshots.taken(ws, res)
         self._maybe_compact(ws)
         out = SnapshotResult(workspace=os.fsdecode(ws.root_bytes), **res.to_dict(),
                              checkpoint_info=CheckpointInfo(**res.checkpoint.summary()) if res.checkpoint else None)
         if not res.created and message and message != "manual checkpoint":
             out.note = (f"the label {message!r} was not kept: a checkpoint is made only when something changed, "
                         "and the newest one keeps its own label")
+        if unjournaled:
+            out.note = f"the damaged checkpoint ref it replaced could not be journaled: {unjournaled}"
         return out
 
     def log(self, workspace: str, limit: int | None = 20) -> LogResult:
@@ -126,8 +133,10 @@ class TimeMachine:
             return LogResult(workspace=os.path.abspath(workspace), checkpoints=[],
                              note=f"no store at {self.core.store_dir} yet: nothing has been checkpointed")
         ws = self._existing(workspace)
-        return LogResult(workspace=os.fsdecode(ws.root_bytes),
-                         checkpoints=[CheckpointInfo(**c.summary(i)) for i, c in enumerate(ws.checkpoints(limit), 1)])
+        damage: list[dict] = []
+        listed = [CheckpointInfo(**c.summary(i)) for i, c in enumerate(ws.checkpoints(limit, damage), 1)]
+        return LogResult(workspace=os.fsdecode(ws.root_bytes), checkpoints=listed,
+                         damaged=[Damage(**d) for d in damage] or None)
 
     def show(self, workspace: str, spec: str) -> ShowResult:
         ws = self._existing(workspace)
@@ -163,25 +172,33 @@ class TimeMachine:
         ws = self.core.store.workspace(workspace)
         foreign_ok = foreign_ok or self._restored_here(ws, spec)
         if dry_run:
-            res = RestoreResult(**restore_mod.preview(ws, spec, paths=paths, clean=clean, force=force,
-                                                      paths_must_exist=paths_must_exist, foreign_ok=foreign_ok))
-            res.plan_token = self._issue(self._plan_key(ws, res.restored_checkpoint, paths, clean, force))
+            raw, items = restore_mod.previewed(ws, spec, paths=paths, clean=clean, force=force,
+                                               paths_must_exist=paths_must_exist, foreign_ok=foreign_ok)
+            res = RestoreResult(**raw)
+            res.plan_token = self._issue(self._plan_key(ws, res.restored_checkpoint, paths, clean, force),
+                                         restore_mod.digest(items))
             return res
         if gate:
             self.gate.check()
+        shown = None
         if plan_token is not None or require_plan:
             if not plan_token:
                 raise PlanRequired("a restore needs the plan_token of a dry run of the same request "
                                    "(send it with dry_run=true first, check the plan, then send it again "
                                    "with that plan_token)")
-            self._redeem(plan_token, self._plan_key(ws, ws.resolve(spec).id, paths, clean, force))
+            shown = self._redeem(plan_token, self._plan_key(ws, ws.resolve(spec).id, paths, clean, force))
         # outcomes written behind take this workspace's lock for their post-snapshot: they go
         # first, or the intent below (which waits for them) would wait under the lock forever
         self.calls.settle_behind()
         with ws.exclusive():
-            prepared = restore_mod.prepare(ws, spec, paths=paths, clean=clean, force=force,
-                                           meta=CheckpointMeta(description="", session_id=session_id, tool=tool),
-                                           paths_must_exist=paths_must_exist, foreign_ok=foreign_ok)
+            try:
+                prepared = restore_mod.prepare(
+                    ws, spec, paths=paths, clean=clean, force=force,
+                    meta=CheckpointMeta(description="", session_id=session_id, tool=tool),
+                    paths_must_exist=paths_must_exist, foreign_ok=foreign_ok,
+                    approve=None if shown is None else self._approver(ws, paths, clean, force, shown))
+            except PlanChanged as exc:
+                return exc.result
             target = prepared.target
             declared = [Declared(os.fsdecode(os.path.join(ws.root_bytes, os.fsencode(it.path))),
                                  pre_id=it.current_blob, post_id=it.blob)
@@ -227,24 +244,44 @@ class TimeMachine:
         return canonical({"workspace": os.fsdecode(ws.root_bytes), "target": target_id,
                           "paths": rels, "clean": clean, "force": force})
 
-    def _issue(self, key: str) -> str:
+    def _approver(self, ws, paths, clean: bool, force: bool, shown: str):
+        """engine.restore.prepare's `approve`: the plan about to run must be the one the dry run
+        showed (`shown`, its digest), path by path and content by content; else the restore is
+        refused before anything is committed or written, answering the new plan and its token."""
+        def approve(target, items) -> None:
+            now = restore_mod.digest(items)
+            if now == shown:
+                return
+            res = RestoreResult(**restore_mod.preview_of(target, items, clean))
+            res.plan_token = self._issue(self._plan_key(ws, target.id, paths, clean, force), now)
+            res.status, res.code = "error", PlanChanged.code
+            res.error = ("the workspace changed since the preview, so nothing was restored: the plan now "
+                         f"writes {plural(res.files_changed, 'file')} and removes {res.untracked_removed} "
+                         "(this answer lists it, with its own plan_token); check it and confirm that one")
+            raise PlanChanged(res.error, res)
+        return approve
+
+    def _issue(self, key: str, plan: str | None = None) -> str:
+        """A plan token for the request `key` and the plan (engine.restore.digest) it showed."""
         token = secrets.token_urlsafe(18)
         now = time.monotonic()
         with self._plans_lock:
-            for t in [t for t, (_, exp) in self._plans.items() if exp < now]:
+            for t in [t for t, entry in self._plans.items() if entry[2] < now]:
                 del self._plans[t]
-            self._plans[token] = (key, now + PLAN_TOKEN_TTL_S)
+            self._plans[token] = (key, plan, now + PLAN_TOKEN_TTL_S)
         return token
 
-    def _redeem(self, token: str, key: str) -> None:
+    def _redeem(self, token: str, key: str) -> str | None:
+        """The digest of the plan the token's dry run showed (used once, for the same request)."""
         with self._plans_lock:
             entry = self._plans.pop(token, None)
-        if entry is None or entry[1] < time.monotonic():
+        if entry is None or entry[2] < time.monotonic():
             raise PlanTokenError("the plan token is unknown, used or expired: run the dry run again and "
                                  f"confirm within {int(PLAN_TOKEN_TTL_S // 60)} minutes")
         if entry[0] != key:
             raise PlanTokenError("the plan token was issued for a different restore (checkpoint, paths "
                                  "or options differ): run the dry run of this request first")
+        return entry[1]
 
 
 # paths the restore decided not to write (new bytes since its plan, or something in the way)

@@ -220,6 +220,7 @@ class ProtectedCalls:
             "operation_id": op, "tool": call.tool, "args_hash": args_hash(call.args),
             "fingerprint": fp, "session_id": call.session_id, "tool_call_id": call.tool_call_id,
             "turn_id": call.turn_id, "owner": journal.me.to_dict(),
+            "settings_fingerprint": self.core.settings_fingerprint,
             "workspace": os.fsdecode(ws.root_bytes), "pre_checkpoint": snap.get("checkpoint"),
             "snapshot": {k: snap[k] for k in ("kind", "partial", "created", "error", "skipped_count")
                          if k in snap},

@@ -61,6 +61,14 @@ def _fast_lane_stays_in_process(request, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _own_hermes_home(tmp_path_factory, monkeypatch):
+    """Every test has a profile of its own: nothing reads or writes the machine's ~/.hermes
+    (the settings record keeps a list of the profile's stores beside its config)."""
+    if "HERMES_HOME" not in os.environ:
+        monkeypatch.setenv("HERMES_HOME", str(tmp_path_factory.mktemp("hermes-home")))
+
+
+@pytest.fixture(autouse=True)
 def _fresh_caches():
     """Stores and services are cached per process; tests want their own."""
     Chronos.forget_instances()

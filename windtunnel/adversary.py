@@ -181,7 +181,11 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
                     + (f"alarm: {str(svc.journal.integrity)[:120]}" if svc.journal.integrity != "ok"
                        else "no repair journaled" if not repaired else "REPAIRED"))
         if repaired:
-            out.breach("integrity", "a deleted boot record on the same boot was journaled as a power-cut repair")
+            ev = repaired[0]
+            found = {k: ev[k] for k in ("objects_quarantined", "refs_repaired", "indexes_dropped",
+                                        "checkpoints_lost", "error", "boot_id") if ev.get(k)}
+            out.breach("integrity", "a deleted boot record on the same boot was journaled as a power-cut "
+                       f"repair ({out.note[:60]}): {json.dumps(found)[:400]}")
         if damaged and svc.journal.integrity == "ok":
             out.breach("integrity", "a checkpoint damaged on the same boot went undetected")
         return out

@@ -9,6 +9,7 @@ the user had are still there or in a checkpoint, and then the usual invariants.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -223,11 +224,65 @@ def hostile_settings(p: Probe) -> None:
         p.out.breach("escapes", f"settings {values} were accepted")
 
 
+def damaged_metadata(p: Probe) -> None:
+    """Checkpoint commits whose metadata lacks a field, has a wrong-typed or an unknown one or
+    is not there at all, then a ref that names a blob: every surface answers, the damage is
+    named, an intact checkpoint still restores, a protected call still gets its checkpoint,
+    the gate stays open (damaged metadata is no journal problem) and a snapshot mends the ref."""
+    intact = p.svc.log(p.ws, 1).checkpoints[0].id
+    repo = pygit2.Repository(str(p.s.store))
+    ref = [r for r in repo.references if r.startswith("refs/chronos/snapshots/")][0]
+    tip = repo.references[ref].peel(pygit2.Commit)
+    lines = tip.message.rstrip("\n").split("\n")
+    meta = json.loads(lines[-1])
+    sig = pygit2.Signature("attacker", "a@example.invalid")
+    planted = []
+    for change in ({"description": None}, {"files": "many", "surprise": 1}, {"time": "yesterday"}, None):
+        if change is None:
+            message = "not a checkpoint at all\n"
+        else:
+            fields = {k: v for k, v in {**meta, **change}.items() if v is not None}
+            message = "\n".join(lines[:-1] + [json.dumps(fields)]) + "\n"
+        parent = repo.references[ref].target
+        planted.append(str(repo.create_commit(ref, sig, sig, message, tip.tree_id, [parent])))
+    log = p.call("log over damaged metadata", lambda: p.svc.log(p.ws, 10), refused=False)
+    if log is not None and any(c.id in planted and not c.damaged for c in log.checkpoints):
+        p.out.breach("unclear_errors", "log did not mark a checkpoint whose metadata is damaged")
+    for cid in planted:
+        p.call(f"show {cid[:8]}", lambda cid=cid: p.svc.show(p.ws, cid), refused=False)
+    p.call("diff over damaged metadata", lambda: p.svc.diff(p.ws), refused=False)
+    p.call("restore --dry-run of an intact checkpoint",
+           lambda: p.svc.restore(p.ws, intact, dry_run=True), refused=False)
+    health = p.call("health over damaged metadata", lambda: p.svc.health(p.ws), refused=False)
+    named = {d.id for d in (health.damaged or ())} if health is not None else set()
+    if health is not None and (health.protection.state != "degraded" or not set(planted) <= named):
+        p.out.breach("unclear_errors", f"health did not name the damage: {health.protection.state}, {named}")
+    if health is not None and health.gate != "open":
+        p.out.breach("integrity", "damaged checkpoint metadata closed the gate")
+    w = p.call("a protected call past damaged metadata",
+               lambda: p.svc.write_file(p.ws, "after-damage.txt", b"written\n"), refused=False)
+    if w is not None and not w.pre_checkpoint:
+        p.out.breach("integrity", f"a protected call ran without a checkpoint: {w.snapshot}")
+    blob = repo.create_blob(b"not a checkpoint\n")
+    (p.s.store / ref).write_text(f"{blob}\n")
+    health = p.call("health over a ref that names a blob", lambda: p.svc.health(p.ws), refused=False)
+    if health is not None and not any(d.ref for d in health.damaged or ()):
+        p.out.breach("unclear_errors", "health did not name a ref that names a blob")
+    (p.s.ws / "after-ref.txt").write_text("changed\n")
+    snap = p.call("snapshot over a ref that names a blob", lambda: p.svc.snapshot(p.ws, "mends the ref"),
+                  refused=False)
+    if snap is not None and (snap.damaged_tip is None or str(repo.references[ref].target) != snap.checkpoint):
+        p.out.breach("integrity", "the snapshot did not replace the ref that named a blob")
+    p.call("restore --dry-run after the ref was mended",
+           lambda: p.svc.restore(p.ws, intact, dry_run=True), refused=False)
+
+
 CLASSES: dict[str, Callable[[Probe], None]] = {
     "symlinked directory": symlinked_directory, "crafted checkpoint tree": crafted_tree,
     "non-UTF-8, control and long names": non_utf8_names, "FIFOs and a FIFO .gitignore": special_files,
     "deeply nested directories": deep_nesting, "paths outside the workspace": outside_paths,
     "bad workspace roots": bad_roots, "hostile settings": hostile_settings,
+    "damaged_metadata": damaged_metadata,
 }
 
 

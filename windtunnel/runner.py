@@ -97,7 +97,12 @@ def _line(suite: str, results: list[dict], counts: dict, reached: int) -> str:
     elif suite == "power":
         what = f"{len(set(names))} kinds of power-cut damage × seeds = {reached:,} cuts"
     elif suite == "io":
-        what = f"{len(set(names))} injected I/O errors = {reached:,} failed writes"
+        slow = [r for r in results if r["case"]["name"].startswith("slow_remote")]
+        errors = [r for r in results if r not in slow]
+        what = (f"{len({r['case']['name'] for r in errors})} injected I/O errors = "
+                f"{sum(1 for r in errors if r['reached']):,} failed writes")
+        if slow:
+            what += f", {len(slow)} slow remotes cut off = {sum(1 for r in slow if r['reached'])} reached"
     elif suite == "tamper":
         what = f"{len(set(names))} kinds of tampering = {len(results)} attempts, {reached} detected"
     elif suite == "concurrency":

@@ -183,10 +183,15 @@ def io_cases(seeds: range, quick: bool) -> list[Case]:
            for p in points for a in ("enospc", "eio") for seed in seeds]
     if os.geteuid() == 0:
         out += [Case("io", "tmpfs full", seed, {"tmpfs": True}) for seed in seeds]
+    from .slowremote import KINDS
+    out += [Case("io", f"slow_remote:{kind}", seed, {"slow_remote": kind}) for kind in KINDS for seed in seeds[:1]]
     return out
 
 
 def run_io(case: Case, s: Scenario) -> Outcome:
+    if case.spec.get("slow_remote"):
+        from . import slowremote
+        return slowremote.run(s, case.spec["slow_remote"])
     if case.spec.get("tmpfs"):
         from . import power
         return power.full_tmpfs(s, random.Random(case.seed))

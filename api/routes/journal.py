@@ -36,6 +36,7 @@ def router(deps: Deps) -> APIRouter:
     @api.post("/recover", response_model=r.RecoverResult | r.RollbackResult)
     def recover(req: RecoverRequest = Body(default_factory=RecoverRequest)):
         return respond(deps.service().recover(req.operation_id, replay=req.replay, rollback=req.rollback,
+                                              dry_run=req.dry_run,
                                               actor="operator (HTTP API)"))
 
     return api

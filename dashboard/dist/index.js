@@ -610,6 +610,8 @@
           var err = toApiError(e);
           // an incomplete restore (HTTP 409) is still a RestoreResult: show what failed, offer undo
           if (err.body && err.body.safety_checkpoint && err.body.plan) { setResult({ res: err.body, undo: p.undo }); setPlan(null); }
+          // the workspace changed since the preview (HTTP 409, nothing restored): the new plan, armed
+          if (err.body && err.body.code === "plan_changed" && err.body.plan_token) arm(Object.assign({}, p, { res: err.body }));
           fail(p.undo ? "Undo" : "Restore")(err);
           return refresh();
         })
@@ -622,12 +624,17 @@
       setBusy(true);
       return api("/restore", { method: "POST", body: Object.assign({ dry_run: true }, request) })
         .then(function (p) {
-          setPlan({ res: p, request: request, undo: !!isUndo, selected: checkpointId });
-          setArmed(true);
-          if (armTimer.current) clearTimeout(armTimer.current);
-          armTimer.current = setTimeout(function () { armTimer.current = null; setArmed(false); }, ARM_MS);
+          arm({ res: p, request: request, undo: !!isUndo, selected: checkpointId });
         }, fail(isUndo ? "Undo preview" : "Restore preview"))
         .then(function () { setBusy(false); });
+    }
+
+    /** Show a plan and arm the confirm button for ARM_MS. */
+    function arm(plan) {
+      setPlan(plan);
+      setArmed(true);
+      if (armTimer.current) clearTimeout(armTimer.current);
+      armTimer.current = setTimeout(function () { armTimer.current = null; setArmed(false); }, ARM_MS);
     }
 
     function onRestoreClick() {

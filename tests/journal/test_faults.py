@@ -212,7 +212,8 @@ def test_run_crash_is_pending_and_blocks_until_resolved(cli, ws, store_dir, faul
     assert u["state"] == "pending" and u["tool"] == "terminal" and st["gate"] == "closed"
     assert [s["result"] for s in st["settled_at_start"]] == ["needs_operator"]
     op = u["operation_id"]
-    assert op_kinds(cli, op) == ["started"]
+    assert op_kinds(cli, op) == ["started", "maintenance"]     # the workspace as the crash was found
+    assert u["boundary_checkpoint"]
     assert_sound(cli, store_dir)
     for _ in range(2):      # stays blocked across processes
         b = cli("run", "--json", "--", PY, "-c", "open('ran.txt','a').write('y')", cwd=ws)
@@ -228,7 +229,7 @@ def test_run_crash_is_pending_and_blocks_until_resolved(cli, ws, store_dir, faul
     ok = cli("run", "--json", "--", PY, "-c", "open('ran.txt','a').write('z')", cwd=ws)
     assert ok.rc == 0
     assert marker.read_text() == ("xz" if ran else "z")
-    assert op_kinds(cli, op) == ["started", "resolved"]
+    assert op_kinds(cli, op) == ["started", "maintenance", "resolved"]
     assert_sound(cli, store_dir)
 
 
@@ -322,8 +323,9 @@ def test_after_witness_is_healed_on_next_open(cli, ws, store_dir):
     st = status(cli)
     assert st["integrity"] == "ok"
     assert st["healed"] and "moved forward" in st["healed"]
-    assert st["head"] == written["head"] and st["events"] == 2
-    assert git(f"--git-dir={store_dir}", "rev-parse", "refs/chronos/journal").stdout.strip() == written["head"]
+    # then the crashed call's boundary checkpoint was journaled on top (issue 33)
+    assert st["events"] == 3
+    assert git(f"--git-dir={store_dir}", "rev-parse", "refs/chronos/journal~1").stdout.strip() == written["head"]
     # the started event did become durable: its op is pending (owner died)
     (u,) = st["unresolved"]
     assert u["state"] == "pending"
@@ -476,7 +478,7 @@ def test_retention_keeps_checkpoint_of_unresolved_operation(cli, ws, store_dir):
     assert pre in _checkpoints(cli, ws)
     assert git(f"--git-dir={store_dir}", "cat-file", "-t", pre).stdout.strip() == "commit"
     maint = [e for e in events(cli) if e["kind"] == "maintenance"]
-    assert maint and all(e["operation_id"] is None for e in maint)
+    assert maint and all(e["operation_id"] is None for e in maint if e.get("action") != "crash_boundary")
     assert {cp for e in maint for d in e.get("dropped", []) for cp in d["checkpoints"]} == set(dropped)
     assert_sound(cli, store_dir)
     dry = cli("restore", pre, "--dry-run", "--json", cwd=ws)

@@ -322,9 +322,13 @@ def test_shell_call_stays_pending_until_resolved_with_evidence(store_dir, ws):
     (settled,) = s.start()["settled"]
     assert settled.operation_id == op and settled.result == "needs_operator" and settled.tool == "terminal"
     assert "no declared paths" in settled.why and settled.evidence is None and settled.paths is None
-    assert kinds(s, op) == ["started"]              # settling by evidence wrote nothing
+    # settling by evidence wrote nothing but the boundary: the workspace as the crash was found
+    # (issue 33: what a rollback reverts ends there)
+    assert kinds(s, op) == ["started", "maintenance"]
     (u,) = s.journal_status().unresolved
     assert u.state == "pending" and u.owner == DEAD.to_dict() and u.pre_checkpoint == t.pre_checkpoint
+    assert u.boundary_checkpoint and u.boundary_checkpoint != t.pre_checkpoint    # built.txt is in it
+    assert f"checkpoint {u.boundary_checkpoint[:12]}" in settled.why
     assert s.journal_status().gate == "closed"
     g = s.gate.state()
     assert g.operation_ids == [op] and "pending" in g.message
@@ -337,12 +341,12 @@ def test_shell_call_stays_pending_until_resolved_with_evidence(store_dir, ws):
 
     s2 = process(store_dir)                         # still pending in the next process
     assert [x.result for x in s2.start()["settled"]] == ["needs_operator"]
-    assert s2.gate.state().operation_ids == [op] and kinds(s2, op) == ["started"]
+    assert s2.gate.state().operation_ids == [op] and kinds(s2, op) == ["started", "maintenance"]  # once
 
     res = s2.resolve(op[:8], "completed", "  checked built.txt: the build ran  ")
     assert isinstance(res, results.ResolveResult)
     assert res.operation_id == op and res.outcome == "completed" and res.gate == "open"
-    assert kinds(s2, op) == ["started", "resolved"]
+    assert kinds(s2, op) == ["started", "maintenance", "resolved"]
     resolved = events_of(s2, op)[-1]
     assert resolved["seq"] == res.event and resolved["outcome"] == "completed"
     assert resolved["evidence"] == "checked built.txt: the build ran" and resolved["actor"] == "operator"
@@ -426,17 +430,19 @@ def test_rollback_of_a_shell_call_restores_its_pre_checkpoint_and_can_be_undone(
     assert res.restored_checkpoint == pre and res.safety_checkpoint and res.failed == 0
     assert res.files_changed == 2 and res.untracked_removed == 1
     safety = res.safety_checkpoint
-    assert rb.evidence == (f"rolled back to pre-checkpoint {pre[:12]}: 3 paths restored; "
-                           f"safety checkpoint {safety[:12]}")
+    assert rb.evidence == (f"rolled back to pre-checkpoint {pre[:12]}: 3 paths restored, the paths it "
+                           f"changed up to checkpoint {rb.boundary_checkpoint[:12]} (taken when its crash was "
+                           f"found); safety checkpoint {safety[:12]}")
     assert (ws / "a.txt").read_text() == "alpha\n" and not (ws / "extra.txt").exists()
     assert (ws / "src" / "main.py").read_text() == "print('hi')\n"
 
-    assert kinds(s, op) == ["started", "resolved"]
+    assert kinds(s, op) == ["started", "maintenance", "resolved"]
     resolved = events_of(s, op)[-1]
     assert resolved["outcome"] == "rolled_back" and resolved["evidence"] == rb.evidence
     assert resolved["actor"] == "operator"
     assert resolved["rollback"] == {"pre_checkpoint": pre, "safety_checkpoint": safety,
-                                    "paths": ["a.txt", "extra.txt", "src/main.py"]}
+                                    "paths": ["a.txt", "extra.txt", "src/main.py"],
+                                    "boundary_checkpoint": rb.boundary_checkpoint, "kept": []}
     # the rollback is a journaled restore of its own, whose pre-checkpoint is the safety one
     (rop,) = [e for e in events_of(s) if e["kind"] == "started" and e["tool"] == "chronos.rollback"]
     assert rop["pre_checkpoint"] == safety and rop["actor"] == "operator"

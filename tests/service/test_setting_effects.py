@@ -36,10 +36,10 @@ def test_every_environment_variable_the_code_reads_is_classified():
 def test_the_threat_model_table_lists_every_classified_name():
     doc = (REPO / "docs" / "threat-model.md").read_text()
     rows = dict(re.findall(r"^\| `([^`]+)` \| (weakening[^|]*|neutral|any change weakens[^|]*) \|", doc, re.M))
-    for name in list(fx.SETTINGS) + list(fx.ENVIRONMENT) + list(fx.IGNORE_SOURCES):
+    for name in list(fx.SETTINGS) + list(fx.HOST) + list(fx.ENVIRONMENT) + list(fx.IGNORE_SOURCES):
         assert name in rows, f"docs/threat-model.md has no row for `{name}`"
-        assert rows[name].strip() == fx.describe(fx.SETTINGS.get(name) or fx.ENVIRONMENT.get(name)
-                                                 or fx.IGNORE_SOURCES[name]), name
+        assert rows[name].strip() == fx.describe(fx.SETTINGS.get(name) or fx.HOST.get(name)
+                                                 or fx.ENVIRONMENT.get(name) or fx.IGNORE_SOURCES[name]), name
 
 
 @pytest.mark.parametrize("key,old,new,verdict", [
@@ -70,3 +70,21 @@ def test_a_change_is_classified_by_its_direction(key, old, new, verdict):
 def test_an_unknown_key_is_an_error_not_neutral():
     with pytest.raises(KeyError):
         fx.classify("no_such_key", 1, 2)
+
+
+def test_the_keys_taken_only_at_the_next_start_are_settings_and_named_in_the_docs():
+    doc = (REPO / "docs" / "threat-model.md").read_text()
+    assert fx.NEXT_START <= set(Settings.model_fields)
+    section = doc[doc.index("## Settings, environment"):]
+    assert all(f"`{k}`" in section.split("| config_schema key")[0] for k in fx.NEXT_START)
+
+
+@pytest.mark.parametrize("old,new,verdict", [
+    (["*.log", "!keep.log"], ["!keep.log", "*.log"], "weakening"),      # the exception no longer wins
+    (["*.log", "!keep.log"], ["*.log"], "weakening"),                   # an exception removed
+    (["*.log"], ["*.log", "!keep.log"], "strengthening"),               # an exception added
+    (["a/", "b/"], ["a/"], "strengthening"),
+    (["a/"], ["a/", "c/"], "weakening"),
+])
+def test_ignore_patterns_are_judged_as_gitignore_reads_them(old, new, verdict):
+    assert fx.classify("ignored_patterns", old, new) == verdict

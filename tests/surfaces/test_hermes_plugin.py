@@ -479,3 +479,32 @@ def test_a_gate_closed_during_the_turn_is_told_where_the_person_reads(plugin, ca
         out = p.on_transform_llm_output(response_text="Done.", session_id="z", platform="cli")
     assert out.startswith("Done.\n\n⚠ chronos-git: the recovery gate is CLOSED") and t2.operation_id[:12] in out
     assert t.operation_id[:12] not in out                   # settled since: not news
+
+
+def test_a_weakening_edit_of_config_yaml_mid_session_is_held_and_told(tmp_path, monkeypatch, capsys):
+    """Issue 32, finding 1, inside Hermes: a call rewrites config.yaml so that terminal is read-only.
+    The next call of any tool notices it; terminal stays protected; the person is told how to
+    accept it, the model only that a change waits for the operator."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    home.mkdir()
+    ws.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("TERMINAL_CWD", str(ws))
+
+    def config(**block):
+        (home / "config.yaml").write_text(yaml.safe_dump({"plugins": {"enabled": ["chronos-git"], "entries": {
+            "chronos-git": {"settings": {"store_dir": str(tmp_path / "store"), **block}}}}}))
+    config()
+    ctx = RecordingContext()
+    chronos_git.register(ctx)
+    p = hermes_glue._plugins[-1]
+    _mw(p, "write_file", {"path": str(ws / "a.txt"), "content": "a"}, lambda a: json.dumps({"ok": 1}))
+    config(read_only_tools=["read_file", "search_files", "terminal"])
+    assert p.on_pre_tool_call(tool_name="read_file", args={"path": "a.txt"}, session_id="s1") is None
+    assert "waits for you" in capsys.readouterr().err
+    _mw(p, "terminal", {"command": "true"}, lambda a: json.dumps({"output": ""}), call_id="call_2")
+    events = p.svc().journal_log(None).wire()["events"]
+    assert [e["tool"] for e in events if e["kind"] == "started"][0] == "terminal"
+    context = p.on_pre_llm_call(session_id="s2", is_first_turn=True)["context"]
+    assert hermes_glue.HELD_FOR_MODEL in context and "settings accept" not in context
