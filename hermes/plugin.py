@@ -316,7 +316,8 @@ class Plugin:
             settled = svc.take_alerts()        # settled by this or any earlier process, told once
             self._tell_person(settled, session_id, kwargs.get("platform"))
             parts = []
-            off = self._tell_once(protection_notice(svc.protection()), session_id, kwargs.get("platform"))
+            # a held settings change is told apart (HELD_FOR_MODEL): the model never learns how to accept it
+            off = self._tell_once(protection_notice(svc.protection(held=False)), session_id, kwargs.get("platform"))
             if off:
                 parts.append(off)
             alert = recovery_alert(settled, unresolved, svc.journal.integrity)

@@ -234,9 +234,9 @@ class Journal:
         except (ValueError, AttributeError):
             what = "damage (the alarm file itself is not valid JSON)"
         raise _AlarmRaised(
-            f"`journal verify` found the journal damaged: {what}. Recorded in {self.alarm_path}; "
-            "protected calls stay refused until a verify of the repaired chain comes back clean "
-            "(or the store and its checkpoint file are moved away to start a new journal)")
+            f"the integrity check found: {what}. Recorded in {self.alarm_path}; protected calls stay "
+            "refused until `journal verify` comes back clean after the repair (or the store and its "
+            "checkpoint file are moved away to start a new journal)")
 
     def _raise_alarm(self, problems: list[str], tip: str | None) -> None:
         data = canonical({"problem": problems[0], "problems": problems, "head": tip,

@@ -60,8 +60,7 @@ class Chronos:
         self.maintenance = Maintenance(self.core, self.start)
         self.time = TimeMachine(self.core, self.gate, self.calls, self.snapshots, self.start,
                                 self.maintenance.maybe_compact)
-        self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.maintenance.protection,
-                                    self.start)
+        self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.protection, self.start)
         self.remotes = Remotes(self.core, self.start)
         self.settings_watch = SettingsWatch(self.core)
         self.snapshots.after_import = self._after_import
@@ -151,6 +150,8 @@ class Chronos:
                 self.settings_watch.check(force=True)     # the profile's settings against the record
             trust = self._check_checkpoints() if journal.integrity == "ok" else None
             if journal.integrity == "ok":
+                self._check_store()
+            if journal.integrity == "ok":
                 try:
                     settled = self.reconcile.settle_by_evidence()
                 except (JournalError, ChronosError, OSError) as exc:
@@ -228,6 +229,16 @@ class Chronos:
             return checkpoints.lost_in_power_cut(checkpoints.check(self.core.journal))
         except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
             return []
+
+    def _check_store(self) -> None:
+        """What the store holds that chronos-git never writes (a planted pager, a replace ref, a
+        rewritten URL ...) closes the gate at every start, as it does at `journal verify`."""
+        try:
+            found = storecheck.findings(self.core, self.remotes)
+        except (OSError, ValueError, pygit2.GitError):
+            return                   # unreadable: health and verify say what
+        if found:
+            self.core.journal.alarm([storecheck.summary(found)])
 
     def _check_checkpoints(self):
         """What the journal names against the checkpoint refs, from the last checked head on
@@ -369,6 +380,7 @@ class Chronos:
             res.tampering = storecheck.as_results(found)
             if res.status == "ok":
                 res.status, res.code, res.error = "error", "store_tampered", storecheck.summary(found)
+            self.journal.alarm([storecheck.summary(found)])    # a clean chain does not open the gate
         if remote is not None and res.status == "ok":
             res.remote = self.remotes.verify(remote)
         return res
@@ -421,8 +433,23 @@ class Chronos:
     def consolidate(self, **kw) -> results.ConsolidateResult:
         return self.maintenance.consolidate(**kw)
 
-    def protection(self) -> results.Protection:
-        return self.maintenance.protection(self.snapshots.last)
+    def protection(self, *, held: bool = True) -> results.Protection:
+        """`held`: a held settings change makes it DEGRADED (the model's notice leaves it out: it is
+        told apart, without the command that accepts it)."""
+        p = self.maintenance.protection(self.snapshots.last)
+        return self._with_held(p) if held else p
+
+    def _with_held(self, p: results.Protection) -> results.Protection:
+        """A weakening settings change held for the operator makes protection DEGRADED on every surface."""
+        held = self.settings_watch.held() if self.store_exists() else []
+        if not held or p.state == "off":
+            return p
+        before = p.reason if p.state == "degraded" else None
+        return results.Protection(
+            state="degraded", free_bytes=p.free_bytes,
+            reason=(f"a weakening change of chronos-git's settings ({', '.join(h.key for h in held)}) waits for "
+                    "the operator; the previous values stay in force") + (f"; also: {before}" if before else ""),
+            fix=f"if you made it: `{_ACCEPT} {' '.join(h.key for h in held)}`; if not, undo it in config.yaml")
 
     def health(self, workspace: str | None = None) -> results.HealthResult:
         self.calls.settle_behind()
@@ -448,15 +475,7 @@ class Chronos:
             held = self.settings_watch.held()
             if held:
                 out.settings_held = held
-                if out.protection.state != "off":
-                    before = out.protection.reason if out.protection.state == "degraded" else None
-                    names = ", ".join(h.key for h in held)
-                    out.protection = results.Protection(
-                        state="degraded", free_bytes=out.protection.free_bytes,
-                        reason=(f"a weakening change of chronos-git's settings ({names}) waits for the operator; "
-                                "the previous values stay in force") + (f"; also: {before}" if before else ""),
-                        fix=f"if you made it: `{_ACCEPT} {' '.join(h.key for h in held)}`; if not, undo "
-                            "it in config.yaml")
+                out.protection = self._with_held(out.protection)
             changes = self.calls.recent_changes()         # calls that changed chronos-git's own files
             if changes:
                 out.protected_changes = [results.ProtectedChange(**c) for c in changes]

@@ -384,6 +384,11 @@ class Remotes:
         with locking.exclusive(store.meta_dir / f"push-{name}.lock"):
             journal.refresh()
             if journal.integrity != "ok":
+                try:                # planted transport settings are named as such, and recorded
+                    self._untampered(f"pushing to remote {name!r}")
+                except Exception as exc:
+                    self._failed(name, exc)
+                    raise
                 raise IntegrityError(f"not pushed: the local journal's integrity is in doubt ({journal.integrity})")
             head, seq = journal.head, journal.state.seq
             self.last_attempt = time.time()

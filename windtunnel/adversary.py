@@ -100,7 +100,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
         marker = s.root / "pager-ran"
         _attack(s, _sh(f"printf '[core]\\n\\tpager = touch {marker}\\n' >> '{store}/config'"))
         _attributed(out, s, "a planted core.pager", "config")
-        _detected(out, s, "a planted core.pager")
+        _detected(out, s, "a planted core.pager", gate=True)
         from ..service import Chronos
         from ..settings import Settings
         from ..engine.store_audit import StoreTampered
@@ -118,7 +118,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
         head = repo.references["refs/chronos/journal"].target
         forged = repo.create_blob(b"forged")
         _attack(s, _sh(f"mkdir -p '{store}/refs/replace' && echo {forged} > '{store}/refs/replace/{head}'"))
-        _detected(out, s, "a replace ref over the journal head")
+        _detected(out, s, "a replace ref over the journal head", gate=True)
         return out
     if kind == "url_rewrite":
         from ..service import Chronos
@@ -130,7 +130,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
         svc.remote_add("r", str(real))                     # the operator's own act
         svc.push("r")
         _attack(s, _sh(f"printf '[url \"{fake}\"]\\n\\tinsteadOf = {real}\\n' >> '{store}/config'"))
-        _detected(out, s, "a url.insteadOf rewrite of the remote")
+        _detected(out, s, "a url.insteadOf rewrite of the remote", gate=True)
         s.next_start()
         svc = Chronos.get(store, Settings())
         try:

@@ -397,7 +397,8 @@ def test_journal_panel_blocked_restore_resolve_and_verify(ctx, page, tmp_path):
     banner = page.get_by_test_id("protection-banner")
     banner.wait_for()
     assert banner.get_attribute("data-state") == "degraded"
-    assert "auto_snapshot is off" in banner.get_by_test_id("protection-reason").inner_text()
+    # turning auto_snapshot off weakens protection: held for the operator, and said so
+    assert "auto_snapshot" in banner.get_by_test_id("protection-reason").inner_text()
     assert banner.get_by_test_id("protection-fix").inner_text()
     assert page.get_by_test_id("header-protection").inner_text() == "protection DEGRADED"
     panel = page.get_by_test_id("journal-panel")

@@ -64,6 +64,8 @@ def test_a_redirected_remote_is_refused_and_reported(tmp_path, how):
     subprocess.run(["git", "--git-dir", str(store), "config", "--unset", key] if how != "remote_url" else
                    ["git", "--git-dir", str(store), "config", "remote.r.url", str(real)], check=True,
                    env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})
+    assert cli("push").rc == 1               # the gate stays closed until a verify comes back clean
+    assert cli("journal", "verify").rc == 0
     assert cli("push").rc == 0
     assert cli("journal", "verify", "--remote", "r").rc == 0
     assert _refs(fake) == []
@@ -111,3 +113,21 @@ def test_an_edited_record_is_caught_against_the_journal(tmp_path):
     v = cli("journal", "verify")
     assert v.rc == 1 and v.json["code"] == "store_tampered"
     assert [t["kind"] for t in v.json["tampering"]] == ["record"] and str(real) in v.json["error"]
+
+
+def test_a_planted_pager_closes_the_gate_at_the_next_start(cli, tmp_path, store_dir):
+    """Issue 32: tampering findings were reported, not a closed gate, and not looked for at starts."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    assert cli("run", "--", "true", cwd=ws).rc == 0
+    marker = tmp_path / "pager-ran"
+    subprocess.run(["git", "config", "--file", str(store_dir / "config"), "core.pager", f"touch {marker}"],
+                   check=True)
+    st = cli("journal", "status", "--json").json            # a start
+    assert st["gate"] == "closed" and "never writes" in st["integrity"]
+    blocked = cli("run", "--json", "--", "true", cwd=ws)
+    assert blocked.rc == 3 and blocked.json["blocked"] is True
+    subprocess.run(["git", "config", "--file", str(store_dir / "config"), "--unset", "core.pager"], check=True)
+    assert cli("journal", "verify").rc == 0                 # the repair, verified: open again
+    assert cli("run", "--", "true", cwd=ws).rc == 0 and not marker.exists()

@@ -373,7 +373,7 @@ def test_a_store_that_cannot_take_writes_is_told_on_the_first_turn(plugin, monke
     from chronos_git.service.results import Protection
     off = Protection(state="off", reason="the disk holding the store /s is full (0 bytes free)",
                      fix="free space on the filesystem of /s")
-    monkeypatch.setattr(type(svc), "protection", lambda self: off)
+    monkeypatch.setattr(type(svc), "protection", lambda self, **kw: off)
     first = p.on_pre_llm_call(session_id="s1", is_first_turn=True)
     assert "protection is OFF" in first["context"] and "full" in first["context"]
     assert "free space" in first["context"]
@@ -381,7 +381,7 @@ def test_a_store_that_cannot_take_writes_is_told_on_the_first_turn(plugin, monke
     assert p.on_pre_llm_call(session_id="s1") is None                  # told once per session
     assert capsys.readouterr().err == ""
     assert "protection is OFF" in p.on_pre_llm_call(session_id="s2")["context"]
-    monkeypatch.setattr(type(svc), "protection", lambda self: Protection(state="on"))
+    monkeypatch.setattr(type(svc), "protection", lambda self, **kw: Protection(state="on"))
     assert p.on_pre_llm_call(session_id="s1") is None
     status = json.loads(ctx.tools["chronos_status"][2]({}))
     assert status["protection"] == {"state": "on"}
