@@ -71,7 +71,8 @@ def ensure_chronos(cache: Path, repo: Path, events: int) -> Path:
         subprocess.run([sys.executable, "-m", "bench.worker", "build-journal", str(build / "store"), str(events)],
                        cwd=str(repo), env=env, check=True)
         genv = git_env(build / "store")
-        git(["gc", "--prune=now", "--quiet"], genv)          # one pack: cheap to copy per run
+        # one pack: cheap to copy per run; no commit-graph (the store audit calls one tampering)
+        git(["-c", "gc.writeCommitGraph=false", "gc", "--prune=now", "--quiet"], genv)
         tmp = cache / "journals" / f".tmp-chronos-{events}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -138,6 +139,12 @@ def copy_chronos(fixture: Path, dest_parent: Path) -> Path:
     dest_parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(fixture / "store", dest_parent / "store", symlinks=True)
     shutil.copy2(fixture / "store.journal-checkpoint.json", dest_parent / "store.journal-checkpoint.json")
+    for graph in ("commit-graph", "commit-graphs"):      # a fixture cached before gc was told not to write one
+        path = dest_parent / "store" / "objects" / "info" / graph
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
     return dest_parent / "store"
 
 

@@ -33,22 +33,8 @@ if TYPE_CHECKING:
 PATCH_CHECK_EVERY = 64          # every 64th patched tree is checked against the index's own
 
 UNBORN_HEAD = b"ref: refs/heads/chronos-unborn\n"
-_UMASK_AT_IMPORT = os.umask(0o22)
-os.umask(_UMASK_AT_IMPORT)
 MIN_PREFIX = 7
 REPORT_NAME_GLOB = "chronos-git-report-*.html"     # `chronos-git report` names its files so: never checkpointed
-
-
-def _umask() -> int:
-    """The process umask, read without changing it (os.umask would race other threads)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return _UMASK_AT_IMPORT
 
 
 def canonical_root(path: os.PathLike | str) -> Path:
@@ -556,8 +542,8 @@ class Workspace:
                     disk.unlink(rel)
                     continue
                 now = disk.entry(rel)
-                bits = stat.S_IMODE(now.st.st_mode) if now.kind == "file" else 0o666 & ~_umask()
-                disk.write(rel, data, bits, dir_perm=lambda _rel: 0o777 & ~_umask())
+                bits = stat.S_IMODE(now.st.st_mode) if now.kind == "file" else 0o666 & ~perms.umask()
+                disk.write(rel, data, bits, dir_perm=lambda _rel: 0o777 & ~perms.umask())
 
     def drop_damaged_index(self, exc: Exception) -> bool:
         """A stat cache libgit2 cannot parse (torn by a power cut, edited) is only a cache:

@@ -279,8 +279,10 @@ class Chronos:
         self.settings_watch.watch(reader, config_path)
         if self._started:
             self.settings_watch.check(force=True)
-        elif self.store_exists():
-            self.start()                 # before anything reads a setting: the record's values rule
+        elif self.store_exists() or (self.core.create and self.settings_watch.earlier_stores()):
+            # before anything reads a setting: the record's values rule (a profile that had another
+            # store makes this one now, so that an edit making every tool read-only is recorded too)
+            self.start()
 
     def watch_profile(self, *, env_overrides: bool = False) -> None:
         """`watch_settings` for a surface outside Hermes (the CLI, the API, the dashboard), but

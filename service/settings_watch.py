@@ -90,7 +90,14 @@ class SettingsWatch:
                 return
             in_force, held, changes = _compare(rec, written, journal.state.seq + 1)
             before = self._other_stores() if not rec else []
-            if before:        # a profile that had a store now has another: held as a store_dir change
+            if before:        # a profile that had a store now has another: held as a store_dir change,
+                # and, with no record to compare against, whatever is weaker than the defaults
+                floor = _floor(written)
+                for key in sorted(k for k in _block(written) if written[k] != floor.get(k)):
+                    in_force[key] = floor[key]
+                    held[key] = {"in_force": floor[key], "written": written[key], "since_seq": journal.state.seq + 1}
+                    changes.append({"key": key, "from": floor[key], "to": written[key], "verdict": "weakening",
+                                    "status": "held"})
                 in_force["store_dir"] = before[0]
                 held["store_dir"] = {"in_force": before[0], "written": written.get("store_dir"),
                                      "since_seq": journal.state.seq + 1}
@@ -111,21 +118,34 @@ class SettingsWatch:
             self._stamp = stamp
             self._apply(in_force, held)
 
-    def _other_stores(self) -> list[str]:
-        """The profile's earlier stores that still hold a journal (newest first), from the record
-        of stores the profile used beside its config, and its default location; this store joins it."""
-        if self.config_path is None:
+    def _stores_record(self) -> Path | None:
+        return self.config_path.parent / "plugin-data" / STORES if self.config_path is not None else None
+
+    def earlier_stores(self) -> list[str]:
+        """The profile's other stores that still hold a journal (newest first), from the record of
+        stores the profile used beside its config, and its default location."""
+        record = self._stores_record()
+        if record is None or self.config_path is None:
             return []
-        record = self.config_path.parent / "plugin-data" / STORES
         try:
-            known = json.loads(record.read_text())["stores"]
-            known = [k for k in known if isinstance(k, str)]
+            known = [k for k in json.loads(record.read_text())["stores"] if isinstance(k, str)]
         except (OSError, ValueError, KeyError, TypeError):
             known = []
         here = str(self.core.store_dir)
         default = str(self.config_path.parent / "plugin-data" / PLUGIN_KEY)
-        found = [p for p in dict.fromkeys([*reversed(known), default])
-                 if p != here and Store.exists_at(p) and witness_path_for(Path(p)).exists()]
+        return [p for p in dict.fromkeys([*reversed(known), default])
+                if p != here and Store.exists_at(p) and witness_path_for(Path(p)).exists()]
+
+    def _other_stores(self) -> list[str]:
+        """`earlier_stores`, and this store joins the record."""
+        found, record = self.earlier_stores(), self._stores_record()
+        if record is None:
+            return found
+        try:
+            known = [k for k in json.loads(record.read_text())["stores"] if isinstance(k, str)]
+        except (OSError, ValueError, KeyError, TypeError):
+            known = []
+        here = str(self.core.store_dir)
         try:
             record.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(record, json.dumps({"stores": [*(k for k in known if k != here), here]}).encode())

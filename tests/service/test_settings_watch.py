@@ -198,3 +198,22 @@ def test_an_infinite_value_is_a_problem_not_a_crash(cli, ws, profile):
         "store_dir:", "compact_grace_s: .inf\n        store_dir:"))
     health = _cli(cli, home, "health", "--json").json
     assert health["status"] == "ok" and any("compact_grace_s" in p for p in health["settings_problems"])
+
+
+def test_a_new_store_in_a_profile_that_had_one_holds_what_is_weaker_than_the_defaults(cli, ws, tmp_path, store_dir):
+    """The edit that moves the store may weaken the rest at once: with no record to compare
+    against, the new store holds whatever is weaker than the defaults."""
+    home = tmp_path / "hermes-home"
+    home.mkdir()
+    moved = tmp_path / "elsewhere"
+
+    def use(where, **block):
+        (home / "config.yaml").write_text(yaml.safe_dump({"plugins": {"enabled": ["chronos-git"], "entries": {
+            "chronos-git": {"settings": {"store_dir": str(where), **block}}}}}))
+        return {"HERMES_HOME": str(home), "CHRONOS_GIT_STORE": str(where)}
+    assert cli("run", "--json", "--", "true", cwd=ws, env=use(store_dir)).rc == 0
+    env = use(moved, read_only_tools=WEAK, gate_mode="warn")
+    res = cli("run", "--json", "--tool", "terminal", "--", "true", cwd=ws, env=env)
+    assert res.rc == 0 and not res.json.get("read_only")
+    held = {h["key"] for h in cli("health", "--json", env=env).json["settings_held"]}
+    assert held == {"store_dir", "read_only_tools", "gate_mode"}
