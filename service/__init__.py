@@ -232,13 +232,14 @@ class Chronos:
 
     def _check_store(self) -> None:
         """What the store holds that chronos-git never writes (a planted pager, a replace ref, a
-        rewritten URL ...) closes the gate at every start, as it does at `journal verify`."""
+        rewritten URL ...) closes this process's gate at its start, until a verify finds it gone.
+        Not the journal alarm: the journal is intact, and a call in flight in another process
+        must still record its outcome."""
         try:
             found = storecheck.findings(self.core, self.remotes)
         except (OSError, ValueError, pygit2.GitError):
             return                   # unreadable: health and verify say what
-        if found:
-            self.core.journal.alarm([storecheck.summary(found)])
+        self.core.tampered = storecheck.summary(found) if found else None
 
     def _check_checkpoints(self):
         """What the journal names against the checkpoint refs, from the last checked head on
@@ -382,7 +383,7 @@ class Chronos:
             res.tampering = storecheck.as_results(found)
             if res.status == "ok":
                 res.status, res.code, res.error = "error", "store_tampered", storecheck.summary(found)
-            self.journal.alarm([storecheck.summary(found)])    # a clean chain does not open the gate
+        self.core.tampered = storecheck.summary(found) if found else None
         if remote is not None and res.status == "ok":
             res.remote = self.remotes.verify(remote)
         return res

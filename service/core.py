@@ -24,6 +24,7 @@ class Core:
         self.settings_problems = list(problems or [])
         self.given = settings           # as the surface loaded them (the service cache's key)
         self.env_overrides = False      # the standalone tools: CHRONOS_GIT_SETTINGS rules this process
+        self.tampered: str | None = None   # what the store audit found at start or verify (the gate closes)
         self.background = False        # a long-lived host (Hermes): watchers, background snapshots
         self._store: Store | None = None
         self._journal: Journal | None = None

@@ -1,6 +1,7 @@
 """The recovery gate: protected calls wait while an outcome is unknown.
 
-Closed when the journal's integrity is in doubt, when an outcome could not be
+Closed when the journal's integrity is in doubt, when the store holds something
+chronos-git never writes (found at this process's start or verify), when an outcome could not be
 recorded in this process, or while any operation is unresolved (uncertain, or
 started by an owner that died).  `gate_mode: warn` only warns about
 unresolved operations; integrity failures always refuse.  This is the one
@@ -26,7 +27,8 @@ class Gate:
         j.refresh()
         reasons, ops = [], []
         anchor = gate_reason(self.core)
-        integrity = j.integrity if j.integrity != "ok" else anchor or "ok"
+        tampered = self.core.tampered          # found in the store at this process's start or verify
+        integrity = j.integrity if j.integrity != "ok" else tampered or anchor or "ok"
         if j.integrity != "ok":
             reasons.append(f"journal integrity: {j.integrity}")
         elif j.poisoned:
@@ -35,13 +37,18 @@ class Gate:
             ops = j.unresolved()
         if anchor and j.integrity == "ok":
             reasons.insert(0, anchor)
+        if tampered and j.integrity == "ok":
+            reasons.insert(0, tampered)
         if not reasons and not ops:
             return None
         lines = []
         for op in ops:
             what = "outcome unknown (uncertain)" if op.state == "uncertain" else "cut off by a crash (pending)"
             lines.append(f"{op.operation_id[:12]} {op.tool} {what}" + (f": {op.reason}" if op.reason else ""))
-        if anchor and not ops and j.integrity == "ok":
+        if tampered and not ops and j.integrity == "ok":
+            msg = (f"chronos-git recovery gate is closed: {tampered}. Protected tool calls are refused until it "
+                   "is removed and `chronos-git journal verify` comes back clean. Read-only tools still work.")
+        elif anchor and not ops and j.integrity == "ok":
             msg = f"chronos-git recovery gate is closed: {anchor}. Read-only tools still work."
         elif not ops:          # nothing to resolve: the journal itself, or this process's record
             msg = (f"chronos-git recovery gate is closed: {'; '.join(reasons).rstrip('.')}. Protected tool calls "

@@ -47,7 +47,7 @@ from statistics import median
 
 import pygit2
 
-from ..engine import faults, locking, loose, processes
+from ..engine import faults, locking, loose, processes, store_audit
 from ..engine.confine import split
 from ..engine.errors import ChronosError, StoreUnwritable, explain
 from ..engine.fsutil import atomic_write
@@ -404,7 +404,11 @@ class ProtectedCalls:
                     pass
                 compacting = self.core.journal.state.totals.get("maintenance", 0) > count
             if compacting:
-                changed = [p for p in changed if p not in maintained]   # chronos-git's own, journaled
+                # chronos-git's own, journaled; but never a config that now holds what chronos-git
+                # does not write: holding the compaction lock must not hide a planted setting
+                planted = {f.where for f in store_audit.audit(ps.store)
+                           if f.kind == "config" and not f.what.lower().startswith("remote.")}
+                changed = [p for p in changed if p not in maintained or p in planted]
         except Exception as exc:          # noqa: BLE001 (the outcome must still be recorded)
             log.info("chronos-git: the protected files could not be compared: %s", exc)
             return

@@ -441,3 +441,20 @@ def test_what_the_plugin_loads_is_protected_not_the_rest_of_its_checkout(tmp_pat
     for rel in ("tests/test_x.py", "docs/a.md", "README.md", ".bench-cache/runs/ws/f.txt", ".venv/lib/x.py",
                 "scripts/demo.sh", "bench/x.py"):
         assert ps.classify(os.path.realpath(root / rel)) is None, rel
+
+
+def test_holding_the_compaction_lock_does_not_hide_a_planted_setting(cli, store_dir, ws, home):
+    """A change of the store's config during a compaction is chronos-git's own (journaled), but
+    an agent that holds the compaction lock itself must not hide a planted setting that way."""
+    import fcntl
+    cli = _with_home(cli, home)
+    assert cli("snapshot", cwd=ws).rc == 0
+    cfg = store_dir / "config"
+    fd = os.open(store_dir / "chronos" / "compact.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)                       # "a compaction is running"
+        r = cli("--json", "run", "--", "git", "config", "--file", str(cfg), "core.pager", "touch /tmp/x", cwd=ws)
+    finally:
+        os.close(fd)
+    assert r.rc == 0, r.stdout + r.stderr
+    assert r.json["protected_changed"] == [str(cfg)]
