@@ -114,7 +114,13 @@ class SettingsWatch:
                 try:
                     journal.append(events.Maintenance, fields)
                 except (JournalError, OSError):
-                    return                # not recorded: the record in force still rules; next call again
+                    # not recorded (a full disk, say): the record in force still rules, else nothing
+                    # below the defaults; the next call tries again
+                    if rec:
+                        self._apply(rec.get("in_force") or {}, rec.get("held") or {})
+                    else:
+                        self._apply(_floor(written), {})
+                    return
             self._stamp = stamp
             self._apply(in_force, held)
 

@@ -217,3 +217,37 @@ def test_a_new_store_in_a_profile_that_had_one_holds_what_is_weaker_than_the_def
     assert res.rc == 0 and not res.json.get("read_only")
     held = {h["key"] for h in cli("health", "--json", env=env).json["settings_held"]}
     assert held == {"store_dir", "read_only_tools", "gate_mode"}
+
+
+def test_a_change_that_cannot_be_recorded_does_not_take_effect(tmp_path, store_dir, ws, monkeypatch):
+    """A full disk (say) refuses the record of a weakening change: the recorded values still rule
+    in a process that starts with the weakened config."""
+    from chronos_git import settings as settings_mod
+    from chronos_git.journal_refs.journal import Journal
+    from chronos_git.service import Chronos
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    config = home / "config.yaml"
+
+    def start(**block):
+        config.write_text(yaml.safe_dump({"plugins": {"enabled": ["chronos-git"], "entries": {
+            "chronos-git": {"settings": {"store_dir": str(store_dir), **block}}}}}))
+        Chronos.forget_instances()                            # a new process
+        svc = Chronos.get(store_dir, settings_mod.load(env=False).settings)
+        svc.watch_settings(lambda: settings_mod.load(env=False), config)
+        return svc
+    svc = start()
+    svc.snapshot(str(ws))                                     # the store, and then its first record
+    svc.settings_check()
+    svc.start()
+    assert svc.settings_watch.record()
+    real = Journal.append
+
+    def full_disk(self, kind, fields, **kw):
+        if fields.get("action") == "settings":
+            raise OSError(28, "No space left on device")
+        return real(self, kind, fields, **kw)
+    monkeypatch.setattr(Journal, "append", full_disk)
+    svc = start(read_only_tools=WEAK)                         # given: the weakened values
+    assert "terminal" not in svc.settings.read_only_tools
