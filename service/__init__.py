@@ -289,6 +289,9 @@ class Chronos:
         """`watch_settings` for a surface outside Hermes (the CLI, the API, the dashboard), but
         only where this store is the profile's own: a command pointed at another store
         (--store, CHRONOS_GIT_STORE) reads no profile of its."""
+        if self.settings_watch.reader is not None:
+            self.settings_check()        # watched already (the dashboard asks per request): a stat
+            return
         block = settings_mod.load(env=False)
         if block.problems or os.path.realpath(settings_mod.profile_store(block.settings)) != \
                 os.path.realpath(self.core.store_dir):
@@ -440,11 +443,11 @@ class Chronos:
         """`held`: a held settings change makes it DEGRADED (the model's notice leaves it out: it is
         told apart, without the command that accepts it)."""
         p = self.maintenance.protection(self.snapshots.last)
-        return self._with_held(p) if held else p
+        return self._with_held(p, self.settings_watch.held() if self.store_exists() else []) if held else p
 
-    def _with_held(self, p: results.Protection) -> results.Protection:
+    @staticmethod
+    def _with_held(p: results.Protection, held: list[results.HeldSetting]) -> results.Protection:
         """A weakening settings change held for the operator makes protection DEGRADED on every surface."""
-        held = self.settings_watch.held() if self.store_exists() else []
         if not held or p.state == "off":
             return p
         before = p.reason if p.state == "degraded" else None
@@ -478,7 +481,7 @@ class Chronos:
             held = self.settings_watch.held()
             if held:
                 out.settings_held = held
-                out.protection = self._with_held(out.protection)
+                out.protection = self._with_held(out.protection, held)
             changes = self.calls.recent_changes()         # calls that changed chronos-git's own files
             if changes:
                 out.protected_changes = [results.ProtectedChange(**c) for c in changes]

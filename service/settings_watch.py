@@ -82,11 +82,8 @@ class SettingsWatch:
             rec = journal.state.settings
             if journal.integrity != "ok":
                 # nothing is recorded while the journal is in doubt, yet read-only tools still pass
-                # the closed gate: the record rules if it can be read, else nothing below the defaults
-                if rec:
-                    self._apply(rec.get("in_force") or {}, rec.get("held") or {})
-                else:
-                    self._apply(_floor(written), {})
+                # the closed gate
+                self._keep(rec, written)
                 return
             in_force, held, changes = _compare(rec, written, journal.state.seq + 1)
             before = self._other_stores() if not rec else []
@@ -114,43 +111,47 @@ class SettingsWatch:
                 try:
                     journal.append(events.Maintenance, fields)
                 except (JournalError, OSError):
-                    # not recorded (a full disk, say): the record in force still rules, else nothing
-                    # below the defaults; the next call tries again
-                    if rec:
-                        self._apply(rec.get("in_force") or {}, rec.get("held") or {})
-                    else:
-                        self._apply(_floor(written), {})
+                    self._keep(rec, written)  # not recorded (a full disk, say); the next call tries again
                     return
             self._stamp = stamp
             self._apply(in_force, held)
 
+    def _keep(self, rec: dict, written: dict) -> None:
+        """A change that cannot be recorded does not take effect: the record rules, else nothing
+        below the defaults."""
+        if rec:
+            self._apply(rec.get("in_force") or {}, rec.get("held") or {})
+        else:
+            self._apply(_floor(written), {})
+
     def _stores_record(self) -> Path | None:
         return self.config_path.parent / "plugin-data" / STORES if self.config_path is not None else None
 
-    def earlier_stores(self) -> list[str]:
-        """The profile's other stores that still hold a journal (newest first), from the record of
-        stores the profile used beside its config, and its default location."""
+    def _known_stores(self) -> list[str]:
         record = self._stores_record()
-        if record is None or self.config_path is None:
-            return []
         try:
-            known = [k for k in json.loads(record.read_text())["stores"] if isinstance(k, str)]
+            return [k for k in json.loads(record.read_text())["stores"] if isinstance(k, str)] if record else []
         except (OSError, ValueError, KeyError, TypeError):
-            known = []
+            return []
+
+    def earlier_stores(self, known: list[str] | None = None) -> list[str]:
+        """The profile's other stores that still hold a journal (newest first), from the record of
+        stores the profile used beside its config (`known`, read when not given), and its default
+        location."""
+        if self.config_path is None:
+            return []
         here = str(self.core.store_dir)
         default = str(self.config_path.parent / "plugin-data" / PLUGIN_KEY)
+        known = self._known_stores() if known is None else known
         return [p for p in dict.fromkeys([*reversed(known), default])
                 if p != here and Store.exists_at(p) and witness_path_for(Path(p)).exists()]
 
     def _other_stores(self) -> list[str]:
         """`earlier_stores`, and this store joins the record."""
-        found, record = self.earlier_stores(), self._stores_record()
+        known, record = self._known_stores(), self._stores_record()
+        found = self.earlier_stores(known)
         if record is None:
             return found
-        try:
-            known = [k for k in json.loads(record.read_text())["stores"] if isinstance(k, str)]
-        except (OSError, ValueError, KeyError, TypeError):
-            known = []
         here = str(self.core.store_dir)
         try:
             record.parent.mkdir(parents=True, exist_ok=True)

@@ -24,8 +24,8 @@ def _config(store: Path, key: str, value: str) -> None:
                    env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
 
 
-@pytest.mark.parametrize("how", ["insteadof", "pushinsteadof", "remote_url"])
-def test_a_redirected_remote_is_refused_and_reported(tmp_path, how):
+def _a_store_with_remote(tmp_path):
+    """A store with one write and the remote `r` (a real bare repo), and a fake bare repo beside."""
     store, ws = tmp_path / "store", tmp_path / "ws"
     ws.mkdir()
     real, fake = tmp_path / "real.git", bare(tmp_path / "fake.git")
@@ -35,6 +35,12 @@ def test_a_redirected_remote_is_refused_and_reported(tmp_path, how):
 
     assert cli("write", "a.txt", "--content", "one", "--workspace", ws).rc == 0
     assert cli("remote", "add", "r", str(real)).rc == 0
+    return store, ws, real, fake, cli
+
+
+@pytest.mark.parametrize("how", ["insteadof", "pushinsteadof", "remote_url"])
+def test_a_redirected_remote_is_refused_and_reported(tmp_path, how):
+    store, ws, real, fake, cli = _a_store_with_remote(tmp_path)
     assert cli("push").rc == 0
     head = "refs/chronos/hosts/h1/journal"
     assert head in _refs(real)
@@ -93,15 +99,7 @@ def test_an_edited_record_is_caught_against_the_journal(tmp_path):
     """remotes.json is chronos-git's record, and `remote add` journals the URL too: a record
     edited to point elsewhere fails `journal verify`."""
     import json
-    store, ws = tmp_path / "store", tmp_path / "ws"
-    ws.mkdir()
-    real, fake = tmp_path / "real.git", bare(tmp_path / "fake.git")
-
-    def cli(*args):
-        return run_cli(store, *args, "--json", env={"CHRONOS_GIT_HOST_ID": "h1"})
-
-    assert cli("write", "a.txt", "--content", "one", "--workspace", ws).rc == 0
-    assert cli("remote", "add", "r", str(real)).rc == 0
+    store, ws, real, fake, cli = _a_store_with_remote(tmp_path)
     assert cli("journal", "verify").rc == 0
     path = store / "chronos" / "remotes.json"
     state = json.loads(path.read_text())
