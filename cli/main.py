@@ -21,6 +21,7 @@ from .. import settings as settings_mod
 from ..engine.codec import dumps
 from ..service import Chronos
 from ..service.errors import EXIT_ERROR, EXIT_NOT_RECORDED, envelope
+from ..service.operator_key import at_terminal
 from ..service.results import ErrorResult, Result
 from . import deps, render
 
@@ -100,6 +101,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("settings_cmd", nargs="?", choices=("show", "accept"), default="show", metavar="show|accept")
     p.add_argument("keys", nargs="*", metavar="KEY", help="accept: the held settings you accept (`all`: every one)")
     _common(p)
+    p = sub.add_parser("capture", help="`capture accept`: accept a workspace's narrowing of what is captured "
+                                       "(ignore rules that now leave out much of it)")
+    p.add_argument("capture_cmd", choices=("accept",), metavar="accept")
+    _common(p)
     p = sub.add_parser("report", help="write the self-contained HTML forensic report of the store")
     p.add_argument("--out", "-o", default=None,
                    help="file or folder to write (default: the folder chronos-git-reports beside the store, "
@@ -159,6 +164,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("git_argv", nargs=argparse.REMAINDER, metavar="ARGS", help="git's own arguments, e.g. log --oneline "
                    "refs/chronos/journal")
 
+    p = sub.add_parser("operator-key", help="the SSH key operator acts are signed with: `operator-key set PATH` "
+                                            "registers it (once, from your own terminal)")
+    p.add_argument("key_cmd", nargs="?", choices=("show", "set"), default="show", metavar="show|set")
+    p.add_argument("key_file", nargs="?", metavar="PATH", help="set: the private key (its .pub beside it)")
+    _common(p)
     j = sub.add_parser("journal", help="the tool-call journal")
     _common(j)
     js = j.add_subparsers(dest="journal_cmd", metavar="SUBCOMMAND")
@@ -181,6 +191,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     q.add_argument("operation")
     q.add_argument("--outcome", required=True, choices=["completed", "not_applied"])
     q.add_argument("--evidence", required=True)
+    _common(q)
+    q = js.add_parser("countersign", help="own an operator act that carries no valid signature (it was yours)")
+    q.add_argument("seq", type=_positive, metavar="SEQ", help="its journal event number (health names it)")
     _common(q)
     q = js.add_parser("recover", help="settle crashed file operations by evidence; replay or roll back")
     q.add_argument("operation", nargs="?")
@@ -234,7 +247,8 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
         stores = [str(svc.core.store_dir)]
         svc.watch_profile(env_overrides=from_env)     # weakening edits of config.yaml are held
         workspace = _workspace(getattr(args, "workspace", None))
-        rc, result = _run(svc, args, workspace, as_json, err)
+        with at_terminal():                    # an operator key's passphrase is asked here
+            rc, result = _run(svc, args, workspace, as_json, err)
     except Exception as exc:               # never a traceback for the operator
         result, rc, _ = envelope(exc, *stores)
     _emit(result, as_json, out, err, command, prog)
@@ -288,6 +302,17 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
         if args.keys:
             raise ValueError("`settings` takes keys only with `accept`")
         return 0, svc.settings_show()
+    if cmd == "operator-key":
+        if args.key_cmd == "set":
+            if not args.key_file:
+                raise ValueError("`operator-key set` needs the private key's path (make one with `ssh-keygen -t "
+                                 "ed25519 -f ~/.ssh/chronos-operator`, with a passphrase)")
+            return 0, svc.operator_key_set(args.key_file, actor="operator-cli")
+        if args.key_file:
+            raise ValueError("`operator-key` takes a path only with `set`")
+        return 0, svc.operator_key_show()
+    if cmd == "capture":
+        return 0, svc.capture_accept(workspace, actor="operator-cli")
     if cmd == "report":
         from ..report import written          # jinja2 only when a report is asked for
         return 0, written(svc, Path(args.out) if args.out else None, limit=args.limit,
@@ -349,10 +374,13 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
             return 0, svc.journal_show(args.operation)
         if jc == "resolve":
             return 0, svc.resolve(args.operation, args.outcome, args.evidence, actor="operator-cli")
+        if jc == "countersign":
+            return 0, svc.journal_countersign(args.seq, actor="operator-cli")
         if jc == "recover":
             return 0, svc.recover(args.operation, replay=args.replay, rollback=args.rollback,
                                   dry_run=args.dry_run, actor="operator-cli")
-        raise ValueError("journal needs a subcommand: status, verify, checkpoint, log, show, resolve, recover")
+        raise ValueError("journal needs a subcommand: status, verify, checkpoint, log, show, resolve, recover, "
+                         "countersign")
     raise ValueError(f"unknown command {cmd!r}")
 
 

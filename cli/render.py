@@ -32,7 +32,8 @@ _CONTROL_KEEP_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
 PROG = "chronos-git"             # the standalone command; inside Hermes it is `hermes chronos-git`
 COMMANDS = ("snapshot", "log", "show", "diff", "restore", "compact", "health", "report", "windtunnel", "setup",
-            "run", "write", "remote", "push", "fetch", "journal", "git", "settings")   # tests: the parser's own list
+            "run", "write", "remote", "push", "fetch", "journal", "git", "settings",
+            "capture", "operator-key")   # tests: the parser's own list
 _INVOCATION = re.compile(r"(?<![\w./-])(?<!hermes )chronos-git(?= (?:%s)\b)" % "|".join(COMMANDS))
 
 
@@ -255,6 +256,12 @@ def _snapshot(res: r.SnapshotResult):
         yield Text("  partial: the snapshot budget ran out; entries it did not reach are as in the "
                    "checkpoint before", style="yellow")
     yield from _skipped(res.skipped, res.nested_repos)
+    c = res.ignore_change
+    if c is not None and c.count:
+        yield Text(f"  ignore rules changed ({', '.join(_name(x) for x in c.sources)}): they now ignore "
+                   f"{'at least ' if not c.complete else ''}{c.count} of {plural(c.files, 'captured path')} "
+                   f"({', '.join(_name(x) for x in c.sample[:3])}{' ...' if c.count > 3 else ''}); files created "
+                   "there are left out", style="yellow" if c.large else "")
 
 
 def _skipped(skipped: list[r.Skipped], nested: list[str]):
@@ -654,6 +661,10 @@ def _health(res: r.HealthResult):
         yield Text(f"  fix: {p.fix}")
     yield from _tampering(res.tampering)
     yield from _held(res.settings_held)
+    for n in res.capture_narrowed or ():
+        yield Text(f"  capture narrowed: {_name(n.workspace)}: {', '.join(_name(x) for x in n.sources)} now "
+                   f"ignore{'s' if len(n.sources) == 1 else ''} {n.count} of {n.files} captured paths "
+                   f"({', '.join(_name(x) for x in n.sample[:3])}{' ...' if n.count > 3 else ''})", style="yellow")
     yield from _damaged(res.damaged, workspaces=True)
     for c in res.protected_changes or ():
         yield Text(f"  warning: {_name(c.tool or 'a call')} call {c.operation_id[:12]} ({_when(c.time)}) changed "
@@ -686,6 +697,8 @@ def _health(res: r.HealthResult):
         ("budget", _budget(res.store_budget) if res.store_budget else None),
         ("consolidation", _consolidation(res.consolidation) if res.consolidation else None),
         ("deferred", _name(res.deferred) if res.deferred else None),
+        ("operator key", f"{res.operator_key}: operator acts are signed with it" if res.operator_key
+         else _name(res.operator_key_note) if res.operator_key_note else None),
     ] + [(f"remote {_name(x.name)}", _remote_state(x)) for x in res.remotes or []])
 
 
@@ -715,6 +728,14 @@ def _settings(res: r.SettingsRecord):
     yield _facts([("record", f"journal event {res.seq}, fingerprint {res.fingerprint}" if res.recorded else None),
                   ("this process", f"fingerprint {res.effective_fingerprint}")]
                  + [(k, _value(v)) for k, v in sorted(res.in_force.items())])
+
+
+def _capture_accepted(res: r.CaptureAccepted):
+    if not res.accepted:
+        yield Text(f"{_name(res.workspace)}: {_name(res.note or 'nothing to accept')}")
+        return
+    yield Text(f"accepted: {_name(res.workspace)} captures less ({res.count} paths now ignored by "
+               f"{', '.join(_name(x) for x in res.sources or ())}); journaled", style="green")
 
 
 def _budget(b: r.StoreBudget) -> str:
@@ -880,6 +901,25 @@ def _fetched(res: r.FetchResult):
     yield Text("restore one: chronos-git restore <latest id> --workspace NEW_DIR", style="dim")
 
 
+def _operator_key(res: r.OperatorKeyInfo):
+    if res.changed:
+        yield Text(f"operator key {res.fingerprint} registered" + (f", replacing {res.replaced}" if res.replaced
+                                                                   else "") + ": operator acts are signed with it",
+                   style="green")
+    elif res.registered:
+        yield Text(f"operator key {res.fingerprint}: operator acts are signed with it")
+    else:
+        yield Text(_name(res.note), style="yellow")
+    if res.registered:
+        yield _facts([("key file", res.key_file), ("registered", f"journal event {res.since_seq}")])
+    yield from _tampering(res.unsigned_acts)
+
+
+def _countersigned(res: r.Countersigned):
+    yield Text(f"journal event {res.event_seq} ({_name(res.what)}) countersigned as yours (event {res.seq})",
+               style="green")
+
+
 def _none(res: r.Result):
     return iter(())
 
@@ -893,7 +933,8 @@ _RENDERERS = [
     (r.RollbackResult, _rollback), (r.CompactResult, _compact), (r.HealthResult, _health),
     (r.CallRecord, _call), (r.WorkspacesResult, _workspaces), (r.RemoteAdded, _remote_added),
     (r.RemotesResult, _remotes), (r.PushResult, _pushed), (r.FetchResult, _fetched),
-    (r.SettingsRecord, _settings),
+    (r.SettingsRecord, _settings), (r.CaptureAccepted, _capture_accepted),
+    (r.OperatorKeyInfo, _operator_key), (r.Countersigned, _countersigned),
     (r.RemoteRemoved, lambda res: iter([Text(f"remote {_name(res.remote)} removed (what it holds stays there)")])),
 ]
 

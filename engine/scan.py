@@ -37,6 +37,7 @@ RETRIES = 3
 class ScanReport:
     skipped: list[dict] = field(default_factory=list)
     nested_repos: list[str] = field(default_factory=list)
+    ignore_files: list[str] = field(default_factory=list)   # .gitignore files find_omissions saw
     added_bytes: int = 0
     aborted: bool = False          # the deadline stopped the scan: the result is partial
     fallback: bool = False         # the work tree changed under the scan (the diff was retried)
@@ -151,7 +152,8 @@ PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
 def find_omissions(repo: pygit2.Repository, root: bytes, report: ScanReport) -> None:
     """What libgit2's walk leaves out without a word: FIFOs, sockets and devices (its work-tree
     iterator skips them) and directories too deep to name (it skips those too).  A scandir
-    walk of non-ignored directories that never stats a regular file (d_type tells)."""
+    walk of non-ignored directories that never stats a regular file (d_type tells); it notes
+    the `.gitignore` files it passes (a self-ignoring one is in no tree diff)."""
     stack = [b""]
     while stack:
         rel = stack.pop()
@@ -166,6 +168,8 @@ def find_omissions(repo: pygit2.Repository, root: bytes, report: ScanReport) -> 
             sub = rel + b"/" + e.name if rel else e.name
             try:
                 if e.is_symlink() or e.is_file(follow_symlinks=False):
+                    if e.name == b".gitignore":      # engine/narrowing.py: did the rules change?
+                        report.ignore_files.append(os.fsdecode(sub))
                     continue
                 name = os.fsdecode(sub)    # decoded only for what is looked at further
                 if e.is_dir(follow_symlinks=False):

@@ -257,6 +257,25 @@ def _audit_refs(root: Path) -> list[Finding]:
     return out
 
 
+def _audit_info_exclude(root: Path) -> list[Finding]:
+    """`info/exclude` holds only the comments `git init` writes: a rule in it would leave files
+    of every workspace out of every checkpoint (libgit2 reads it for each one)."""
+    p = root / "info" / "exclude"
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(65536)
+    except OSError:
+        return []
+    rules = [ln for ln in data.splitlines() if ln.strip() and not ln.lstrip().startswith(b"#")]
+    if not rules:
+        return []
+    shown = rules[0].decode("utf-8", "backslashreplace")[:80]
+    return [Finding("file", str(p), f"info/exclude rule {shown!r}" + (f" (and {len(rules) - 1} more)" if len(rules) > 1
+                                                                       else ""),
+                    "an ignore rule for every workspace: files it matches are left out of every checkpoint "
+                    "(chronos-git writes none there)", f"delete the rules from {p}")]
+
+
 def _audit_files(root: Path) -> list[Finding]:
     out = []
 
@@ -283,6 +302,7 @@ def _audit_files(root: Path) -> list[Finding]:
                 rel = os.path.relpath(p, root)
                 out.append(Finding("ref", str(p), rel, "a symlink among the refs: stock git follows it to refs "
                                    "this audit cannot vouch for (a replace ref, a forged branch)", f"delete {p}"))
+    out += _audit_info_exclude(root)
     hooks = root / "hooks"
     try:
         names = sorted(os.listdir(hooks))

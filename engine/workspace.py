@@ -16,7 +16,7 @@ import pygit2
 from pygit2 import GitError
 from pygit2.enums import ReferenceType
 
-from . import faults, fifo_guard, locking, perms
+from . import faults, fifo_guard, locking, narrowing, perms
 from .checkpoint import Checkpoint, CheckpointMeta, message_of, signature, write_commit
 from .confine import EXCLUDE_PATTERN
 from .durability import fsync_scope
@@ -122,6 +122,8 @@ class Workspace:
         self._settled: str | None = None        # checkpoint that held the whole workspace as of
                                                 # the watcher's last take (see _unchanged)
         self._repo_generation = -1
+        self._narrow_seen: tuple | None = None   # the last ignore change counted (engine/narrowing.py)
+        self._rules_base: tuple | None = None    # (a tip, the checkpoint that last saw all its ignore files)
         self.last_bulk: dict | None = None
         self.last_seed: dict | None = None      # what the user's git index vouched for
         self.progress: dict | None = None      # the first snapshot's progress, for `health`
@@ -390,6 +392,10 @@ class Workspace:
             if not commit:
                 return result
             result = self.commit_scan(result, meta)
+            if tip is not None and how != "bulk":
+                change = self._ignore_change(repo, index, tip, tree, rels, report.ignore_files)
+                if change is not None:
+                    result.report["ignore_change"] = change.to_dict()
             done = not partial and result.checkpoint is not None
             if how == "declared":
                 # the watcher need not send the next snapshot back to paths this one read; when
@@ -403,6 +409,71 @@ class Workspace:
                 whole = done
             self._settled = result.checkpoint.id if whole and result.checkpoint is not None else None
             return result
+
+    def _ignore_change(self, repo, index, tip, tree, rels, seen: list[str]) -> narrowing.IgnoreChange | None:
+        """Ignore rules changed since the checkpoint `tip` (engine/narrowing.py): what of the
+        index they now ignore; None when no ignore file changed (the usual case: a few stats)."""
+        sources = narrowing.named(rels) + narrowing.tree_sources(tip.tree, repo[tree])
+        store_files = [os.fsencode(self.store.root / "info" / "exclude")]
+        if self._exclude_rewritten():
+            store_files.append(os.fsencode(self.gitdir / "exclude"))
+        candidates = [os.path.join(self.root_bytes, os.fsencode(r)) for r in seen] + store_files
+        base = self._looked_at_rules(repo, tip)
+        hits = narrowing.changed_since(candidates, base.commit_time)      # whole seconds: a cheap floor
+        if hits:
+            hits = narrowing.changed_since(hits, CheckpointMeta.from_message(base.message).time)
+        for h in hits:
+            sources.append(os.fsdecode(h) if h in store_files else os.fsdecode(os.path.relpath(h, self.root_bytes)))
+        if not sources:
+            return None
+        seen_key = (str(base.id), str(tree), tuple(sorted((src, self._ctime(src)) for src in set(sources))))
+        if seen_key == self._narrow_seen:
+            return None         # counted already for this tree (a scan that made no checkpoint)
+        self._narrow_seen = seen_key
+        return narrowing.reach(repo, [e.path for e in index], sources)
+
+    def _looked_at_rules(self, repo, tip, limit: int = 256):
+        """The newest checkpoint from `tip` back that saw every ignore file: a walk, or a watched
+        refresh (a `.gitignore` event makes the watcher walk).  A declared or partial one read
+        only some paths, so a self-ignoring `.gitignore` written before it is still news."""
+        c, known = tip, self._rules_base
+        for _ in range(limit):
+            if known is not None and known[0] == str(c.id):
+                c = known[1]           # the last answer (a long-lived process walks a step or two)
+                break
+            kind = next((ln[6:] for ln in c.message.split("\n", 8) if ln.startswith("Kind: ")), "")
+            if kind not in ("declared", "partial") or not c.parent_ids:
+                break
+            parent = self._commit_at(repo, c.parent_ids[0])[0]
+            if parent is None:
+                break
+            c = parent
+        self._rules_base = (str(tip.id), c)
+        return c
+
+    def _ctime(self, src: str) -> int | None:
+        try:
+            return os.lstat(os.path.join(self.root_bytes, os.fsencode(src))).st_ctime_ns
+        except OSError:
+            return None
+
+    def _exclude_rewritten(self) -> bool:
+        """Whether the exclude file changed after its gitdir was made (settings `ignored_patterns`:
+        `_sync_exclude`); written with the gitdir, it is newer than a first checkpoint's start."""
+        try:
+            made = os.lstat(self.gitdir / "commondir").st_ctime_ns
+            return os.lstat(self.gitdir / "exclude").st_ctime_ns > made + 1_000_000_000
+        except OSError:
+            return False
+
+    def ignore_reach(self, sources: list[str]) -> narrowing.IgnoreChange:
+        """What of the stat cache the current rules under `sources` ignore (a recheck of a
+        narrowing reported earlier; its ignore files changed)."""
+        with self.lock():
+            repo = self._open_repo()
+            index = repo.index
+            index.read(False)
+            return narrowing.reach(repo, [e.path for e in index], sources)
 
     def _unchanged(self, tip, known: str | None) -> bool:
         """Nothing can have changed since the newest checkpoint: it is the one a refresh that

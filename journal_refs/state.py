@@ -33,6 +33,7 @@ from .events import (
 
 SETTINGS_ACTION = "settings"          # the Maintenance action that records the settings in force
 CRASH_BOUNDARY = "crash_boundary"     # ... that checkpoints a crashed call's workspace as it was found
+NARROWED, RESTORED, ACCEPTED = "capture_narrowed", "capture_restored", "capture_accepted"   # (service/capture.py)
 
 
 class TransitionError(Exception):
@@ -52,12 +53,15 @@ class JournalState:
     replayable: dict = field(default_factory=dict)    # op id -> info of a not-applied file op
     totals: dict = field(default_factory=dict)        # events per kind
     settings: dict = field(default_factory=dict)      # the last settings record: in_force, held, seq
+    narrowed: dict = field(default_factory=dict)      # workspace -> its last capture_narrowed record
 
     def to_json(self) -> str:
         doc = {"schema": STATE_SCHEMA, "journal_id": self.journal_id, "seq": self.seq,
                "open": self.open, "replayable": self.replayable, "totals": self.totals}
         if self.settings:               # absent until the first record: older states are unchanged
             doc["settings"] = self.settings
+        if self.narrowed:               # the same
+            doc["narrowed"] = self.narrowed
         return canonical(doc)
 
     @classmethod
@@ -66,7 +70,8 @@ class JournalState:
         if d.get("schema") != STATE_SCHEMA:
             raise ValueError(f"unknown state schema {d.get('schema')!r}")
         return cls(journal_id=d["journal_id"], seq=d["seq"], open=d["open"],
-                   replayable=d["replayable"], totals=d.get("totals", {}), settings=d.get("settings", {}))
+                   replayable=d["replayable"], totals=d.get("totals", {}), settings=d.get("settings", {}),
+                   narrowed=d.get("narrowed", {}))
 
     def apply(self, payload: dict) -> JournalState:
         """The state after the event `payload`, or TransitionError.  Never mutates self."""
@@ -80,7 +85,7 @@ class JournalState:
             raise TransitionError("the first event must be genesis")
         new = JournalState(journal_id=self.journal_id, seq=ev.seq, open=copy.deepcopy(self.open),
                            replayable=copy.deepcopy(self.replayable), totals=dict(self.totals),
-                           settings=self.settings)
+                           settings=self.settings, narrowed=self.narrowed)
         new.totals[ev.kind] = new.totals.get(ev.kind, 0) + 1
         TRANSITIONS[type(ev)](self, new, ev)
         return new
@@ -101,6 +106,9 @@ def _maintenance(old: JournalState, new: JournalState, ev: Maintenance) -> None:
             raise TransitionError(f"operation {ev.operation_id} is not a crashed call without a boundary")
         cur["boundary_checkpoint"] = ev.payload.get("checkpoint")   # None: it could not be taken
         return
+    if ev.action in (NARROWED, RESTORED, ACCEPTED):
+        _narrowing(new, ev)
+        return
     if ev.action != SETTINGS_ACTION:
         return
     in_force, held = ev.payload.get("in_force"), ev.payload.get("held")
@@ -108,6 +116,25 @@ def _maintenance(old: JournalState, new: JournalState, ev: Maintenance) -> None:
         raise TransitionError("a settings record needs the settings in force and those held (objects)")
     new.settings = {"in_force": in_force, "held": held, "fingerprint": ev.payload.get("fingerprint"),
                     "seq": ev.seq}
+
+
+def _narrowing(new: JournalState, ev: Maintenance) -> None:
+    """A workspace's last narrowing of capture stays until rules that no longer narrow are seen
+    (restored) or an operator accepts it (kept, marked, so the same finding is not recorded again)."""
+    ws = ev.payload.get("workspace")
+    if not isinstance(ws, str):
+        raise TransitionError(f"a {ev.action} record needs its workspace")
+    narrowed = dict(new.narrowed)            # never mutated in place: states share it
+    if ev.action == NARROWED:
+        keep = ("checkpoint", "count", "files", "sample", "sources", "complete", "large", "timestamp_ns")
+        narrowed[ws] = {**{k: ev.payload.get(k) for k in keep}, "seq": ev.seq}
+    elif ev.action == RESTORED:
+        narrowed.pop(ws, None)
+    elif ws not in narrowed:
+        raise TransitionError(f"workspace {ws} has no narrowing of capture to accept")
+    else:
+        narrowed[ws] = {**narrowed[ws], "accepted_seq": ev.seq}
+    new.narrowed = narrowed
 
 
 def _refused(old: JournalState, new: JournalState, ev: Refused) -> None:

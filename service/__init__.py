@@ -31,18 +31,24 @@ from ..engine.store import Store
 from ..journal_refs import JournalError, checkpoints, events
 from ..journal_refs.journal import witness_path_for
 from ..settings import Settings, store_location
-from . import operators, results, storecheck
+from . import capture, operators, results, storecheck
 from .calls import Call, Declared, Outcome, Ticket
 from .core import Core
 from .errors import Blocked
 from .gate import Gate
 from .maintenance import Maintenance
+from .operator_key import OperatorKey
 from .reconcile import Reconciler
 from .remotes import Remotes
 from .settings_watch import ACCEPT as _ACCEPT, SettingsWatch
 from .snapshots import Snapshots
 from .timemachine import TimeMachine
 from .transaction import ProtectedCalls
+
+NO_OPERATOR_KEY = ("no operator key: operator acts (resolve, recover, settings accept, remote add/remove) are "
+                   "told apart from the agent's commands by process ancestry only, which a process handed to a "
+                   "scheduler escapes. `ssh-keygen -t ed25519 -f ~/.ssh/chronos-operator` (with a passphrase), "
+                   "then `chronos-git operator-key set ~/.ssh/chronos-operator`, from your own terminal, closes that")
 
 __all__ = ["Chronos", "Call", "Declared", "Outcome", "Ticket", "Blocked", "results"]
 
@@ -230,16 +236,29 @@ class Chronos:
         except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
             return []
 
-    def _check_store(self) -> None:
+    def _check_store(self, *, full: bool = False) -> None:
         """What the store holds that chronos-git never writes (a planted pager, a replace ref, a
         rewritten URL ...) closes this process's gate at its start, until a verify finds it gone.
         Not the journal alarm: the journal is intact, and a call in flight in another process
         must still record its outcome."""
         try:
-            found = storecheck.findings(self.core, self.remotes)
+            found = storecheck.findings(self.core, self.remotes) + self._unsigned_acts(full=full)
         except (OSError, ValueError, pygit2.GitError):
             return                   # unreadable: health and verify say what
         self.core.tampered = storecheck.summary(found) if found else None
+
+    def _operator_key(self):
+        try:
+            return OperatorKey(self.core).key()
+        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
+            return None
+
+    def _unsigned_acts(self, *, full: bool = False) -> list:
+        """Operator acts without a valid signature by the operator key (service/operator_key.py)."""
+        try:
+            return OperatorKey(self.core).findings(full=full)
+        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
+            return []                # unreadable: the journal's own checks say what
 
     def _check_checkpoints(self):
         """What the journal names against the checkpoint refs, from the last checked head on
@@ -266,6 +285,7 @@ class Chronos:
     def _full_verify(self) -> None:
         try:
             self.reconcile.verify()
+            self._check_store(full=True)         # every operator act's signature, not only the newest
         except Exception:          # the result (and any alarm) is in the journal's state
             pass
 
@@ -314,6 +334,44 @@ class Chronos:
         self.start()
         self.settings_watch.check(force=True)
         return self.settings_watch.accept(keys, actor=actor)
+
+    # ------------------------------------------------------------ operator key
+    def operator_key_show(self) -> results.OperatorKeyInfo:
+        if not self.store_exists():
+            return results.OperatorKeyInfo(registered=False, note=NO_OPERATOR_KEY)
+        self.start()
+        keys = OperatorKey(self.core)
+        key = keys.key()
+        unsigned = storecheck.as_results(keys.findings()) or []
+        if key is None:
+            return results.OperatorKeyInfo(registered=False, unsigned_acts=unsigned, note=NO_OPERATOR_KEY)
+        return results.OperatorKeyInfo(registered=True, fingerprint=key.fingerprint, key_file=key.key_file,
+                                       since_seq=key.seq, unsigned_acts=unsigned)
+
+    def operator_key_set(self, key_file: str, *, actor: str) -> results.OperatorKeyInfo:
+        """Register (or, signed by the old one, replace) the operator key: the operator's act."""
+        self.start()
+        who = operators.check(self.core, "operator-key set")
+        done = OperatorKey(self.core).register(Path(key_file), who, actor=actor)
+        return results.OperatorKeyInfo(registered=True, fingerprint=done["fingerprint"], key_file=done["key_file"],
+                                       since_seq=done.get("event"), changed=done["changed"],
+                                       replaced=done["replaced"])
+
+    def capture_accept(self, workspace: str, *, actor: str) -> results.CaptureAccepted:
+        """The operator accepts a workspace's reported narrowing of what is captured."""
+        self.start()
+        return capture.accept(self.core, workspace, actor=actor)
+
+    def journal_countersign(self, seq: int, *, actor: str) -> results.Countersigned:
+        """The operator owns an act that carries no valid signature (their own, made before the key
+        could sign it, say): its finding clears.  Signed, and refused from the agent's tree."""
+        self.start()
+        who = operators.check(self.core, "journal countersign")
+        fields = OperatorKey(self.core).countersign_fields(seq, who, actor=actor)
+        signed = operators.authorize(self.core, "journal countersign", {"kind": events.Maintenance.kind, **fields})
+        ev = self.core.journal.append(events.Maintenance, {**fields, **signed})
+        self._check_store()
+        return results.Countersigned(event_seq=seq, event=fields["event"], what=fields["what"], seq=ev["seq"])
 
     # ------------------------------------------------------------------ calls
     def protect(self, call: Call, **kw):
@@ -382,6 +440,7 @@ class Chronos:
         res = self.reconcile.verify(checkpoint)
         found = storecheck.findings(self.core, self.remotes)      # the store is examined, never obeyed
         found += storecheck.record_findings(self.core, self.remotes)
+        found += self._unsigned_acts(full=True)
         if found:
             res.tampering = storecheck.as_results(found)
             if res.status == "ok":
@@ -416,15 +475,18 @@ class Chronos:
 
     # ---------------------------------------------------------------- remotes
     def remote_add(self, name: str, url: str, *, snapshots: bool = False) -> results.RemoteAdded:
-        operators.check(self.core, "remote add")
-        return self.remotes.add(name, url, snapshots=snapshots)
+        who = operators.check(self.core, "remote add")
+        return self.remotes.add(name, url, snapshots=snapshots,
+                                authorize=lambda claim: {**operators.authorize(self.core, "remote add", claim),
+                                                         "operator": who})
 
     def remote_list(self) -> results.RemotesResult:
         return self.remotes.list()
 
     def remote_remove(self, name: str) -> results.RemoteRemoved:
-        operators.check(self.core, "remote remove")
-        return self.remotes.remove(name)
+        who = operators.check(self.core, "remote remove")
+        return self.remotes.remove(name, authorize=lambda claim: {
+            **operators.authorize(self.core, "remote remove", claim), "operator": who})
 
     def push(self, name: str | None = None, **kw) -> results.PushResult:
         return self.remotes.push(name, **kw)
@@ -443,7 +505,11 @@ class Chronos:
         """`held`: a held settings change makes it DEGRADED (the model's notice leaves it out: it is
         told apart, without the command that accepts it)."""
         p = self.maintenance.protection(self.snapshots.last)
-        return self._with_held(p, self.settings_watch.held() if self.store_exists() else []) if held else p
+        if not held:
+            return p
+        if self.store_exists() and self.core.journal_opened() is not None:
+            p = capture.degraded(p, capture.reported(self.core))
+        return self._with_held(p, self.settings_watch.held() if self.store_exists() else [])
 
     @staticmethod
     def _with_held(p: results.Protection, held: list[results.HeldSetting]) -> results.Protection:
@@ -469,7 +535,9 @@ class Chronos:
         if self.store_exists():
             remotes = self.remotes.list().remotes
             out.remotes = remotes or None
-            found = storecheck.findings(self.core, self.remotes)
+            found = storecheck.findings(self.core, self.remotes) + self._unsigned_acts()
+            key = self._operator_key()
+            out.operator_key, out.operator_key_note = (key.fingerprint, None) if key else (None, NO_OPERATOR_KEY)
             if found:
                 out.tampering = storecheck.as_results(found)
                 if out.protection.state != "off":

@@ -13,6 +13,7 @@ from ..engine.checkpoint import Checkpoint
 from ..engine.wording import plural
 from ..journal_refs import IntegrityError, checkpoints, events
 from ..journal_refs.journal import witness_path_for
+from . import capture
 from .core import Core
 from .remotes import pinned_tips
 from .results import (
@@ -304,6 +305,10 @@ class Maintenance:
                 fix="`chronos-git log` marks them; intact checkpoints still restore, the next snapshot replaces "
                     "a ref that names nothing usable, and `chronos-git journal verify` says whether the "
                     "checkpoints the journal names are intact")
+        narrowed = capture.reported(core)
+        if narrowed:
+            out.capture_narrowed = narrowed
+            out.protection = capture.degraded(out.protection, narrowed)
         return out
 
     def damage(self) -> list[Damage]:

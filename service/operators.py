@@ -22,6 +22,7 @@ from ..engine.errors import ChronosError
 from ..engine.owner import ProcessIdentity
 from ..journal_refs import events
 from .core import Core
+from .operator_key import OperatorKey, OperatorKeyError
 
 RECENT_EVENTS = 5000            # owners of newer calls are the ones that can still be alive
 
@@ -55,13 +56,29 @@ def check(core: Core, act: str, operation_id: str | None = None) -> dict:
     _refuse(core, act, operation_id, record, comm, pid, agents[(pid, start)])
 
 
-def _refuse(core: Core, act: str, operation_id: str | None, record: dict, comm: str, pid: int,
-            why: str) -> NoReturn:
+def authorize(core: Core, act: str, payload: dict, operation_id: str | None = None) -> dict:
+    """{"signature": ...} for the event of `act` (`payload`: its kind and claimed fields), made
+    before the act starts; {} where no operator key is registered.  An act that cannot be signed
+    is refused and the attempt journaled (service/operator_key.py)."""
+    try:
+        sig = OperatorKey(core).signature(payload)
+    except OperatorKeyError as exc:
+        _journal_refusal(core, act, operation_id, actor_record(), f"not signed: {exc}")
+        raise
+    return {"signature": sig} if sig else {}
+
+
+def _journal_refusal(core: Core, act: str, operation_id: str | None, record: dict, why: str) -> None:
     try:
         core.journal.append(events.Maintenance, {"operation_id": operation_id, "action": "operator_refused",
                                                   "act": act, "actor": record, "because": why})
     except Exception:              # the refusal stands; a journal that cannot record it says so itself
         pass
+
+
+def _refuse(core: Core, act: str, operation_id: str | None, record: dict, comm: str, pid: int,
+            why: str) -> NoReturn:
+    _journal_refusal(core, act, operation_id, record, why)
     raise AgentDescendant(
         f"refused: `{act}` was run by a process that descends from {comm} (pid {pid}), {why}; an "
         "operator act must come from the operator, not from a command the agent ran. Run it from "

@@ -222,9 +222,11 @@ class Reconciler:
             raise ChronosError("resolving needs non-empty --evidence: what shows the outcome?")
         op = self._require_unresolved(operation_id)
         who = operators.check(self.core, "journal resolve", op.operation_id)
+        signed = operators.authorize(self.core, "journal resolve", {
+            "kind": events.Resolved.kind, "operation_id": op.operation_id, "outcome": outcome}, op.operation_id)
         ev = self.core.journal.append(events.Resolved, {"operation_id": op.operation_id, "outcome": outcome,
                                                         "evidence": evidence_text.strip(), "actor": actor,
-                                                        "operator": who})
+                                                        "operator": who, **signed})
         return ResolveResult(operation_id=op.operation_id, outcome=outcome, event=ev["seq"],
                              gate="open" if self.gate.is_open() else "closed")
 
@@ -282,6 +284,8 @@ class Reconciler:
                 f"refusing to replay {op[:12]}: it writes outside the workspace {workspace}, and a replay "
                 "only writes inside it. Apply it by hand: "
                 + "; ".join(_manual_recipe(store.root, {"path": d["path"], "pre": d["post"]}) for d in outside))
+        signed = operators.authorize(self.core, "journal recover --replay",
+                                     {"kind": events.Replayed.kind, "operation_id": op}, op)
         repo = store.repo()
         files = [Declared(d["path"], None if d["post"] is None else repo[d["post"]].data)   # type: ignore[attr-defined]  # a blob id
                  for d in declared]
@@ -290,7 +294,7 @@ class Reconciler:
                                      workspace=workspace, session_id=info.get("session_id"), declared=files,
                                      replay_of=op, actor=actor), gate=False) as t:
             journal.append(events.Replayed, {"operation_id": op, "replay_operation_id": t.ticket.operation_id,
-                                             "actor": actor})
+                                             "actor": actor, **signed})
             faults.hit("replay_after_marker")
             try:
                 ws.write_files([(d.path, d.post) for d in files],   # type: ignore[union-attr]  # no workspace: all outside, refused above
@@ -331,6 +335,9 @@ class Reconciler:
                 paths = [p for p in paths if p not in set(kept)]
         else:
             raise ChronosError(f"operation {op.operation_id[:12]} has no pre-checkpoint to roll back to")
+        signed = {} if dry_run else operators.authorize(self.core, "journal recover --rollback", {
+            "kind": events.Resolved.kind, "operation_id": op.operation_id, "outcome": "rolled_back"},
+            op.operation_id)                  # signed before anything is put back
         res = None
         if paths:
             res = self.time.restore(workspace, pre, paths=paths, clean=True, gate=False, actor=actor,
@@ -350,7 +357,7 @@ class Reconciler:
                 f"{scope}{later}" + (f"; safety checkpoint {safety[:12]}" if safety else ""))
         self.core.journal.append(events.Resolved, {
             "operation_id": op.operation_id, "outcome": "rolled_back", "evidence": text, "actor": actor,
-            "operator": operators.actor_record(),
+            "operator": operators.actor_record(), **signed,
             "rollback": {"pre_checkpoint": pre, "safety_checkpoint": safety, "paths": paths,
                          "boundary_checkpoint": boundary, "kept": kept}})
         return RollbackResult(operation_id=op.operation_id, outcome="rolled_back", evidence=text, restore=res,

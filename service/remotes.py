@@ -305,7 +305,9 @@ class Remotes:
             pass
 
     # ------------------------------------------------------------- commands
-    def add(self, name: str, url: str, *, snapshots: bool = False) -> RemoteAdded:
+    def add(self, name: str, url: str, *, snapshots: bool = False, authorize=None) -> RemoteAdded:
+        """`authorize(claim)`: the operator's signature for the act, asked once the URL is known
+        and before anything changes (service/operators.py)."""
         transport.check_name(name)
         url = transport.normalize_url(url)
         local = transport.local_path(url)
@@ -321,13 +323,15 @@ class Remotes:
             shown_url = known[name][0] if name in known else repo.remotes[name].url or ""
             raise ValueError(f"remote {name!r} exists already ({transport.display_url(shown_url)});"
                              " remove it first")
+        signed = authorize({"kind": events.Maintenance.kind, "action": "remote_added", "remote": name,
+                            "url": transport.display_url(url)}) if authorize else {}
         created = transport.ensure_local(url)
         repo.remotes.create(name, url, f"+{HOSTS}/*:{TRACKING}/{name}/hosts/*")
         repo.config[f"remote.{name}.{MARK}"] = bool(snapshots)
         self._update(name, create=True, added=time.time(), last_error=None, failing_since=None, diverged=None,
                      url=url, **{SENDS: bool(snapshots)})
         shown = transport.display_url(url)
-        self._journal_note("remote_added", remote=name, url=shown, snapshots=bool(snapshots))
+        self._journal_note("remote_added", remote=name, url=shown, snapshots=bool(snapshots), **signed)
         warning = None
         if snapshots:
             warning = (f"file contents leave this machine: every checkpoint of every workspace is pushed to "
@@ -336,11 +340,13 @@ class Remotes:
         return RemoteAdded(remote=name, url=shown, snapshots=bool(snapshots), host=self.host, created=created,
                            warning=warning)
 
-    def remove(self, name: str) -> RemoteRemoved:
+    def remove(self, name: str, *, authorize=None) -> RemoteRemoved:
         if name not in self._configured() and name in _read_state(_state_path(self.core)):
             self._update(name, drop=True)       # its git config went (git remote remove): forget its state
             return RemoteRemoved(remote=name)
         name, url, _ = self._pick(name)
+        signed = authorize({"kind": events.Maintenance.kind, "action": "remote_removed", "remote": name}) \
+            if authorize else {}
         with locking.exclusive(self.core.store.meta_dir / f"push-{name}.lock"):   # after a push under way
             repo = self.core.store.repo()
             if name in [r.name for r in repo.remotes]:
@@ -349,7 +355,7 @@ class Remotes:
             for ref in [r for r in repo.references
                         if r.startswith((f"{OUTBOX}/{name}/", f"{TRACKING}/{name}/"))]:
                 repo.references.delete(ref)
-        self._journal_note("remote_removed", remote=name, url=transport.display_url(url))
+        self._journal_note("remote_removed", remote=name, url=transport.display_url(url), **signed)
         return RemoteRemoved(remote=name)
 
     def list(self) -> RemotesResult:

@@ -106,6 +106,46 @@ class DamagedTip(Model):
                                                  "null: it starts a fresh chain")
 
 
+class IgnoreChange(Model):
+    """A snapshot's ignore rules changed since the previous checkpoint (engine/narrowing.py)."""
+    sources: list[str] = Field(description="the ignore files that changed: workspace-relative, or absolute "
+                                           "(the store's exclude files)")
+    sources_b64: list[str | None] | None = None
+    count: int = Field(description="paths of the checkpoint the rules now ignore (they stay captured; files "
+                                   "created there later are left out)")
+    files: int = Field(description="paths in the checkpoint")
+    sample: list[str]
+    sample_b64: list[str | None] | None = None
+    complete: bool = Field(description="false: counting ran out of time, `count` is a floor")
+    large: bool = Field(description="reported like a weakening setting (at least 20 paths, or a quarter)")
+
+
+class NarrowedCapture(Model):
+    """A large narrowing of what a workspace's checkpoints capture, not accepted by an operator."""
+    workspace: str
+    workspace_b64: str | None = None
+    checkpoint: str | None
+    count: int
+    files: int
+    sample: list[str]
+    sample_b64: list[str | None] | None = None
+    sources: list[str]
+    sources_b64: list[str | None] | None = None
+    complete: bool = True
+    since_seq: int | None = Field(None, description="the journal event that recorded it")
+
+
+class CaptureAccepted(Result):
+    """`chronos-git capture accept`: the operator accepted a workspace's narrowing of capture."""
+    workspace: str
+    workspace_b64: str | None = None
+    accepted: bool
+    count: int | None = None
+    sources: list[str] | None = None
+    sources_b64: list[str | None] | None = None
+    note: str | None = None
+
+
 class SnapshotResult(Result):
     workspace: str
     workspace_b64: str | None = None
@@ -123,6 +163,8 @@ class SnapshotResult(Result):
     checkpoint_info: CheckpointInfo | None
     note: str | None = None          # e.g. a label that was not kept (nothing changed)
     damaged_tip: DamagedTip | None = None
+    ignore_change: IgnoreChange | None = Field(
+        None, description="the ignore rules changed since the previous checkpoint: what they now ignore")
 
 
 class LogResult(Result):
@@ -319,7 +361,8 @@ class TreeCheck(Model):
 
 class TamperFinding(Model):
     """One thing in the store that chronos-git did not write: never honoured, reported."""
-    kind: str = Field(description="config, worktree_config, ref, grafts, alternates, hook or file")
+    kind: str = Field(description="config, worktree_config, ref, grafts, alternates, hook, file, record or "
+                                  "signature (an operator act without the operator key's signature)")
     where: str
     what: str
     why: str
@@ -544,8 +587,14 @@ class HealthResult(Result):
         None, description="what the store holds that chronos-git never writes; null: nothing")
     settings_held: list[HeldSetting] | None = Field(
         None, description="weakening changes of the profile's settings waiting for an operator; null: none")
+    operator_key: str | None = Field(
+        None, description="the fingerprint of the key operator acts are signed with; null: none registered "
+                          "(`operator_key_note` says what that leaves open)")
+    operator_key_note: str | None = None
     damaged: list[Damage] | None = Field(
         None, description="what in the workspaces' histories cannot serve, and why; null: nothing")
+    capture_narrowed: list[NarrowedCapture] | None = Field(
+        None, description="workspaces whose ignore rules now leave out much of what was captured; null: none")
 
 
 class ToolStatus(Result):
@@ -664,3 +713,24 @@ class GitRun(Result):
     exit_code: int
     argv: list[str]
 
+
+
+class OperatorKeyInfo(Result):
+    """The operator key (service/operator_key.py): operator acts are signed with it once registered."""
+    registered: bool
+    fingerprint: str | None = None
+    key_file: str | None = Field(None, description="the private key ssh-keygen signs with (asks its passphrase)")
+    since_seq: int | None = Field(None, description="the journal event that registered it")
+    changed: bool = Field(False, description="this command registered or replaced it")
+    replaced: str | None = Field(None, description="the fingerprint of the key it replaced")
+    unsigned_acts: list[TamperFinding] = Field(default_factory=list,
+                                               description="operator acts without a valid signature")
+    note: str | None = Field(None, description="what having no key leaves open")
+
+
+class Countersigned(Result):
+    """An operator act without a valid signature, countersigned by the operator as theirs."""
+    event_seq: int
+    event: str
+    what: str
+    seq: int = Field(description="the countersignature's journal event")

@@ -29,7 +29,7 @@ from ..engine.store import Store
 from ..journal_refs import JournalError, events
 from ..journal_refs.journal import witness_path_for
 from ..journal_refs.state import SETTINGS_ACTION
-from ..settings import PLUGIN_KEY, Loaded, Settings, env_overrides, plugin_enabled
+from ..settings import PLUGIN_KEY, Loaded, Settings, env_overrides, plugin_enabled, profile_store
 from . import operators
 from .core import Core
 from .results import HeldSetting, SettingsRecord
@@ -85,12 +85,18 @@ class SettingsWatch:
                 # the closed gate
                 self._keep(rec, written)
                 return
-            in_force, held, changes = _compare(rec, written, journal.state.seq + 1)
             before = self._other_stores() if not rec else []
+            here = str(self.core.store_dir)
+            if (before or "store_dir" in (rec.get("held") or {})
+                    or (rec.get("in_force") or {}).get("store_dir") == here) and self._elsewhere():
+                # the host runs on another store than the profile names (CHRONOS_GIT_STORE in its
+                # environment): the move is that store, and it stays held while the host runs there
+                written["store_dir"] = here
+            in_force, held, changes = _compare(rec, written, journal.state.seq + 1)
             if before:        # a profile that had a store now has another: held as a store_dir change,
                 # and, with no record to compare against, whatever is weaker than the defaults
                 floor = _floor(written)
-                for key in sorted(k for k in _block(written) if written[k] != floor.get(k)):
+                for key in sorted(k for k in _block(written) if written[k] != floor.get(k) and k != "store_dir"):
                     in_force[key] = floor[key]
                     held[key] = {"in_force": floor[key], "written": written[key], "since_seq": journal.state.seq + 1}
                     changes.append({"key": key, "from": floor[key], "to": written[key], "verdict": "weakening",
@@ -186,14 +192,20 @@ class SettingsWatch:
                     in_force[key] = h.get("written")
                     changes.append({"key": key, "from": h.get("in_force"), "to": h.get("written"),
                                     "verdict": "weakening", "status": "accepted"})
+                signed = operators.authorize(self.core, "settings accept", {
+                    "kind": events.Maintenance.kind, "action": SETTINGS_ACTION, "changes": changes})
                 journal.append(events.Maintenance, {
                     "operation_id": None, "action": SETTINGS_ACTION, "in_force": in_force, "held": held,
                     "changes": changes, "fingerprint": fingerprint(_block(in_force)), "actor": actor,
-                    "operator": who})
+                    "operator": who, **signed})
                 self._apply(in_force, held)
         return self.describe(accepted=chosen)
 
     # ---------------------------------------------------------------- in force
+    def _elsewhere(self) -> bool:
+        assert self.reader is not None
+        return os.path.realpath(profile_store(self.reader().settings)) != os.path.realpath(self.core.store_dir)
+
     def _written(self) -> dict:
         assert self.reader is not None
         values = _values(self.reader().settings)

@@ -11,6 +11,7 @@ from ..engine import offload
 from ..engine.checkpoint import CheckpointMeta
 from ..engine.errors import ChronosError
 from ..journal_refs import JournalError, events
+from . import capture
 from .calls import Call
 from .core import Core
 
@@ -32,12 +33,14 @@ class Snapshots:
     def taken(self, ws, res) -> str | None:
         """A snapshot done (engine result): a ref that named no checkpoint that could serve was
         replaced (on the HEAD's checkpoint, else a fresh chain), so the chain moved without a
-        call: journaled (the service is started by then).  Never raises: returns why it could
-        not be journaled (a journal in doubt hears nothing until an operator looks)."""
+        call: journaled (the service is started by then); ignore rules that changed are journaled
+        with what they now ignore (service/capture.py).  Never raises: returns why it could not be
+        journaled (a journal in doubt hears nothing until an operator looks)."""
         self.imported(res.report.get("scan"))
+        why = capture.noted(self.core, ws, res)
         tip = res.report.get("damaged_tip")
         if not tip or res.checkpoint is None:
-            return None
+            return why
         try:
             self.core.journal.append(events.Maintenance, {
                 "operation_id": None, "action": "damaged_tip", "workspace": os.fsdecode(ws.root_bytes),
@@ -86,7 +89,9 @@ class Snapshots:
         return self._note(ws, {"checkpoint": res.checkpoint.id if res.checkpoint else None,
                                "kind": res.report["kind"], "partial": res.partial, "created": res.created,
                                "scan": res.report.get("scan"),
-                               "skipped_count": len(res.report.get("skipped", ()))})
+                               "skipped_count": len(res.report.get("skipped", ())),
+                               **({"ignore_change": {k: res.report["ignore_change"][k] for k in ("count", "large")}}
+                                  if res.report.get("ignore_change") else {})})
 
     def _note(self, ws, out: dict) -> dict:
         self.last = {"time": time.time(), "workspace": os.fsdecode(ws.root_bytes), **out}

@@ -10,8 +10,8 @@ chronos-git's own files, or a shell command), then judged where the product prom
 * never a forgery honoured: the pass-through to stock git refuses a tampered store, a planted
   pager never runs, a push never goes where a planted rewrite points.
 
-Attacks on what is not built yet (settings held for an operator, narrowing ignore rules, a
-moved store) are not here; docs/threat-model.md lists them as open.
+Settings held for an operator are tried through real Hermes (tests/e2e/test_adversary_hermes.py:
+the victim here reads no profile); a moved store is in docs/threat-model.md.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from .scenario import Outcome, Scenario
 from .workload import ATTACK
 
 KINDS = ("file_tool_into_store", "file_tool_into_witness", "planted_pager", "replace_ref", "url_rewrite",
-         "forged_checkpoint_ref", "boot_record_deleted", "left_over_process_resolves")
+         "forged_checkpoint_ref", "boot_record_deleted", "left_over_process_resolves", "ignore_everything",
+         "forged_operator_act")
 
 
 def _attack(s: Scenario, spec: dict, *, fault: str | None = None):
@@ -234,6 +235,41 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
             out.breach("integrity", "the refused attempt was not journaled")
         for op in still:                                              # the operator's own act
             svc.resolve(op, "not_applied", "windtunnel: the victim was killed", actor="windtunnel")
+        return out
+    if kind == "ignore_everything":
+        # a `*` .gitignore: what is captured stays, every new file is left out; reported, never silent
+        _attack(s, _sh(f"printf '*\\n' > '{s.ws}/.gitignore'"))
+        svc = s.next_start()
+        h = svc.health(str(s.ws))
+        named = bool(h.capture_narrowed) and h.protection.state == "degraded"
+        out.reached = True
+        out.note = "a `*` .gitignore: " + (f"reported ({h.protection.reason})"[:200] if named else "NOT reported")
+        if not named:
+            out.breach("integrity", f"a `*` .gitignore narrowed capture unreported: {h.protection}")
+        return out
+    if kind == "forged_operator_act":
+        # with an operator key registered, the agent writes an operator act into the journal itself
+        import shutil
+        import subprocess
+        if shutil.which("ssh-keygen") is None:
+            out.reached = False
+            out.breach("unreached", "ssh-keygen is not installed: no operator key to forge against")
+            return out
+        from ..service import Chronos
+        from ..settings import Settings
+        key = s.root / "operator-key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
+                       stdin=subprocess.DEVNULL)
+        Chronos.get(store, Settings()).operator_key_set(str(key), actor="windtunnel")   # the operator's act
+        code = f"""
+            from chronos_git.engine.store import Store
+            from chronos_git.journal_refs import Journal, events
+            j = Journal(Store.open({str(store)!r})).open()
+            j.append(events.Maintenance, {{"operation_id": None, "action": "remote_added", "remote": "exfil",
+                                          "url": "/tmp/exfil.git", "operator": {{"uid": 0, "tty": "/dev/pts/1"}}}})
+        """
+        _attack(s, _py(code))
+        _detected(out, s, "an operator act written into the journal without the operator key", gate=True)
         return out
     raise ValueError(kind)
 

@@ -132,6 +132,8 @@ CASES = {
     "alternates": (lambda st: (lambda s: (st / "objects" / "info").mkdir(exist_ok=True) or
                                (st / "objects" / "info" / "alternates").write_text("/tmp/other/objects\n")),
                    "alternates", "objects/info/alternates"),
+    "info_exclude_rule": (lambda st: (lambda s: open(st / "info" / "exclude", "a").write("*\n")), "file",
+                          "info/exclude rule '*'"),
     "store_config_worktree": (lambda st: (lambda s: (st / "config.worktree").write_text("[core]\n\tpager = x\n")),
                               "config", "the file"),
     "workspace_config_worktree": (lambda st: (lambda s: _gitc(

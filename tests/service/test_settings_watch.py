@@ -165,6 +165,38 @@ def test_a_profile_pointed_at_a_new_store_says_so_in_the_new_one(cli, ws, tmp_pa
     assert cli("health", "--json", env=env).json.get("settings_held") is None
 
 
+def test_a_host_started_on_another_store_than_the_profile_names_says_so_until_accepted(tmp_path, ws, monkeypatch):
+    """CHRONOS_GIT_STORE in the environment Hermes starts with (an edited .env, say) moves the
+    host to a fresh store while config.yaml still names the old one: held at every start (not
+    only the first), until the operator accepts it; then quiet."""
+    from chronos_git import settings as settings_mod
+    from chronos_git.service import Chronos
+    from chronos_git.settings import Settings
+    home = tmp_path / "home"
+    home.mkdir()
+    old, new = tmp_path / "old", tmp_path / "new"
+    (home / "config.yaml").write_text(yaml.safe_dump({"plugins": {"enabled": ["chronos-git"], "entries": {
+        "chronos-git": {"settings": {"store_dir": str(old)}}}}}))
+    monkeypatch.setenv("HERMES_HOME", str(home))
+
+    def host(store):
+        Chronos.forget_instances()
+        s = Chronos.get(store, Settings(store_dir=str(old)))
+        s.watch_settings(lambda: settings_mod.load(env=False), home / "config.yaml")
+        s.write_file(str(ws), "a.txt", b"x")
+        return s
+    host(old)
+    for _ in range(2):                                   # the first start of the new store, and the next
+        h = host(new).health(str(ws))
+        (held,) = h.settings_held
+        assert (held.key, held.in_force, held.written) == ("store_dir", str(old), str(new))
+        assert h.protection.state == "degraded"
+    assert host(new).settings_accept(["store_dir"], actor="operator-cli").accepted == ["store_dir"]
+    for _ in range(2):
+        h = host(new).health(str(ws))
+        assert h.settings_held is None and h.protection.state == "on", h.protection
+
+
 def test_accept_takes_only_what_the_operator_named(cli, ws, profile):
     """A change the agent makes between the person's look and the accept is not accepted with it."""
     home, write = profile

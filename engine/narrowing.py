@@ -1,0 +1,120 @@
+"""Capture that narrows: ignore rules changed since the previous checkpoint, and how many of
+its paths they now ignore.
+
+Git keeps what it tracks, so a new `*` rule takes nothing out of later checkpoints at once: it
+leaves out every file created after it, silently.  Counting the rule's reach over what was
+captured when the rule changes makes that visible.  Found without a walk of its own: a
+`.gitignore` among the paths a snapshot refreshed (declared or watched), among the tree's
+changes, or seen by the scan's own walk (`find_omissions`) and changed (ctime) since the
+previous checkpoint began; the store's exclude files (settings `ignored_patterns`, and
+`<store>/info/exclude`, which libgit2 reads for every workspace) by one stat each.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from .ignore import is_ignored
+
+IGNORE_NAME = ".gitignore"
+SAMPLE = 10                 # paths kept in a record (the count is exact)
+BUDGET_S = 2.0              # counting stops here (78k paths take ~1 s); the count is then a floor
+LARGE_PATHS = 20            # this many captured paths now ignored is a large narrowing ...
+LARGE_SHARE = 4             # ... and so is a quarter (1/4) of the checkpoint's paths
+
+
+def is_large(count: int, files: int) -> bool:
+    """A narrowing reported like a weakening setting: at least LARGE_PATHS paths, or at least a
+    quarter of what the checkpoint holds (a small workspace emptied by `*` counts too)."""
+    return count >= LARGE_PATHS or (count > 0 and count * LARGE_SHARE >= files)
+
+
+@dataclass
+class IgnoreChange:
+    sources: list[str]          # ignore files that changed: workspace-relative, or absolute (store's)
+    count: int = 0              # paths of the checkpoint the rules now ignore (they stay captured)
+    files: int = 0              # paths in the checkpoint
+    sample: list[str] = field(default_factory=list)
+    complete: bool = True       # False: the budget ran out, `count` is a floor
+
+    @property
+    def large(self) -> bool:
+        return is_large(self.count, self.files)
+
+    def to_dict(self) -> dict:
+        return {"sources": self.sources, "count": self.count, "files": self.files, "sample": self.sample,
+                "complete": self.complete, "large": self.large}
+
+
+def changed_since(paths: list[bytes], since: float) -> list[bytes]:
+    """Those of `paths` whose inode changed at or after `since` (ctime: no tool can set it back)."""
+    out = []
+    for p in paths:
+        try:
+            if os.lstat(p).st_ctime >= since:
+                out.append(p)
+        except OSError:
+            pass
+    return out
+
+
+def tree_sources(old_tree, new_tree) -> list[str]:
+    """`.gitignore` files among the changes of two trees (identical subtrees are skipped)."""
+    if old_tree is None or new_tree is None or old_tree.id == new_tree.id:
+        return []
+    out = []
+    for d in old_tree.diff_to_tree(new_tree).deltas:
+        for p in {d.old_file.path, d.new_file.path}:
+            if p and os.path.basename(p) == IGNORE_NAME:
+                out.append(p)
+    return out
+
+
+def named(rels) -> list[str]:
+    """`.gitignore` files among paths a snapshot refreshed."""
+    return [r for r in rels or () if os.path.basename(r.rstrip("/")) == IGNORE_NAME]
+
+
+def scope(source: str) -> str:
+    """Where an ignore file's rules reach: its folder ("" for the whole workspace)."""
+    if os.path.isabs(source):
+        return ""
+    d = os.path.dirname(source)
+    return d + "/" if d else ""
+
+
+def reach(repo, paths, sources: list[str], deadline: float | None = None) -> IgnoreChange:
+    """How many of `paths` (the index's, sorted) the current rules ignore, under the folders
+    the changed `sources` govern.  An ignored folder ignores all below it: one check each."""
+    scopes = sorted({scope(s) for s in sources})
+    if "" in scopes:
+        scopes = [""]
+    deadline = deadline if deadline is not None else time.monotonic() + BUDGET_S
+    out = IgnoreChange(sources=sorted(set(sources)))
+    dirs: dict[str, bool] = {}
+    for n, rel in enumerate(paths):
+        out.files += 1
+        if not any(rel.startswith(s) for s in scopes):
+            continue
+        if n % 256 == 0 and time.monotonic() > deadline:
+            out.complete = False
+            continue               # still counting `files`
+        if _under_ignored(repo, rel, dirs) or is_ignored(repo, rel):
+            out.count += 1
+            if len(out.sample) < SAMPLE:
+                out.sample.append(rel)
+    return out
+
+
+def _under_ignored(repo, rel: str, dirs: dict[str, bool]) -> bool:
+    cut = rel.find("/")
+    while cut >= 0:
+        d = rel[:cut + 1]
+        hit = dirs.get(d)
+        if hit is None:
+            hit = dirs[d] = is_ignored(repo, d)
+        if hit:
+            return True
+        cut = rel.find("/", cut + 1)
+    return False
