@@ -127,8 +127,8 @@ def _journal_has(store: Path, sessions: int, calls: int) -> int:
     from chronos_git.settings import Settings
     svc = Chronos(store, Settings(), create=False)
     svc.start()
-    started = sum(1 for e in svc.journal.events(None) if e.get("kind") == "started")
-    returned = sum(1 for e in svc.journal.events(None) if e.get("kind") == "returned")
+    started = sum(1 for e in svc.core.journal.events(None) if e.get("kind") == "started")
+    returned = sum(1 for e in svc.core.journal.events(None) if e.get("kind") == "returned")
     if started < sessions * calls or returned < sessions * calls:
         raise RuntimeError(f"the plugin arm journaled {started} started / {returned} returned events for "
                            f"{sessions * calls} calls")

@@ -102,7 +102,7 @@ def run(quick: bool) -> dict:
         svc.snapshot(str(ws), "first")
         svc.remote_add("bench", f"git://127.0.0.1:{port}/chronos.git", snapshots=True)
         git_url = f"git://127.0.0.1:{port}/git.git"
-        ws_obj = svc.store.workspace(str(ws))
+        ws_obj = svc.core.store.workspace(str(ws))
         refs = [f"{anchor.ANCHOR_REF}:refs/chronos/hosts/bench/journal",
                 f"{ws_obj.ref}:refs/chronos/hosts/bench/snapshots/{ws_obj.id}"]
 
@@ -112,9 +112,9 @@ def run(quick: bool) -> dict:
             return (time.perf_counter() - t) * 1000
 
         def git_push() -> float:
-            anchor.extend(svc.store)                       # the refs it pushes must exist (untimed)
+            anchor.extend(svc.core.store)                       # the refs it pushes must exist (untimed)
             t = time.perf_counter()
-            subprocess.run(["git", f"--git-dir={svc.store.root}", "push", "-q", git_url, *refs], check=True,
+            subprocess.run(["git", f"--git-dir={svc.core.store.root}", "push", "-q", git_url, *refs], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             return (time.perf_counter() - t) * 1000
 

@@ -120,7 +120,7 @@ class ChronosHandler:
         return self.Chronos.get(store_dir, self.Settings(**settings))
 
     def _check_event(self, kind: str, op: str) -> None:
-        j = self.c.journal
+        j = self.c.core.journal
         ev = j.event(j.head)
         if ev.get("kind") != kind or ev.get("operation_id") != op:
             raise BenchCheck(f"chronos: journal head is {ev.get('kind')} {str(ev.get('operation_id'))[:12]}, "
@@ -129,7 +129,7 @@ class ChronosHandler:
     def _check_tree(self, cp: str | None, expect: dict) -> None:
         if not cp:
             raise BenchCheck("chronos: no pre-call checkpoint was recorded")
-        repo = self.c.store.repo()
+        repo = self.c.core.store.repo()
         try:
             tree = repo[cp].tree
         except (KeyError, ValueError) as exc:
@@ -153,7 +153,7 @@ class ChronosHandler:
         return {"partial": False}
 
     def _files_in(self, cp: str) -> list[str]:
-        repo = self.c.store.repo()
+        repo = self.c.core.store.repo()
         out: list[str] = []
         stack = [(repo[cp].tree, "")]
         while stack:
@@ -185,7 +185,7 @@ class ChronosHandler:
         t0 = _now()
         if hasattr(self.c, "turn_checkpoint"):
             self.c.turn_checkpoint(self.ws, session_id="bench")
-        wsobj = self.c.store.workspace(self.ws)
+        wsobj = self.c.core.store.workspace(self.ws)
         state = getattr(self.c, "background_state", lambda _ws: None)
         deadline = time.monotonic() + 600
         while (st := state(wsobj)) and st.get("running") and time.monotonic() < deadline:
@@ -196,7 +196,7 @@ class ChronosHandler:
         return {"host": "hermes", "turn_checkpoint_ms": _ms(t0), "watcher": watcher}
 
     def op_watcher(self) -> dict | None:
-        wsobj = self.c.store.workspace(self.ws)
+        wsobj = self.c.core.store.workspace(self.ws)
         return wsobj.watcher_state() if hasattr(wsobj, "watcher_state") else None
 
     def shutdown(self) -> None:
@@ -220,7 +220,7 @@ class ChronosHandler:
         files = self._files_in(cp)
         out = {"ms": ms, "init_ms": init_ms, "checkpoint": cp, "files": len(files),
                "kind": r.get("kind"), "skipped": len(r.get("skipped") or ())}
-        wsobj = self.c.store.workspace(ws)
+        wsobj = self.c.core.store.workspace(ws)
         out["seed"] = getattr(wsobj, "last_seed", None)
         out["phases_s"] = getattr(wsobj, "last_bulk", None)       # the import's own phase times
         if hasattr(self.c, "consolidate"):
@@ -301,7 +301,7 @@ class ChronosHandler:
             raise BenchCheck(f"chronos: restore failed: {r}")
         safety = r.get("safety_checkpoint")
         try:
-            self.c.store.repo()[safety]
+            self.c.core.store.repo()[safety]
         except (KeyError, ValueError, TypeError):
             raise BenchCheck(f"chronos: restore's safety checkpoint {safety} is not in the store") from None
         if not r.get("operation_id"):
@@ -328,25 +328,25 @@ class ChronosHandler:
         self.n += 1
         return {"operation_id": uuid.uuid4().hex, "tool": "terminal", "args_hash": "0" * 64,
                 "fingerprint": f"{self.n:064x}", "session_id": "bench", "tool_call_id": f"bench-j{self.n}",
-                "turn_id": None, "owner": self.c.journal.me.to_dict(), "workspace": self.ws,
+                "turn_id": None, "owner": self.c.core.journal.me.to_dict(), "workspace": self.ws,
                 "pre_checkpoint": None, "snapshot": {"kind": "none", "note": "bench: journal only"}}
 
     def _append_pair(self) -> None:
         f = self._intent_fields()
-        self.c.journal.append(self.events.Started, f)
-        self.c.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
+        self.c.core.journal.append(self.events.Started, f)
+        self.c.core.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
                                            "result_hash": None, "post_checkpoint": None, "duration_ms": 0.0})
 
     def op_append(self) -> dict:
         """P4 append: one durable `started` event (the `returned` after it is untimed)."""
         f = self._intent_fields()
         t0 = _now()
-        ev = self.c.journal.append(self.events.Started, f)
+        ev = self.c.core.journal.append(self.events.Started, f)
         ms = _ms(t0)
-        if ev.get("id") != self.c.journal.head:
+        if ev.get("id") != self.c.core.journal.head:
             raise BenchCheck("chronos: append did not move the journal head")
         self._check_event("started", f["operation_id"])
-        self.c.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
+        self.c.core.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
                                            "result_hash": None, "post_checkpoint": None, "duration_ms": 0.0})
         self._check_event("returned", f["operation_id"])
         return {"ms": ms}
@@ -380,7 +380,7 @@ class ChronosHandler:
     # P6 ----------------------------------------------------------------
     def op_compact(self, store_dir: str) -> dict:
         before, obj_before = dir_bytes(store_dir), dir_bytes(store_dir, "objects")
-        tip = self.c.store.workspace(self.ws).tip()
+        tip = self.c.core.store.workspace(self.ws).tip()
         reset_peak_rss()
         t0 = _now()
         rep = self.c.compact(grace_s=0).wire()
@@ -391,7 +391,7 @@ class ChronosHandler:
             raise BenchCheck(f"chronos: compaction dropped checkpoints although retention is unlimited: "
                              f"{[d['workspace'] for d in rep['dropped']]}")
         # everything the newest checkpoint needs must still be there
-        repo = self.c.store.repo()
+        repo = self.c.core.store.repo()
         missing = 0
         stack = [repo[tip.id].tree]
         while stack:

@@ -29,7 +29,8 @@ READ_ONLY = {"log", "show", "diff", "health", "report", "git"}     # never creat
                                                   # opens, and so starts, the journal)
 
 
-READ_ONLY_SUB = {("journal", "verify"), ("journal", "log"), ("journal", "show"), ("journal", "checkpoint"),
+READ_ONLY_SUB = {("journal", "verify"), ("journal", "log"), ("journal", "show"), ("journal", "export"),
+                 ("journal", "checkpoint"),
                  ("remote", "list")}
 
 
@@ -175,11 +176,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     q = js.add_parser("status", help="integrity and unresolved operations")
     _common(q)
     q = js.add_parser("verify", help="re-hash and replay the whole chain")
-    q.add_argument("--checkpoint", default=None, help="an exported journal head that must be an ancestor")
+    q.add_argument("--head", "--checkpoint", dest="checkpoint", default=None, metavar="FILE",
+                   help="an exported journal head (`journal export`) that must be an ancestor")
     q.add_argument("--remote", default=None, metavar="NAME",
                    help="also check this host's journal on remote NAME: it must be the local head or an ancestor")
     _common(q)
-    q = js.add_parser("checkpoint", help="print the journal head to keep elsewhere (verify against it later)")
+    q = js.add_parser("export", aliases=["checkpoint"],     # `checkpoint`: its older name, still taken
+                      help="print the journal head to keep elsewhere (verify against it later)")
     _common(q)
     q = js.add_parser("log", help="events, newest first")
     q.add_argument("--limit", "-n", type=_positive, default=50)
@@ -244,7 +247,7 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
         svc = Chronos.get(args.store or store, loaded.settings, create=command not in READ_ONLY,
                           reads_only=_reads_only(args),
                           problems=loaded.problems)
-        stores = [str(svc.core.store_dir)]
+        stores = [str(svc.store_dir)]
         svc.watch_profile(env_overrides=from_env)     # weakening edits of config.yaml are held
         workspace = _workspace(getattr(args, "workspace", None))
         with at_terminal():                    # an operator key's passphrase is asked here
@@ -276,7 +279,7 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
     if cmd == "snapshot":
         with render.import_progress(None if as_json else err) as progress:
             res = svc.snapshot(workspace, args.message, paths=args.path, progress=progress)
-        if svc.maintenance.consolidation():
+        if svc.consolidation_due():
             # a first import was written for speed: compress it now (a Hermes host does it in the background)
             with render.import_progress(None if as_json else err, "compressing the first import",
                                         "objects") as progress:
@@ -366,7 +369,7 @@ def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, R
         if jc == "verify":
             return 0, svc.journal_verify(_exported_head(args.checkpoint) if args.checkpoint else None,
                                          remote=args.remote)
-        if jc == "checkpoint":
+        if jc in ("export", "checkpoint"):
             return 0, svc.journal_export()
         if jc == "log":
             return 0, svc.journal_log(args.limit)
@@ -407,7 +410,7 @@ def _read_head_file(path: str) -> bytes:
     can have effects of its own) and again on the open descriptor (the name may be swapped
     meanwhile); O_NONBLOCK so that even then a FIFO cannot block the open."""
     what = (f"cannot read the journal head {path}: it is not a regular file (a device, a FIFO, a socket or "
-            "a folder); give the file `journal checkpoint --json` wrote")
+            "a folder); give the file `journal export --json` wrote")
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise ValueError(what)
@@ -419,7 +422,7 @@ def _read_head_file(path: str) -> bytes:
         raise ValueError(f"cannot read the journal head {path}: {exc.strerror or exc}") from None
     if len(data) > HEAD_MAX_BYTES:
         raise ValueError(f"cannot read the journal head {path}: it holds more than {HEAD_MAX_BYTES // 1024} KiB, "
-                         "so it is not one (`journal checkpoint --json` writes a few hundred bytes)")
+                         "so it is not one (`journal export --json` writes a few hundred bytes)")
     return data
 
 
@@ -430,7 +433,7 @@ def _exported_head(path: str) -> dict:
     except ValueError as exc:
         raise ValueError(f"{path} is not a JSON journal head: {exc}") from None
     if isinstance(doc, dict) and isinstance(doc.get("checkpoint"), dict):
-        doc = doc["checkpoint"]            # the whole `journal checkpoint --json` output
+        doc = doc["checkpoint"]            # the whole `journal export --json` output
     if not isinstance(doc, dict):
         raise ValueError(f"{path} does not hold a journal head object")
     return doc

@@ -532,8 +532,8 @@ def _verify(res: r.VerifyResult):
 def _head(res: r.JournalHeadResult):
     c = res.checkpoint
     yield Text(f"journal head {c.head} (event #{c.seq}) of journal {c.journal_id}")
-    yield Text("keep this elsewhere; later: chronos-git journal checkpoint --json > head.json, then "
-               "chronos-git journal verify --checkpoint head.json", style="dim")
+    yield Text("keep this elsewhere; later: chronos-git journal export --json > head.json, then "
+               "chronos-git journal verify --head head.json", style="dim")
 
 
 def _events(res: r.EventsResult | r.OperationEvents):

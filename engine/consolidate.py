@@ -39,14 +39,17 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from . import faults, locking
-from .bulk import _PackWriter, pack_entry
+from .compaction import compaction_lock
 from .fsutil import atomic_write, fsync_dir
-from .retention import _roots, _walk, compaction_lock, note_compacted_packs
+from .pack_list import note_compacted_packs
+from .pack_writer import PackWriter, pack_entry
+from .reachability import roots, walk
 from .usergit import Unusable, read_idx
 
 LEVEL = 1                     # git's own loose-object level: ~4x smaller than stored, fast
@@ -128,7 +131,7 @@ class Quiet:
     is the time since the agent last did anything.  A missing file is a quiet agent.  No
     waiting once the pending list (`since`: its file) is DEFER_MAX_S old, nor for longer
     than that in one run, nor once someone asks for the compaction lock it holds (`wanted`
-    changes: retention.compaction_lock).  Changes are timed on this process's monotonic
+    changes: compaction.compaction_lock).  Changes are timed on this process's monotonic
     clock: a file stamped in the future, or a clock stepped back, makes no agent busy for
     longer than QUIET_S and hides no one's asking."""
 
@@ -194,7 +197,7 @@ def quiet_for(store, activity: Path) -> Quiet:
     return Quiet(activity, _list_path(store), store.meta_dir / "compact.wanted")
 
 
-def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int], total: int,
+def _copy(repo, oids: list[pygit2.Oid], writer: PackWriter, say, done: list[int], total: int,
           quiet=None) -> None:
     """Read each object (libgit2 resolves deltas) and compress on the pool into `writer`;
     `quiet(say, done, total)`, when given, is asked before each batch is read."""
@@ -232,6 +235,17 @@ def _copy(repo, oids: list[pygit2.Oid], writer: _PackWriter, say, done: list[int
         drain(0)
 
 
+@dataclass
+class _Plan:
+    """Phase B's walk: what to copy out of which packs."""
+    repo: pygit2.Repository
+    seen: set                   # every object walked
+    wanted: list                # reached objects to copy
+    target: set[bytes]          # every object to copy (what phase C catches up on)
+    adopted: set[str]           # linked packs kept as they are
+    drop: list[str]             # pending packs copied out of and deleted
+
+
 def consolidate(store, progress=None, quiet: Quiet | None = None) -> dict:
     """Consolidate every pending pack; returns what was done (safe to call at any time).
 
@@ -254,72 +268,89 @@ def consolidate(store, progress=None, quiet: Quiet | None = None) -> dict:
                 ids[s] = read_idx(os.fsencode(pack_dir / f"{s}.idx"))
             except (OSError, Unusable):
                 ids[s] = set()
-        every = set().union(*ids.values())
         if quiet is not None:
             quiet(say, 0, 0)
         say("walking", 0, 0)
+        plan = _plan(store, pack_dir, lists["linked"], stems, ids)
+        out["bytes_before"] = _pack_bytes(pack_dir, plan.drop)
+        ours, done = _copy_and_delete(store, plan, pack_dir, say, quiet)
+        if plan.adopted:
+            note_compacted_packs(store, plan.adopted)    # delta packs: later compactions keep them
+        _forget(store, set(stems))
+        out["bytes_after"] = _pack_bytes(pack_dir, ours)
+    out.update(packs=len(plan.drop), adopted=len(plan.adopted), objects=done,
+               seconds=round(time.monotonic() - t0, 3))
+    return out
+
+
+def _plan(store, pack_dir: Path, linked: list[str], stems: list[str], ids: dict[str, set[bytes]]) -> _Plan:
+    """Walk what the refs reach: the linked packs to adopt, the objects to copy out of the others."""
+    every = set().union(*ids.values())
+    with store.maintenance.exclusive():
+        store.forget_repos()
+        commits, trees = roots(store)
+    repo = pygit2.Repository(str(store.root))
+    seen: set = set()
+    reached = [o for o in walk(repo, commits, trees, seen) if o.raw in every]
+    reach = {o.raw for o in reached}
+    adopted = {s for s in linked if ids[s] and len(ids[s] & reach) >= ADOPT * len(ids[s])}
+    kept = set().union(*(ids[s] for s in adopted)) if adopted else set()
+    drop = [s for s in stems if s not in adopted]
+    target = set().union(*(ids[s] for s in drop)) - kept if drop else set()
+    # what an earlier run, cut off by its process's exit, already copied stays copied
+    for idx in pack_dir.glob("pack-*.idx"):
+        if idx.stem not in ids and target:
+            try:
+                target -= read_idx(os.fsencode(idx))
+            except (OSError, Unusable):
+                pass
+    wanted = [o for o in reached if o.raw in target]
+    return _Plan(repo, seen, wanted, target, adopted, drop)
+
+
+def _pack_bytes(pack_dir: Path, stems) -> int:
+    """The size of the .pack files of `stems` (those that exist)."""
+    total = 0
+    for s in stems:
+        try:
+            total += (pack_dir / f"{s}.pack").stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _copy_and_delete(store, plan: _Plan, pack_dir: Path, say, quiet) -> tuple[set[str], int]:
+    """Phase B's copy (no lock, `quiet` asked between batches), then phase C (exclusive):
+    copy what became reachable meanwhile, delete the packs copied out of; (the packs
+    written, the objects copied)."""
+    writer = PackWriter(str(pack_dir), durable=True, pack_bytes=PACK_BYTES)
+    done = [0]
+    try:
+        _copy(plan.repo, plan.wanted, writer, say, done, len(plan.wanted), quiet)
+        faults.hit("consolidate_mid_copy")
         with store.maintenance.exclusive():
             store.forget_repos()
-            commits, trees = _roots(store)
-        repo = pygit2.Repository(str(store.root))
-        seen: set = set()
-        reached = [o for o in _walk(repo, commits, trees, seen) if o.raw in every]
-        reach = {o.raw for o in reached}
-        adopted = {s for s in lists["linked"] if ids[s] and len(ids[s] & reach) >= ADOPT * len(ids[s])}
-        kept = set().union(*(ids[s] for s in adopted)) if adopted else set()
-        drop = [s for s in stems if s not in adopted]
-        target = set().union(*(ids[s] for s in drop)) - kept if drop else set()
-        # what an earlier run, cut off by its process's exit, already copied stays copied
-        for idx in pack_dir.glob("pack-*.idx"):
-            if idx.stem not in ids and target:
-                try:
-                    target -= read_idx(os.fsencode(idx))
-                except (OSError, Unusable):
-                    pass
-        for s in drop:
-            try:
-                out["bytes_before"] += (pack_dir / f"{s}.pack").stat().st_size
-            except OSError:
-                pass
-        wanted = [o for o in reached if o.raw in target]
-        writer = _PackWriter(str(pack_dir), durable=True, pack_bytes=PACK_BYTES)
-        done = [0]
-        ours: set[str] = set()
-        try:
-            _copy(repo, wanted, writer, say, done, len(wanted), quiet)
-            faults.hit("consolidate_mid_copy")
-            with store.maintenance.exclusive():
-                store.forget_repos()
-                commits, trees = _roots(store)
-                repo = pygit2.Repository(str(store.root))
-                extra = [o for o in _walk(repo, commits, trees, seen) if o.raw in target]
-                _copy(repo, extra, writer, say, done, len(wanted) + len(extra))
-                ours = set(writer.finish())
-                fsync_dir(pack_dir)
-                faults.hit("consolidate_before_delete")
-                gone = 0
-                for s in drop:
-                    if s in ours:
-                        continue            # the same content under the same name: keep it
-                    for suffix in (".idx", ".pack", ".rev", ".bitmap"):
-                        (pack_dir / f"{s}{suffix}").unlink(missing_ok=True)
-                    gone += 1
-                    if gone == 1:
-                        faults.hit("consolidate_mid_delete")
-                fsync_dir(pack_dir)
-                if gone:
-                    store.note_compacted()      # handles opened before this are reopened
-                store.forget_repos()
-        except BaseException:
-            writer.abort()
-            raise
-        if adopted:
-            note_compacted_packs(store, adopted)    # delta packs: later compactions keep them
-        _forget(store, set(stems))
-        for name in ours:
-            try:
-                out["bytes_after"] += (pack_dir / f"{name}.pack").stat().st_size
-            except OSError:
-                pass
-    out.update(packs=len(drop), adopted=len(adopted), objects=done[0], seconds=round(time.monotonic() - t0, 3))
-    return out
+            commits, trees = roots(store)
+            repo = pygit2.Repository(str(store.root))
+            extra = [o for o in walk(repo, commits, trees, plan.seen) if o.raw in plan.target]
+            _copy(repo, extra, writer, say, done, len(plan.wanted) + len(extra))
+            ours = set(writer.finish())
+            fsync_dir(pack_dir)
+            faults.hit("consolidate_before_delete")
+            gone = 0
+            for s in plan.drop:
+                if s in ours:
+                    continue            # the same content under the same name: keep it
+                for suffix in (".idx", ".pack", ".rev", ".bitmap"):
+                    (pack_dir / f"{s}{suffix}").unlink(missing_ok=True)
+                gone += 1
+                if gone == 1:
+                    faults.hit("consolidate_mid_delete")
+            fsync_dir(pack_dir)
+            if gone:
+                store.note_compacted()      # handles opened before this are reopened
+            store.forget_repos()
+    except BaseException:
+        writer.abort()
+        raise
+    return ours, done[0]

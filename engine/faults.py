@@ -50,7 +50,7 @@ POINTS = {
     "settle_before_append": "a crashed call's evidence read, the settlement not journaled",
     "replay_after_marker": "a replay journaled (replayed + started), no file written",
     "replay_mid_write": "some files of a multi-path replay written",
-    # retention and compaction (engine/retention.py)
+    # retention and compaction (engine/retention.py, engine/compaction.py)
     "compact_decided": "retention decided and journaled, nothing cut",
     "retention_after_shallow": "the retention cut (shallow) written, nothing packed",
     "compact_pack_before_idx": "a new pack (one part of a big one) renamed into place, its .idx not",

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import glob
 import os
-import stat
 import tempfile
 from pathlib import Path
 
@@ -58,26 +57,6 @@ def make_private_dir(path: Path) -> None:
     """Create `path` (and parents) and make the leaf 0700."""
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
-
-
-def write_atomically(path: str, content: bytes) -> None:
-    """write_file semantics: parents created, whole file replaced via temp + rename."""
-    p = os.fsencode(path)
-    os.makedirs(os.path.dirname(p) or b".", exist_ok=True)
-    try:
-        mode = stat.S_IMODE(os.stat(p).st_mode)
-    except FileNotFoundError:
-        mode = None
-    tmp = p + b".chronos-tmp-%d" % os.getpid()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644 if mode is None else mode)
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, p)
 
 
 def read_all(fd: int, size_hint: int = 0) -> bytes:

@@ -15,6 +15,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .chain import commit_at
+from .checkpoint import CheckpointMeta
 from .ignore import is_ignored
 
 IGNORE_NAME = ".gitignore"
@@ -118,3 +120,65 @@ def _under_ignored(repo, rel: str, dirs: dict[str, bool]) -> bool:
             return True
         cut = rel.find("/", cut + 1)
     return False
+
+
+class RulesWatch:
+    """One workspace's side of the above: after each checkpoint, whether its ignore rules changed
+    since the one before, and what of the index they now ignore.  It remembers the last change
+    counted (a scan that made no checkpoint is not counted twice) and the last checkpoint found
+    to have seen every ignore file (a long-lived process walks back a step or two)."""
+
+    def __init__(self, gitdir):
+        self.gitdir = gitdir                   # engine/layout.py's GitDir
+        self.root_bytes = gitdir.root_bytes
+        self.objects = gitdir.store.root / "objects"
+        self.store_exclude = os.fsencode(gitdir.store.root / "info" / "exclude")
+        self._seen: tuple | None = None        # the last ignore change counted
+        self._rules_base: tuple | None = None  # (a tip, the checkpoint that last saw all its ignore files)
+
+    def change(self, repo, index, tip, tree, rels, seen: list[str]) -> IgnoreChange | None:
+        """Ignore rules changed since the checkpoint `tip`: what of the index they now ignore;
+        None when no ignore file changed (the usual case: a few stats)."""
+        sources = named(rels) + tree_sources(tip.tree, repo[tree])
+        store_files = [self.store_exclude]
+        if self.gitdir.exclude_rewritten():
+            store_files.append(os.fsencode(self.gitdir.path / "exclude"))
+        candidates = [os.path.join(self.root_bytes, os.fsencode(r)) for r in seen] + store_files
+        base = self.looked_at_rules(repo, tip)
+        hits = changed_since(candidates, base.commit_time)      # whole seconds: a cheap floor
+        if hits:
+            hits = changed_since(hits, CheckpointMeta.from_message(base.message).time)
+        for h in hits:
+            sources.append(os.fsdecode(h) if h in store_files else os.fsdecode(os.path.relpath(h, self.root_bytes)))
+        if not sources:
+            return None
+        seen_key = (str(base.id), str(tree), tuple(sorted((src, self._ctime(src)) for src in set(sources))))
+        if seen_key == self._seen:
+            return None         # counted already for this tree (a scan that made no checkpoint)
+        self._seen = seen_key
+        return reach(repo, [e.path for e in index], sources)
+
+    def looked_at_rules(self, repo, tip, limit: int = 256):
+        """The newest checkpoint from `tip` back that saw every ignore file: a walk, or a watched
+        refresh (a `.gitignore` event makes the watcher walk).  A declared or partial one read
+        only some paths, so a self-ignoring `.gitignore` written before it is still news."""
+        c, known = tip, self._rules_base
+        for _ in range(limit):
+            if known is not None and known[0] == str(c.id):
+                c = known[1]           # the last answer (a long-lived process walks a step or two)
+                break
+            kind = next((ln[6:] for ln in c.message.split("\n", 8) if ln.startswith("Kind: ")), "")
+            if kind not in ("declared", "partial") or not c.parent_ids:
+                break
+            parent = commit_at(repo, self.objects, c.parent_ids[0])[0]
+            if parent is None:
+                break
+            c = parent
+        self._rules_base = (str(tip.id), c)
+        return c
+
+    def _ctime(self, src: str) -> int | None:
+        try:
+            return os.lstat(os.path.join(self.root_bytes, os.fsencode(src))).st_ctime_ns
+        except OSError:
+            return None

@@ -1,4 +1,5 @@
-"""The first import's blobs read, hashed and packed by forked children, one per core.
+"""The first import's blobs read, hashed and packed by forked children, one per core
+(or, where no child can be forked, on threads).
 
 Why processes: in one interpreter the readers, the pack writer and the thread that
 collects their results take turns at the GIL 4-5 times per file; on the kernel tree
@@ -11,8 +12,9 @@ meet (identical files) lands in both their packs, which git allows.
 Forking is safe only where no thread but our own runs (a host thread inside OpenSSL
 or malloc at the fork leaves the child a lock nobody releases), so `usable()` says
 no in a process with foreign threads (Hermes' own: it runs the import in a child
-process of its own instead, engine/offload.py) and the caller packs on threads.  The
-children use nothing but os, zlib and hash objects copied from one the parent made.
+process of its own instead, engine/offload.py) and the chunks are packed on threads
+(`on_threads`).  The children use nothing but os, zlib and hash objects copied from
+one the parent made.
 
 A child that fails reports its error (errno kept: a full disk stays ENOSPC) and the
 import fails as it would in-process; one that dies or stalls fails it too.  A child
@@ -31,10 +33,13 @@ import signal
 import struct
 import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 from . import faults
 from .scan import ScanReport
 
+WINDOW_CHUNKS = 64               # on threads: at most ~64 MiB read ahead
 STALL_S = 600.0                  # a child silent this long over one chunk (~1 MiB, or one big file) is stuck
 CHILD_POINTS = ("bulk_mid_pack", "bulk_before_idx")     # fault points a child can reach
 _LEN = struct.Struct(">I")
@@ -189,3 +194,33 @@ def _reap(kid: _Child) -> None:
             os.waitpid(kid.pid, 0)
         except ChildProcessError:
             pass
+
+
+def on_threads(chunks: list, workers: int, writer, pack_one, take, report: ScanReport) -> None:
+    """Where no child can be forked: the chunks on a thread pool (read, hash, frame
+    release the GIL), a window of them in flight, the packs written by `writer` (a
+    pack_writer.PackWriter).  `pack_one` and `take` as for run()."""
+    class _Here:                       # pack_one's writer: the entry comes back to this thread
+        def __init__(self):
+            self.rows = []
+
+        def add(self, sha, packed):
+            self.rows.append(packed)
+
+    def work(chunk):
+        here = _Here()
+        return pack_one(chunk, here, report), here.rows
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chronos-git-reader") as pool:
+        inflight: deque = deque()
+        nxt = 0
+        while nxt < len(chunks) or inflight:
+            while nxt < len(chunks) and len(inflight) < WINDOW_CHUNKS:
+                inflight.append((nxt, pool.submit(work, chunks[nxt])))
+                nxt += 1
+            k, fut = inflight.popleft()
+            rows, packed = fut.result()
+            for row, entry in zip(rows, packed, strict=True):   # one writer.add per row
+                writer.add(row[1], entry)
+            take(k, rows, report)
+

@@ -29,7 +29,8 @@ from .checkpoint import SIGNATURE_EMAIL, SIGNATURE_NAME
 from .config import EngineConfig
 from .errors import StoreError, StoreUnwritable, explain
 from .fsutil import atomic_write, make_private_dir
-from .workspace import Workspace, canonical_root
+from .layout import canonical_root
+from .workspace import Workspace
 
 STALE_TMP_AGE_S = 3600.0
 

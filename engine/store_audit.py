@@ -201,7 +201,7 @@ def allowed_ref(name: str) -> bool:
     parts = name.split("/")
     if name.startswith("refs/chronos/snapshots/"):
         return len(parts) == 4 and bool(_WS_ID.match(parts[3]))
-    if name.startswith("refs/chronos/outbox/"):          # service/remotes.py: OUTBOX/<remote>/<ws id>
+    if name.startswith("refs/chronos/outbox/"):          # service/remote_record.py: OUTBOX/<remote>/<ws id>
         return len(parts) == 5 and bool(_NAME.match(parts[3])) and bool(_WS_ID.match(parts[4]))
     if name.startswith("refs/chronos/remotes/"):         # TRACKING/<remote>/hosts/<host>/...
         return len(parts) >= 7 and bool(_NAME.match(parts[3])) and parts[4] == "hosts"

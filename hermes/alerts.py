@@ -4,8 +4,7 @@ from __future__ import annotations
 from ..cli.render import for_prog
 from ..engine.codec import human
 from ..engine.wording import plural
-from ..journal_refs import Operation
-from ..service.results import Protection, Refusal, Settled
+from ..service.results import Operation, Protection, Refusal, Settled
 from .shell import HERMES_PROG
 
 

@@ -81,11 +81,6 @@ def store_dir_for(settings: Settings) -> Path:
     return store_location(settings)
 
 
-def read_settings(ctx=None) -> Settings:
-    """Newer hosts: ctx.get_config; 0.19.0: plugins.entries.<key>.settings of config.yaml."""
-    return load_settings(ctx, env=False).settings
-
-
 HELD_FOR_MODEL = ("chronos-git: a change to its settings is waiting for the operator's approval; the previous "
                   "settings stay in force. Do not try to change, accept or work around it yourself.")
 
@@ -169,7 +164,7 @@ class Plugin:
         if not paths:
             return None
         try:
-            self.svc().calls.check_protected(Call(
+            self.svc().check_protected(Call(
                 tool=tool_name, args=args, workspace=cwd, session_id=kwargs.get("session_id"),
                 turn_id=kwargs.get("turn_id"), tool_call_id=tool_call_id, declared=[Declared(p) for p in paths]))
         except ProtectedPath as exc:
@@ -208,7 +203,7 @@ class Plugin:
             return next_call(args)
         cwd = self.cwd()
         if svc.settings.duplicate_guard:
-            prior = svc.calls.completed_before(session_id, tool_name, args or {})
+            prior = svc.completed_before(session_id, tool_name, args or {})
             if prior:
                 return json.dumps({"status": "ok", "chronos_duplicate": True,
                                    "message": f"not run again: an identical {tool_name} call already completed "
@@ -261,7 +256,7 @@ class Plugin:
         svc = self._svc
         if svc is not None:
             try:
-                svc.calls.release_behind()
+                svc.release_behind()
             except Exception as exc:          # never in the way of the model request
                 log.info("chronos-git: outcomes not released: %s", exc)
         try:
@@ -269,7 +264,7 @@ class Plugin:
         finally:
             if svc is not None:
                 try:
-                    svc.calls.answered()      # a fast model: write beside Hermes' handling of the answer
+                    svc.answered()      # a fast model: write beside Hermes' handling of the answer
                 except Exception as exc:
                     log.info("chronos-git: outcomes not released: %s", exc)
 
@@ -292,12 +287,12 @@ class Plugin:
             svc = self.svc()
             svc.start()
             settled = svc.take_alerts()
-            unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
+            unresolved, integrity = svc.recovery_state()
             info = args[0] if args and isinstance(args[0], dict) else kwargs
             self._tell_person(settled, info.get("session_id"), info.get("platform"))
-            if not settled and not unresolved and svc.journal.integrity == "ok":
+            if not settled and not unresolved and integrity == "ok":
                 return ""
-            return recovery_alert(settled, unresolved, svc.journal.integrity)
+            return recovery_alert(settled, unresolved, integrity)
         except Exception as exc:
             log.warning("chronos-git system prompt section failed: %s", exc)
             return ""
@@ -312,7 +307,7 @@ class Plugin:
                 svc.turn_checkpoint(self.cwd(), session_id=session_id, turn_id=kwargs.get("turn_id"))
             except Exception as exc:       # a refused workspace (/, $HOME) must not break the turn
                 log.info("chronos-git: no turn checkpoint: %s", exc)
-            unresolved = svc.journal.unresolved() if svc.journal.integrity == "ok" else []
+            unresolved, integrity = svc.recovery_state()
             settled = svc.take_alerts()        # settled by this or any earlier process, told once
             self._tell_person(settled, session_id, kwargs.get("platform"))
             parts = []
@@ -320,7 +315,7 @@ class Plugin:
             off = self._tell_once(protection_notice(svc.protection(held=False)), session_id, kwargs.get("platform"))
             if off:
                 parts.append(off)
-            alert = recovery_alert(settled, unresolved, svc.journal.integrity)
+            alert = recovery_alert(settled, unresolved, integrity)
             if alert:
                 parts.append(alert)
             if self._tell_held(svc, session_id, kwargs.get("platform")) or (is_first_turn and self._held_keys):
@@ -335,19 +330,18 @@ class Plugin:
         exceeded, compact, both in the background."""
         try:
             if self._svc is not None:
-                self._svc.calls.settle_behind()     # the turn's outcomes are durable before it ends
-                self._svc.remotes.kick()
+                self._svc.after_turn()     # the turn's outcomes are durable before it ends; push
         except Exception as exc:
             log.info("chronos-git: no background push: %s", exc)
         try:
             if self._svc is not None:
-                self._svc.maintenance.compact_in_background_if_due()
+                self._svc.compact_in_background_if_due()
         except Exception as exc:
             log.info("chronos-git: no background compaction: %s", exc)
 
     def drain_pushes(self) -> None:
         if self._svc is not None:
-            self._svc.remotes.drain(10.0)
+            self._svc.drain_pushes(10.0)
 
     def _tell_once(self, notice: str | None, session_id, platform=None) -> str | None:
         """A protection notice for the user (stderr) and the model (context): on the first turn
@@ -365,7 +359,7 @@ class Plugin:
     def _tell_held(self, svc, session_id, platform=None) -> bool:
         """A weakening settings change held for the operator: the person is told what and how to
         accept it (once per change); the model only that one waits.  True when there was news."""
-        held = svc.settings_watch.held() if svc.store_exists() else []
+        held = svc.settings_held()
         keys = tuple((h.key, json.dumps(h.written, sort_keys=True)) for h in held)
         with self._person_lock:
             news, self._held_keys = keys != self._held_keys and bool(keys), keys
@@ -393,7 +387,7 @@ class Plugin:
         """The closed gate's refusal if this session was not told of it yet, else None."""
         if self._svc is None:
             return None
-        gate = self._svc.gate.state()
+        gate = self._svc.gate_state()
         with self._person_lock:
             told_ids, told_msg = self._gate_told.get(key, (frozenset(), None))
             if gate is None:              # open again: a later closing is news

@@ -7,9 +7,7 @@ import json
 import os
 import re
 
-from ..journal_refs.events import sha256_hex
-from ..journal_refs.evidence import UNKNOWN
-from ..service.calls import Declared, Outcome
+from ..service.calls import UNKNOWN, Declared, Outcome, sha256_hex
 
 _V4A_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
 _V4A_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)

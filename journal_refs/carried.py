@@ -22,9 +22,9 @@ import zlib
 from pathlib import Path
 
 from ..engine import faults, loose
-from ..engine.bulk import pack_entry, write_pack
 from ..engine.durability import fsync_file, note_durable_pack, settle_objects
 from ..engine.fsutil import atomic_write, fsync_dir
+from ..engine.pack_writer import pack_entry, write_pack
 from ..engine.powercut import loose_object_ok
 
 MAX_BLOB = 64 * 1024          # a linked blob larger than this is fsynced, not carried

@@ -32,13 +32,12 @@ from typing import Callable
 from .. import __version__
 from ..engine.codec import from_b64, human
 from ..engine.fsutil import tree_size
+from ..engine.layout import REPORT_NAME_GLOB
 from ..engine.wording import plural
-from ..engine.workspace import REPORT_NAME_GLOB
 from ..service.results import Result
 from ..settings import current_folder
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-JOURNAL_REF = "refs/chronos/journal"              # journal_refs.journal.REF
 WINDTUNNEL = Path("chronos") / "windtunnel-last.json"
 WINDTUNNEL_MAX_BYTES = 5 << 20
 MAX_WORKSPACES = 50
@@ -67,7 +66,7 @@ def gather(svc, *, limit: int = 500, checkpoints: int = 20) -> dict:
             notes.append(f"{what} failed: {type(exc).__name__}: {exc}")
             return default
 
-    store = str(svc.core.store_dir)
+    store = str(svc.store_dir)
     exists = svc.store_exists()
     journal = exists and attempt("looking for the journal", lambda: _has_journal(svc), False)
     verify = status = health = None
@@ -122,7 +121,7 @@ def gather(svc, *, limit: int = 500, checkpoints: int = 20) -> dict:
 def _has_journal(svc) -> bool:
     """Without opening it: the service's journal writes its genesis event when it opens none.
     A missing witness beside a journal ref is tampering, so both are looked at."""
-    return svc.journal.witness_path.exists() or svc.store.repo().references.get(JOURNAL_REF) is not None
+    return svc.journal_exists()
 
 
 def _by_op(events: list[dict]) -> dict[str, list[dict]]:
@@ -324,7 +323,7 @@ def default_folder(svc) -> Path:
     """Where a report goes unless told: `chronos-git-reports` beside the store, outside every
     workspace (one written into the current folder, usually the workspace, was deleted by the
     next clean restore).  `/chronos report` writes there too."""
-    return Path(svc.core.store_dir).parent / "chronos-git-reports"
+    return Path(svc.store_dir).parent / "chronos-git-reports"
 
 
 def written(svc, out: Path | None = None, *, workspace: str | os.PathLike | None = None,
@@ -340,7 +339,7 @@ def written(svc, out: Path | None = None, *, workspace: str | os.PathLike | None
         path = Path(current_folder(f"the report path {os.fspath(path)!r} is relative: give an absolute one"),
                     path)
     folder = out is None or path.is_dir()
-    store = Path(svc.core.store_dir).resolve()
+    store = Path(svc.store_dir).resolve()
     if path.resolve().is_relative_to(store):
         raise ValueError(f"{path} is inside the store {store}: a report is never written there; "
                          "pass --out with a path elsewhere")

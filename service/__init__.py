@@ -22,14 +22,10 @@ import os
 import threading
 from pathlib import Path
 
-import pygit2
-
 from .. import settings as settings_mod
-from ..engine import inflight, powercut
-from ..engine.errors import ChronosError, explain
 from ..engine.store import Store
-from ..journal_refs import JournalError, checkpoints, events
-from ..journal_refs.journal import witness_path_for
+from ..journal_refs import events
+from ..journal_refs.journal import REF as JOURNAL_REF, witness_path_for
 from ..settings import Settings, store_location
 from . import capture, operators, results, storecheck
 from .calls import Call, Declared, Outcome, Ticket
@@ -42,6 +38,7 @@ from .reconcile import Reconciler
 from .remotes import Remotes
 from .settings_watch import ACCEPT as _ACCEPT, SettingsWatch
 from .snapshots import Snapshots
+from .startup import Startup
 from .timemachine import TimeMachine
 from .transaction import ProtectedCalls
 
@@ -69,10 +66,8 @@ class Chronos:
         self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.protection, self.start)
         self.remotes = Remotes(self.core, self.start)
         self.settings_watch = SettingsWatch(self.core)
-        self.snapshots.after_import = self._after_import
-        self._started = False
-        self._start_lock = threading.Lock()
-        self.startup: dict = {}
+        self._startup = Startup(self.core, self.settings_watch, self.reconcile, self.maintenance, self.remotes)
+        self.snapshots.after_import = self._startup.after_import
 
     @classmethod
     def get(cls, store_dir: os.PathLike | str | None = None, settings: Settings | None = None, *,
@@ -108,14 +103,6 @@ class Chronos:
         return self.core.settings
 
     @property
-    def store(self):
-        return self.core.store
-
-    @property
-    def journal(self):
-        return self.core.journal
-
-    @property
     def background(self) -> bool:
         return self.core.background
 
@@ -127,167 +114,17 @@ class Chronos:
         return self.core.store_exists()
 
     def start(self) -> dict:
-        """Open the journal, settle crashed file calls by evidence and sweep temp names left by
-        dead restores (once per process); a full or read-only store defers the writes."""
-        with self._start_lock:
-            if self._started:
-                return self.startup
-            journal = self.core.journal
-            power = self._after_reboot()
-            journal.open()
-            settled, deferred = [], None
-            if power and power.get("refused"):
-                journal.alarm([power["refused"]])      # no reboot: tampering, not a power cut
-            elif power is not None:
-                moved = {r.get("workspace") for r in power.get("refs_repaired") or ()}
-                lost = [e for e in self._lost_in_power_cut() if e["workspace"] not in moved] \
-                    if journal.integrity == "ok" and not power.get("same_boot") else []
-                if lost:
-                    power["checkpoints_lost"] = lost
-                if not (powercut.repaired(power) or lost or power.get("error")):
-                    power = None          # swept, nothing to say
-            if power and not power.get("refused") and journal.integrity == "ok":
-                try:
-                    journal.append(events.Maintenance, {"operation_id": None, "action": "power_cut_repair",
-                                                        "boot_id": powercut.current_boot(), **power})
-                except (JournalError, OSError):
-                    pass                 # the repair stands; startup and health still say so
-            if journal.integrity == "ok":
-                self.settings_watch.check(force=True)     # the profile's settings against the record
-            trust = self._check_checkpoints() if journal.integrity == "ok" else None
-            if journal.integrity == "ok":
-                self._check_store()
-            if journal.integrity == "ok":
-                try:
-                    settled = self.reconcile.settle_by_evidence()
-                except (JournalError, ChronosError, OSError) as exc:
-                    deferred = f"crashed calls could not be settled now: {exc}"
-            try:
-                swept = inflight.sweep(self.core.store)
-            except OSError:
-                swept = 0
-            self.startup = {"integrity": journal.integrity, "healed": journal.healed, "settled": settled}
-            if deferred:
-                self.startup["deferred"] = deferred
-            if swept:
-                self.startup["temp_files_removed"] = swept
-            if power:
-                self.startup["power_cut_repair"] = power
-            if trust is not None:
-                self.startup["checkpoints_checked"] = {"events": trust.events, "full": trust.full,
-                                                       "seconds": trust.seconds}
-            if self.core.background and journal.integrity == "ok" and (
-                    journal.full_verify_due() or checkpoints.full_check_due(self.core.store)):
-                # a long-lived host re-verifies the whole chain at most once a day, off every
-                # call's path: damage below the last verified head is found without an operator
-                self._verifier = threading.Thread(target=self._full_verify, name="chronos-git-verify",
-                                                  daemon=True)
-                self._verifier.start()
-            if self.core.background and journal.integrity == "ok":
-                self.maintenance.consolidate_in_background()     # what a previous process left
-            self._started = True
-            return self.startup
+        """Once per process, before anything reads the store (service/startup.py)."""
+        return self._startup.run()
 
-    def _after_import(self) -> None:
-        """A long-lived host consolidates a first import in the background (the CLI's
-        `snapshot` does it in the foreground, with progress)."""
-        if self.core.background:
-            self.maintenance.consolidate_in_background()
-
-    def _after_reboot(self) -> dict | None:
-        """Once per boot, before anything reads the store: what a power cut broke (engine.powercut)."""
-        if not self.core.store_exists():
-            return None
-
-        def known() -> dict[str, list[str]]:
-            out: dict[str, list[str]] = {}
-            self.core.journal.open()
-            for ev in self.core.journal.events(None):
-                for key in ("post_checkpoint", "pre_checkpoint", "safety_checkpoint"):
-                    if ev.get(key) and ev.get("workspace"):
-                        out.setdefault(ev["workspace"], []).append(ev[key])
-            return out
-
-        def same_boot() -> str | None:
-            # the record of this boot's check is gone, yet the journal last wrote in this boot
-            try:
-                self.core.journal.open()
-                boot, seq = self.core.journal.last_boot()
-            except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
-                return None          # unknown (an old or damaged journal): repaired as before
-            now = powercut.current_boot()
-            if boot is None or boot != now:
-                return None
-            return (f"{self.core.store.meta_dir / powercut.MARKER} (the record of this boot's power-cut "
-                    f"check) is missing, yet the journal last recorded this very boot (boot id {now}, at "
-                    f"journal seq {seq}): no reboot happened since, so the damage found is not a power "
-                    "cut's and is not repaired as one")
-        try:
-            return powercut.after_reboot(self.core.store, journal_checkpoints=known, same_boot=same_boot,
-                                         always=True)
-        except (OSError, pygit2.GitError) as exc:
-            return {"error": f"the check after a reboot could not run: {explain(exc, self.core.store_dir)}"}
-
-    def _lost_in_power_cut(self) -> list[dict]:
-        """After a reboot: the checkpoints the journal names that the cut took (never synced),
-        as entries of the power_cut_repair event, which makes those moves legitimate."""
-        try:
-            return checkpoints.lost_in_power_cut(checkpoints.check(self.core.journal))
-        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
-            return []
-
-    def _check_store(self, *, full: bool = False) -> None:
-        """What the store holds that chronos-git never writes (a planted pager, a replace ref, a
-        rewritten URL ...) closes this process's gate at its start, until a verify finds it gone.
-        Not the journal alarm: the journal is intact, and a call in flight in another process
-        must still record its outcome."""
-        try:
-            found = storecheck.findings(self.core, self.remotes) + self._unsigned_acts(full=full)
-        except (OSError, ValueError, pygit2.GitError):
-            return                   # unreadable: health and verify say what
-        self.core.tampered = storecheck.summary(found) if found else None
-
-    def _operator_key(self):
-        try:
-            return OperatorKey(self.core).key()
-        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
-            return None
-
-    def _unsigned_acts(self, *, full: bool = False) -> list:
-        """Operator acts without a valid signature by the operator key (service/operator_key.py)."""
-        try:
-            return OperatorKey(self.core).findings(full=full)
-        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
-            return []                # unreadable: the journal's own checks say what
-
-    def _check_checkpoints(self):
-        """What the journal names against the checkpoint refs, from the last checked head on
-        (journal_refs/checkpoints.py); a problem is the journal alarm (the gate closes)."""
-        journal = self.core.journal
-        try:
-            res = checkpoints.check(journal)
-        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
-            return None              # unreadable: the full verification says what
-        if res.problems:
-            journal.alarm(res.problems)
-        else:
-            checkpoints.note_checked(self.core.store, res)
-        return res
+    @property
+    def startup(self) -> dict:
+        """What this process's start found (settled calls, a power-cut repair, ...)."""
+        return self._startup.report
 
     def wait_for_full_verify(self, timeout: float | None = None) -> bool:
         """Wait for the background full verification start() began; True when none is running."""
-        t = getattr(self, "_verifier", None)
-        if t is not None:
-            t.join(timeout)
-            return not t.is_alive()
-        return True
-
-    def _full_verify(self) -> None:
-        try:
-            self.reconcile.verify()
-            self._check_store(full=True)         # every operator act's signature, not only the newest
-        except Exception:          # the result (and any alarm) is in the journal's state
-            pass
+        return self._startup.wait_for_full_verify(timeout)
 
     # --------------------------------------------------------------- settings
     def watch_settings(self, reader, config_path: Path | None, *, env_overrides: bool = False) -> None:
@@ -298,7 +135,7 @@ class Chronos:
             return
         self.core.env_overrides = env_overrides
         self.settings_watch.watch(reader, config_path)
-        if self._started:
+        if self._startup.started:
             self.settings_watch.check(force=True)
         elif self.store_exists() or (self.core.create and self.settings_watch.earlier_stores()):
             # before anything reads a setting: the record's values rule (a profile that had another
@@ -370,7 +207,7 @@ class Chronos:
         fields = OperatorKey(self.core).countersign_fields(seq, who, actor=actor)
         signed = operators.authorize(self.core, "journal countersign", {"kind": events.Maintenance.kind, **fields})
         ev = self.core.journal.append(events.Maintenance, {**fields, **signed})
-        self._check_store()
+        self._startup.check_store()
         return results.Countersigned(event_seq=seq, event=fields["event"], what=fields["what"], seq=ev["seq"])
 
     # ------------------------------------------------------------------ calls
@@ -440,7 +277,7 @@ class Chronos:
         res = self.reconcile.verify(checkpoint)
         found = storecheck.findings(self.core, self.remotes)      # the store is examined, never obeyed
         found += storecheck.record_findings(self.core, self.remotes)
-        found += self._unsigned_acts(full=True)
+        found += self._startup.unsigned_acts(full=True)
         if found:
             res.tampering = storecheck.as_results(found)
             if res.status == "ok":
@@ -469,6 +306,63 @@ class Chronos:
     def recover(self, operation_id: str | None = None, **kw):
         self.calls.settle_behind()
         return self.reconcile.recover(operation_id, **kw)
+
+    # ---------------------------------------------------------- for the host
+    # what a surface needs beyond the commands, so that none reaches into the parts
+    @property
+    def store_dir(self) -> Path:
+        return self.core.store_dir
+
+    def journal_exists(self) -> bool:
+        """A journal was ever written here (its witness or its ref): a report of a store whose
+        journal went says so instead of showing an empty one."""
+        if not self.store_exists():
+            return False
+        return self.core.journal.witness_path.exists() or self.core.store.repo().references.get(
+            JOURNAL_REF) is not None
+
+    def recovery_state(self) -> tuple[list[results.Operation], str]:
+        """(the unresolved operations, the journal's integrity): what the model's alert says."""
+        journal = self.core.journal
+        ops = journal.unresolved() if journal.integrity == "ok" else []
+        return [results.Operation(**o.to_dict()) for o in ops], journal.integrity
+
+    def gate_state(self) -> results.Refusal | None:
+        return self.gate.state()
+
+    def settings_held(self) -> list[results.HeldSetting]:
+        return self.settings_watch.held() if self.store_exists() else []
+
+    def check_protected(self, call: Call) -> None:
+        """ProtectedPath when a file call targets chronos-git's own files (journaled as refused)."""
+        self.calls.check_protected(call)
+
+    def completed_before(self, session_id: str | None, tool: str, args: dict) -> dict | None:
+        """An identical call that already completed in this session (duplicate_guard)."""
+        return self.calls.completed_before(session_id, tool, args)
+
+    def release_behind(self) -> None:
+        """Write-behind outcomes, once the model request is on its way."""
+        self.calls.release_behind()
+
+    def answered(self) -> None:
+        """Write-behind outcomes, once the model answered."""
+        self.calls.answered()
+
+    def after_turn(self) -> None:
+        """A turn ended: its outcomes are durable, the journal's push starts in the background."""
+        self.calls.settle_behind()
+        self.remotes.kick()
+
+    def compact_in_background_if_due(self) -> None:
+        self.maintenance.compact_in_background_if_due()
+
+    def drain_pushes(self, timeout: float) -> None:
+        self.remotes.drain(timeout)
+
+    def consolidation_due(self) -> bool:
+        """A first import written for speed waits to be compressed."""
+        return bool(self.maintenance.consolidation())
 
     def take_alerts(self) -> list[results.Settled]:
         return self.reconcile.take_alerts()
@@ -529,14 +423,14 @@ class Chronos:
         if self.store_exists():
             self.start()
             if workspace:
-                info = self.time.describe(self.store.workspace(workspace), detail=True)
+                info = self.time.describe(self.core.store.workspace(workspace), detail=True)
         out = self.maintenance.health(info, gate_open=self.gate.is_open, last_snapshot=self.snapshots.last,
                                       deferred=self.startup.get("deferred"))
         if self.store_exists():
             remotes = self.remotes.list().remotes
             out.remotes = remotes or None
-            found = storecheck.findings(self.core, self.remotes) + self._unsigned_acts()
-            key = self._operator_key()
+            found = storecheck.findings(self.core, self.remotes) + self._startup.unsigned_acts()
+            key = self._startup.operator_key()
             out.operator_key, out.operator_key_note = (key.fingerprint, None) if key else (None, NO_OPERATOR_KEY)
             if found:
                 out.tampering = storecheck.as_results(found)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..journal_refs.events import sha256_hex
 from ..journal_refs.evidence import UNKNOWN
+
+__all__ = ["UNKNOWN", "sha256_hex", "Declared", "Call", "Ticket", "Outcome"]
 
 UNSET = object()          # an image the service reads (pre) or stores (post) itself
 

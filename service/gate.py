@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .core import Core
 from .errors import Blocked
-from .remotes import gate_reason
+from .remote_anchor import gate_reason
 from .results import Refusal
 
 

@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 
 from .. import deployment
-from ..engine import consolidate, locking, offload, retention
+from ..engine import compaction, consolidate, locking, offload, pack_list, retention
 from ..engine.checkpoint import Checkpoint
 from ..engine.wording import plural
 from ..journal_refs import IntegrityError, checkpoints, events
 from ..journal_refs.journal import witness_path_for
 from . import capture
 from .core import Core
-from .remotes import pinned_tips
+from .remote_record import pinned_tips
 from .results import (
     CheckpointInfo,
     CompactResult,
@@ -78,10 +78,10 @@ class Maintenance:
             journal.alarm(trust.problems)
             raise IntegrityError(f"refusing to compact: {trust.problems[0]}")
         checkpoints.note_checked(self.core.store, trust)
-        rep = retention.compact(self.core.store, pinned=journal.pinned_checkpoints() | pinned_tips(self.core),
-                                max_checkpoints=max_checkpoints, grace_s=grace_s, dry_run=dry_run,
-                                progress=progress, on_decided=journal_decision, patient=patient,
-                                keep=trust.live)
+        rep = compaction.compact(self.core.store, pinned=journal.pinned_checkpoints() | pinned_tips(self.core),
+                                 max_checkpoints=max_checkpoints, grace_s=grace_s, dry_run=dry_run,
+                                 progress=progress, on_decided=journal_decision, patient=patient,
+                                 keep=trust.live)
         if not dry_run:
             journal.append(events.Maintenance, {
                 "operation_id": None, "action": "compact", "size_before": rep["size_before"],
@@ -125,8 +125,8 @@ class Maintenance:
                 return "a workspace folder has been gone longer than orphan_days"
         if any(self.needs_compaction(ws) for ws in store.workspaces() if ws.root.is_dir()):
             return "a workspace has more checkpoints than max_checkpoints allows"
-        small = retention.small_packs(store)
-        if small >= retention.SMALL_PACKS_DUE:
+        small = pack_list.small_packs(store)
+        if small >= pack_list.SMALL_PACKS_DUE:
             return f"{small} small packs since the last compaction"
         return None
 
@@ -161,7 +161,7 @@ class Maintenance:
         job = self._consolidating.get("thread")
         if job is not None and job is not threading.current_thread():
             while job.is_alive():        # asking for its lock: it waits for no pause in the calls
-                with retention.compaction_lock(self.core.store):
+                with compaction.compaction_lock(self.core.store):
                     pass
                 job.join(locking.WAIT_POLL_S)
         return ConsolidateResult(**consolidate.consolidate(self.core.store, progress=progress))
@@ -277,7 +277,7 @@ class Maintenance:
             return out
         j = core.journal.status()
         out.store = str(core.store.root)
-        out.store_bytes = retention.store_size(core.store)
+        out.store_bytes = compaction.store_size(core.store)
         out.journal = JournalSummary(**{k: j[k] for k in ("integrity", "events", "head", "healed")})
         out.gate = "open" if gate_open() else "closed"
         out.unresolved = len(j["unresolved"])

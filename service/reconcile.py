@@ -21,6 +21,7 @@ from ..journal_refs.state import CRASH_BOUNDARY
 from . import operators
 from .calls import Call, Declared, Outcome
 from .core import Core
+from .direct_calls import failed_write
 from .errors import ProtectedPath, StaleReplay
 from .gate import Gate
 from .results import (
@@ -38,7 +39,7 @@ from .results import (
     VerifyResult,
 )
 from .timemachine import TimeMachine
-from .transaction import ProtectedCalls, failed_write
+from .transaction import ProtectedCalls
 
 
 class Reconciler:

@@ -19,8 +19,8 @@ from ..engine import diff as diff_mod, restore as restore_mod
 from ..engine.checkpoint import CheckpointMeta
 from ..engine.codec import canonical
 from ..engine.errors import ChronosError, PlanTokenError, UnknownWorkspace, WorkspaceRefused
+from ..engine.layout import canonical_root, system_folder
 from ..engine.wording import plural
-from ..engine.workspace import canonical_root, system_folder
 from ..journal_refs import JournalError, events
 from ..journal_refs.events import sha256_hex
 from .calls import Call, Declared, Outcome

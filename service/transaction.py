@@ -29,14 +29,15 @@ RELEASE_AFTER_S + SENT_AFTER_S, plus the writer's few milliseconds) leaves the c
 where `after_dispatch` leaves it (a file call settles as completed by
 evidence, anything else waits for an operator), now also when Hermes had
 shown the result to the model (which dies with the same process).
+
+Around the transaction, in their own modules: chronos-git's own files, refused
+before a call and checked after a shell call (service/self_protection.py), and
+the calls chronos-git runs itself, `run` and `write` (service/direct_calls.py).
 """
 from __future__ import annotations
 
-import json
-import logging
 import os
 import queue
-import subprocess
 import threading
 import time
 import uuid
@@ -47,26 +48,21 @@ from statistics import median
 
 import pygit2
 
-from ..engine import faults, locking, loose, processes, store_audit
-from ..engine.confine import split
-from ..engine.errors import ChronosError, StoreUnwritable, explain
-from ..engine.fsutil import atomic_write
+from ..engine import faults, locking, loose, processes
+from ..engine.errors import StoreUnwritable, explain
 from ..journal_refs import events
 from ..journal_refs.carried import SYNC_AFTER_OBJECTS
 from ..journal_refs.events import args_hash, fingerprint, sha256_hex
 from ..journal_refs.evidence import ABSENT, UNKNOWN, content_id, is_blob_id
-from ..settings import hermes_home
-from .calls import UNSET, Call, Declared, Outcome, Ticket
+from . import direct_calls
+from .calls import UNSET, Call, Outcome, Ticket
 from .core import Core
-from .errors import ProtectedPath
 from .gate import Gate
-from .protected import WHAT, Hit, ProtectedSet, compaction_running, plugin_roots
+from .protected import ProtectedSet
 from .results import CallRecord, RunResult, WriteResult
+from .self_protection import SelfProtection
 from .snapshots import Snapshots
 
-log = logging.getLogger("chronos_git")
-
-CHANGES_KEPT = 20          # protected-file changes `health` can name (chronos/protected-changes.json)
 RELEASE_AFTER_S = 0.2      # an outcome behind waits at most this long for `release_behind`
 SENT_AFTER_S = 0.05        # after a release the writer waits this long: the request is on its way
 
@@ -95,8 +91,7 @@ class ProtectedCalls:
         self._released_at = 0.0                 # monotonic time of the newest release
         self._answered = 0                      # the release whose model request was answered
         self._answer_s: deque = deque(maxlen=8)  # how long the model took to answer, lately
-        self._protected: ProtectedSet | None = None
-        self._protected_guard = threading.Lock()
+        self.own_files = SelfProtection(core, start)   # chronos-git's own files, around each call
 
     @contextmanager
     def protect(self, call: Call, *, gate: bool = True, budget_s: float | None = None,
@@ -110,7 +105,7 @@ class ProtectedCalls:
                 status="error", uncertain_reason=f"exception: {type(exc).__name__}"))
             raise
         outcome = tx.outcome or Outcome(status="ok")
-        self._mark_changes(tx.ticket, outcome)     # on the caller's thread: its result can say so
+        self.own_files.mark_changes(tx.ticket, outcome)   # on the caller's thread: its result can say so
         if write_behind and outcome.status == "ok" and not outcome.uncertain_reason:
             tx.record = self._finish_behind(tx.ticket, outcome)
         else:
@@ -238,7 +233,7 @@ class ProtectedCalls:
         ticket = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
                         gate_warning=warning)
         if call.declared is None:
-            ticket.protected_baseline = self._baseline()
+            ticket.protected_baseline = self.own_files.baseline()
             ticket.since_ticks = processes.now_ticks()     # what it leaves running is named after it
         try:
             faults.hit("after_intent")
@@ -271,7 +266,7 @@ class ProtectedCalls:
     # ------------------------------------------------------------ outcome
     def finish(self, ticket: Ticket, outcome: Outcome) -> CallRecord:
         """Post-checkpoint and the outcome.  Never raises: a failure poisons the gate instead."""
-        self._mark_changes(ticket, outcome)
+        self.own_files.mark_changes(ticket, outcome)
         self._mark_left_running(ticket, outcome)
         try:
             faults.hit("after_dispatch")
@@ -332,116 +327,17 @@ class ProtectedCalls:
 
     # ------------------------------------------------------ protected paths
     def protected(self) -> ProtectedSet:
-        """The protected set of this store (service/protected.py), resolved once."""
-        with self._protected_guard:
-            if self._protected is None:
-                try:
-                    home = hermes_home()
-                except Exception:          # noqa: BLE001 (no Hermes here: the package folder only)
-                    home = None
-                self._protected = ProtectedSet(self.core.store_dir, self.core.journal.witness_path,
-                                               plugin_roots(home), watch=self.core.background)
-            return self._protected
+        """The protected set of this store (service/self_protection.py), resolved once."""
+        return self.own_files.protected()
 
     def check_protected(self, call: Call) -> None:
         """Refuse (ProtectedPath) a call that declares a path in the protected set, before
         anything is snapshotted or run; the refusal is journaled (a `refused` event)."""
-        if not call.declared:
-            return
-        hits = self.protected().hits(d.path for d in call.declared)
-        if not hits:
-            return
-        op = uuid.uuid4().hex
-        paths = [{"path": h.path, "resolved": h.resolved, "what": h.what} for h in hits]
-        fields: dict[str, object] = {
-            "operation_id": op, "tool": call.tool, "code": ProtectedPath.code, "paths": paths,
-            "args_hash": args_hash(call.args), "session_id": call.session_id, "tool_call_id": call.tool_call_id,
-            "turn_id": call.turn_id, "workspace": call.workspace}
-        if call.replay_of:
-            fields["replay_of"] = call.replay_of
-        if call.actor:
-            fields["actor"] = call.actor
-        recorded = True
-        try:
-            self._start()                     # the journal opened (a CLI `write` checks before `begin`)
-            fields["owner"] = self.core.journal.me.to_dict()
-            self.core.journal.append(events.Refused, fields)
-        except Exception as exc:          # noqa: BLE001 (refused all the same)
-            recorded = False
-            log.warning("chronos-git: the refusal of a %s call could not be journaled: %s", call.tool, exc)
-        raise ProtectedPath(_refusal(call.tool, hits, op, recorded), operation_id=op, paths=paths,
-                            recorded=recorded)
-
-    def _baseline(self) -> tuple[int, bool, dict] | None:
-        """The fingerprint of the protected set after a shell call's intent, with the number of
-        maintenance events so far and then whether a compaction is running (in that order).  A
-        compaction holds its lock from before its decision (journaled: `retention`,
-        `prune_orphans`) to after its cut: one that was not running at the probe and cuts during
-        the call journals its decision after the count was read; one running then may cut
-        during the call with its decision journaled before."""
-        try:
-            ps = self.protected()
-            count = self.core.journal.state.totals.get("maintenance", 0)
-            return count, compaction_running(ps.store), ps.fingerprint()
-        except Exception as exc:          # noqa: BLE001 (the call runs; only this check is lost)
-            log.info("chronos-git: no fingerprint of the protected files: %s", exc)
-            return None
-
-    def _mark_changes(self, ticket: Ticket, outcome: Outcome) -> None:
-        """Compare the protected set with the call's baseline (once) and record what changed
-        in its outcome (`protected_changed`) and for `health`."""
-        base, ticket.protected_baseline = ticket.protected_baseline, None
-        if base is None:
-            return
-        try:
-            count, compacting, before = base
-            ps = self.protected()
-            changed, maintained = ps.changed(before, ps.fingerprint())
-            if maintained and not compacting:
-                try:
-                    self.core.journal.refresh()
-                except Exception:         # noqa: BLE001 (a journal in doubt: the gate says so)
-                    pass
-                compacting = self.core.journal.state.totals.get("maintenance", 0) > count
-            if compacting:
-                # chronos-git's own, journaled; but never a config that now holds what chronos-git
-                # does not write: holding the compaction lock must not hide a planted setting
-                planted = {f.where for f in store_audit.audit(ps.store)
-                           if f.kind == "config" and not f.what.lower().startswith("remote.")}
-                changed = [p for p in changed if p not in maintained or p in planted]
-        except Exception as exc:          # noqa: BLE001 (the outcome must still be recorded)
-            log.info("chronos-git: the protected files could not be compared: %s", exc)
-            return
-        if not changed:
-            return
-        outcome.fields["protected_changed"] = changed
-        log.warning("chronos-git: %s call %s changed chronos-git's own files: %s", ticket.call.tool,
-                    ticket.operation_id[:12], ", ".join(changed))
-        try:
-            self._keep_change(ticket, changed)
-        except Exception as exc:          # noqa: BLE001 (the journal event has it)
-            log.info("chronos-git: protected-file change not kept for health: %s", exc)
-
-    def _changes_path(self):
-        return self.core.store.meta_dir / "protected-changes.json"
-
-    def _keep_change(self, ticket: Ticket, changed: list[str]) -> None:
-        with self.core.store.lock("protected-changes"):
-            cur = self.recent_changes(max_age_s=None)
-            cur.append({"operation_id": ticket.operation_id, "tool": ticket.call.tool, "paths": changed,
-                        "workspace": ticket.call.workspace, "time": time.time()})
-            atomic_write(self._changes_path(), events.canonical(cur[-CHANGES_KEPT:]).encode(), mode=0o600)
+        self.own_files.refuse(call)
 
     def recent_changes(self, max_age_s: float | None = 7 * 86400) -> list[dict]:
-        """Calls that changed chronos-git's own files (newest last), kept for `health`; the
-        journal's outcome events are the record."""
-        try:
-            cur = json.loads(self._changes_path().read_text())
-        except (OSError, ValueError):
-            return []
-        now = time.time()
-        return [c for c in cur if isinstance(c, dict) and isinstance(c.get("time"), (int, float))
-                and (max_age_s is None or now - c["time"] <= max_age_s)]
+        """Calls that changed chronos-git's own files (newest last), kept for `health`."""
+        return self.own_files.recent_changes(max_age_s)
 
     def completed_before(self, session_id: str | None, tool: str, args: dict) -> dict | None:
         """An identical call that already completed in this session (the duplicate guard)."""
@@ -453,96 +349,14 @@ class ProtectedCalls:
     # ------------------------------------------------------ operator calls
     def run_command(self, workspace: str, argv: list[str], *, tool: str = "terminal",
                     stdout=None, stderr=None) -> RunResult:
-        """A protected shell call: `chronos-git run -- CMD`."""
-        call = Call(tool=tool, args={"argv": argv, "cwd": workspace}, workspace=workspace,
-                    session_id=os.environ.get("CHRONOS_GIT_SESSION"), actor="cli")
-        rc: int | None
-        if self.core.settings.is_read_only(tool):
-            rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
-            return _exited(RunResult(journaled=False, read_only=True, exit_code=rc))
-        failure = None
-        with self.protect(call) as t:
-            try:
-                rc = subprocess.call(argv, cwd=workspace, stdout=stdout, stderr=stderr)
-            except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-                # exec failed: the command never ran, a known outcome (the gate stays open)
-                rc, failure = None, f"could not run {argv[0]}: {exc.strerror or exc}"
-                t.outcome = Outcome(status="error", result_hash=sha256_hex(failure))
-            except (OSError, subprocess.SubprocessError) as exc:    # it may have started: unknown
-                rc, failure = None, f"could not run {argv[0]}: {exc}"
-                t.outcome = Outcome(status="error", uncertain_reason=f"exception: {type(exc).__name__}")
-            else:
-                t.outcome = Outcome(status="ok" if rc == 0 else "error", result_hash=sha256_hex(str(rc)),
-                                    exit_code=rc)
-        if failure:
-            return RunResult(**t.record.model_dump(exclude={"status", "error"}), status="error",
-                             exit_code=None, error=failure)
-        return _exited(RunResult(**t.record.model_dump(), exit_code=rc))
+        """A protected shell call: `chronos-git run -- CMD` (service/direct_calls.py)."""
+        return direct_calls.run_command(self, workspace, argv, tool=tool, stdout=stdout, stderr=stderr)
 
     def write_file(self, workspace: str, path: str, content: bytes, *, tool: str = "write_file",
                    session_id: str | None = None, actor: str | None = "cli") -> WriteResult:
-        """A protected write with write_file semantics (parents created, replaced whole),
-        confined to the workspace: never through a symlink, never into a `.git`."""
-        ws = self.core.store.workspace(workspace)
-        abspath = os.path.normpath(path if os.path.isabs(path) else os.path.join(workspace, path))
-        if os.fsencode(abspath) == ws.root_bytes:
-            raise ValueError(f"{path!r} names the workspace folder itself: write needs the path of a file "
-                             "(nothing was written)")
-        call = Call(tool=tool, args={"path": abspath, "content": content.decode("utf-8", "replace")},
-                    workspace=workspace, session_id=session_id, declared=[Declared(abspath, content)],
-                    actor=actor)
-        self.check_protected(call)            # chronos-git's own files: refused and journaled, wherever
-        split(ws.rel(abspath))                # outside the workspace or into a .git: refused now
-        if path.endswith(("/", os.sep)) or os.path.isdir(abspath):
-            raise ValueError(f"{path} names a folder: write needs the path of a file (nothing was written)")
-        failure = None
-        with self.protect(call) as t:
-            try:
-                ws.write_files([(abspath, content)])
-            except (OSError, ChronosError) as exc:
-                failure = exc
-                t.outcome = failed_write(t.ticket, exc)
-            else:
-                t.outcome = Outcome(status="ok", result_hash=sha256_hex(str(len(content))))
-        if failure is not None:
-            raise ChronosError(f"could not write {abspath}: {explain(failure, ws.root)}")
-        return WriteResult(**t.record.model_dump(), path=abspath, bytes_written=len(content))
-
-
-def _refusal(tool: str, hits: list[Hit], op: str, recorded: bool) -> str:
-    """Why a call was refused, and how to proceed."""
-    where = "; ".join(h.path + (f" (which is {h.resolved})" if h.resolved != os.path.normpath(h.path) else "")
-                      + f": {WHAT[h.what]}" for h in hits)
-    msg = (f"refused: this {tool} call would write {where}. chronos-git never lets a call it records change "
-           "its own store, journal or code; nothing was run"
-           + (f" (journaled as refused, operation {op[:12]})." if recorded else
-              " (the refusal could not be journaled)."))
-    if any(h.what == "plugin" for h in hits):
-        msg += (" To let an agent edit chronos-git itself, run that agent with a separate install of "
-                "chronos-git (another checkout, or `hermes plugins install` into another HERMES_HOME), "
-                "or start the host with CHRONOS_GIT_ALLOW_PLUGIN_EDITS=1.")
-    if any(h.what != "plugin" for h in hits):
-        msg += (" The store is changed only by chronos-git's own commands (`chronos-git journal ...`, "
-                "`restore`, `compact`), run by a person.")
-    return msg
-
-
-def _exited(res: RunResult) -> RunResult:
-    """A command that did not exit 0 has the error shape every surface shows."""
-    rc = res.exit_code
-    if rc:
-        res.status = "error"
-        res.error = res.error or (f"the command was killed by signal {-rc}" if rc < 0
-                                  else f"the command exited with status {rc}")
-    return res
-
-
-def failed_write(ticket: Ticket, exc: BaseException) -> Outcome:
-    """A write that raised: a known error when every path is still at its pre-image
-    (temp + rename never half-replaces a file), else an unknown outcome."""
-    untouched = all(content_id(d["path"]) == d["pre"] for d in ticket.declared)
-    return Outcome(status="error", result_hash=sha256_hex(str(exc)),
-                   uncertain_reason=None if untouched else f"exception: {type(exc).__name__}")
+        """A protected write, confined to the workspace (service/direct_calls.py)."""
+        return direct_calls.write_file(self, workspace, path, content, tool=tool, session_id=session_id,
+                                       actor=actor)
 
 
 def _file_args(args: dict) -> dict:

@@ -19,7 +19,7 @@ ALLOWED = {
     "windtunnel": {"service", "engine", "journal_refs", "settings"},
     "cli": {"service", "engine", "settings", "report", "windtunnel"},
     "api": {"service", "engine", "settings", "report"},
-    "hermes": {"service", "cli", "engine", "journal_refs", "settings", "report"},
+    "hermes": {"service", "cli", "engine", "settings", "report"},
 }
 
 
@@ -95,3 +95,42 @@ def test_no_module_reaches_into_another_modules_privates():
                     continue                  # public, despite its name: a forked child's only exit
                 bad.append(where)
     assert not bad, "\n".join(bad)
+
+
+SURFACES = ("hermes", "cli", "api", "report")
+# the service's parts: a surface asks the facade (service/__init__.py), never a part
+PARTS = {"core", "store", "journal", "calls", "remotes", "maintenance", "snapshots", "reconcile", "gate",
+         "settings_watch", "time"}
+
+
+def _is_service(node: ast.AST) -> bool:
+    """`svc`, `self._svc`, `self.svc()`, `Chronos.get(...)`: the ways surfaces hold the service."""
+    if isinstance(node, ast.Call):
+        node = node.func
+        if isinstance(node, ast.Attribute) and node.attr == "get" and isinstance(node.value, ast.Name):
+            return node.value.id == "Chronos"
+    if isinstance(node, ast.Name):
+        return node.id in ("svc", "_svc", "service", "chronos")
+    return isinstance(node, ast.Attribute) and node.attr in ("svc", "_svc")
+
+
+def test_surfaces_reach_only_the_facade():
+    """The service is sealed: no surface reaches `svc.core/.store/.journal/.calls/...` (its parts)."""
+    bad = []
+    for pkg, f in _modules():
+        if pkg not in SURFACES:
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in PARTS and _is_service(node.value):
+                bad.append(f"{f.relative_to(REPO)}:{node.lineno} .{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_surface_check_sees_a_reach_past_the_facade(tmp_path):
+    """The check above can fail: each way of holding the service is caught."""
+    for code in ("svc.journal.unresolved()", "self._svc.calls.answered()", "self.svc().remotes.kick()",
+                 "Chronos.get(d).store.repo()"):
+        node = ast.parse(code).body[0].value
+        while not (isinstance(node, ast.Attribute) and node.attr in PARTS):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        assert _is_service(node.value), code

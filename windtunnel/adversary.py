@@ -52,7 +52,7 @@ def _detected(out: Outcome, s: Scenario, what: str, *, gate: bool = False) -> No
     svc = s.next_start()
     v = svc.journal_verify()
     health = svc.health(str(s.ws))
-    named = v.status != "ok" or bool(health.tampering) or svc.journal.integrity != "ok"
+    named = v.status != "ok" or bool(health.tampering) or svc.core.journal.integrity != "ok"
     out.reached = named
     out.note = f"{what}: " + (f"detected ({v.error or v.integrity})"[:200] if named else "NOT detected")
     if not named:
@@ -64,7 +64,7 @@ def _detected(out: Outcome, s: Scenario, what: str, *, gate: bool = False) -> No
 def _attributed(out: Outcome, s: Scenario, what: str, path: str) -> None:
     """The shell call that did it names what it changed in its outcome."""
     svc = s.next_start()
-    for ev in svc.journal.events(10):
+    for ev in svc.core.journal.events(10):
         if ev["kind"] in ("returned", "uncertain") and any(path in str(p) for p in ev.get("protected_changed") or ()):
             return
     out.breach("integrity", f"{what}: no call's outcome names {path} as changed")
@@ -94,7 +94,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
         svc = s.next_start()
         if svc.journal_verify().status != "ok":
             out.breach("integrity", f"after a refused write into {target.name} the journal no longer verifies")
-        if not any(e["kind"] == "refused" for e in svc.journal.events(5)):
+        if not any(e["kind"] == "refused" for e in svc.core.journal.events(5)):
             out.breach("integrity", "the refusal was not journaled")
         return out
     if kind == "planted_pager":
@@ -175,11 +175,11 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
             cmd += f" && chmod u+w '{loose}' && : > '{loose}'"
         _attack(s, _sh(cmd))
         svc = s.next_start()
-        repaired = [e for e in svc.journal.events(20) if e.get("action") == "power_cut_repair"]
+        repaired = [e for e in svc.core.journal.events(20) if e.get("action") == "power_cut_repair"]
         out.reached = True                                  # the record was deleted by the agent's call
         damaged = loose is not None and loose.exists() and loose.stat().st_size == 0
         out.note = (f"same boot, {'a checkpoint damaged' if damaged else 'nothing damaged'}: "
-                    + (f"alarm: {str(svc.journal.integrity)[:120]}" if svc.journal.integrity != "ok"
+                    + (f"alarm: {str(svc.core.journal.integrity)[:120]}" if svc.core.journal.integrity != "ok"
                        else "no repair journaled" if not repaired else "REPAIRED"))
         if repaired:
             ev = repaired[0]
@@ -187,7 +187,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
                                         "checkpoints_lost", "error", "boot_id") if ev.get(k)}
             out.breach("integrity", "a deleted boot record on the same boot was journaled as a power-cut "
                        f"repair ({out.note[:60]}): {json.dumps(found)[:400]}")
-        if damaged and svc.journal.integrity == "ok":
+        if damaged and svc.core.journal.integrity == "ok":
             out.breach("integrity", "a checkpoint damaged on the same boot went undetected")
         return out
     if kind == "left_over_process_resolves":
@@ -214,7 +214,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
         _attack(s, _py(waiter))
         s.child(ops=0, first=["shell"], fault="after_intent")       # a crashed shell call: the gate closes
         svc = s.next_start()
-        unresolved = [o.operation_id for o in svc.journal.unresolved()]
+        unresolved = [o.operation_id for o in svc.core.journal.unresolved()]
         if not unresolved:
             out.reached = False
             out.breach("unreached", "no crashed call left the gate closed")
@@ -225,12 +225,12 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
             time.sleep(0.05)
         doc = json.loads(answer.read_text()) if answer.exists() else {}
         svc = s.next_start()
-        still = [o.operation_id for o in svc.journal.unresolved()]
+        still = [o.operation_id for o in svc.core.journal.unresolved()]
         out.reached = bool(doc)
         out.note = f"the left-over process's resolve: {doc.get('code') or doc.get('status') or 'no answer'}"
         if doc.get("code") != "agent_descendant" or unresolved[0] not in still:
             out.breach("escapes", f"a process the agent left running resolved its gate: {doc}")
-        refused = [e for e in svc.journal.events(10) if e.get("action") == "operator_refused"]
+        refused = [e for e in svc.core.journal.events(10) if e.get("action") == "operator_refused"]
         if not refused:
             out.breach("integrity", "the refused attempt was not journaled")
         for op in still:                                              # the operator's own act

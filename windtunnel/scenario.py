@@ -186,7 +186,7 @@ class Scenario:
     def check(self, svc, *, expect_integrity: bool = True, next_operation: bool = True,
               fsck: bool = True) -> Outcome:
         out = Outcome()
-        j = svc.journal
+        j = svc.core.journal
         acks = self.acknowledged()
         # the store is never reset silently; no acknowledged event is lost
         ids = {a["journal_id"] for a in acks if a.get("journal_id")}
@@ -200,7 +200,7 @@ class Scenario:
         for a in acks:
             if (a.get("error") or {}).get("code") == "internal":
                 out.breach("unclear_errors", f"{a['op']} #{a['i']}: {a['error']['error'][:300]}")
-        repo = svc.store.repo()
+        repo = svc.core.store.repo()
         for a in acks:
             head = a.get("head")
             if head is None or j.head is None:
@@ -247,7 +247,7 @@ class Scenario:
 
         def next_operation():
             try:
-                for op in svc.journal.unresolved():
+                for op in svc.core.journal.unresolved():
                     svc.resolve(op.operation_id, "not_applied", "windtunnel: the victim was killed")
                 svc.recover(replay=True, actor="windtunnel")
                 svc.snapshot(str(self.ws), "after the crash")
@@ -262,5 +262,5 @@ class Scenario:
         elif failure:
             out.breach("stuck_locks" if "lock" in failure[0].lower() else "integrity",
                        f"the next operation failed: {failure[0]}")
-        self.events_seen = max(self.events_seen, svc.journal.state.seq + 1)
+        self.events_seen = max(self.events_seen, svc.core.journal.state.seq + 1)
         return out

@@ -2,7 +2,7 @@
 
 A server that trickles a byte every second never trips libgit2's per-read timeout, and
 while it trickles the HTTP answer's header libgit2 calls no progress callback at all:
-only a child process killed at `remote_deadline_s` (service/remotes.py: _Link) ends
+only a child process killed at `remote_deadline_s` (service/remote_link.py: Link) ends
 the push.  The invariant: the background pusher's push is cut off within the deadline
 plus SLACK_S, recorded as failing (naming the remote, the limit and its setting), seen
 by `require_anchor`, a later push runs, and the store's refs are as they were.
@@ -73,14 +73,14 @@ class TrickleServer:
 
 
 def _refs(svc) -> dict[str, str]:
-    repo = svc.store.repo()
+    repo = svc.core.store.repo()
     return {name: str(repo.references[name].target) for name in repo.references}
 
 
 def _record(svc) -> dict:
     """The remote's entry in remotes.json: the record `require_anchor` reads."""
     try:
-        return json.loads((svc.store.meta_dir / "remotes.json").read_bytes()).get("slow") or {}
+        return json.loads((svc.core.store.meta_dir / "remotes.json").read_bytes()).get("slow") or {}
     except (OSError, ValueError):
         return {}
 
@@ -98,7 +98,7 @@ def _failed_after(svc, since: float, within: float) -> dict | None:
 
 def run(s: Scenario, kind: str) -> Outcome:
     from ..service import Chronos
-    from ..service.remotes import gate_reason
+    from ..service.remote_anchor import gate_reason
     from ..settings import Settings
     out = Outcome()
     s.child(ops=2, first=["write"])                          # a journal worth anchoring
@@ -144,7 +144,7 @@ def run(s: Scenario, kind: str) -> Outcome:
             out.breach("hangs", f"a fetch from a {kind} server was not cut off")
         elif "remote_deadline_s" not in str(fetched[0]):
             out.breach("unclear_errors", f"the fetch's failure does not name its limit: {fetched[0]}")
-        if list((svc.store.meta_dir / "tmp").glob("fetch-*")):
+        if list((svc.core.store.meta_dir / "tmp").glob("fetch-*")):
             out.breach("litter", "a fetch cut off left its scratch repository")
         svc.remote_remove("slow")
         out.reached = bool(server.conns) and (kind == "hang" or server.sent > 0)   # it was reached, and trickled

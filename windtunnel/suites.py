@@ -150,11 +150,11 @@ def run_power(case: Case, s: Scenario) -> Outcome:
     if witness:
         # the witness is fsynced, so damage to it is not a power cut but evidence of one
         # (or of tampering): the gate must close and say so, never start a new journal
-        found = svc.journal.integrity != "ok"
+        found = svc.core.journal.integrity != "ok"
         # or harmless: the damage took only a superseded record, and the one that survived
         # names the head the journal had (the witness keeps two: journal_refs/witness.py)
         survived = power.witness_head(s.store)
-        absorbed = not found and survived == s.witness_head == svc.journal.head
+        absorbed = not found and survived == s.witness_head == svc.core.journal.head
         out.reached = found or absorbed
         if absorbed:
             out.note += "; absorbed: the witness record that survived names the journal's head"

@@ -142,7 +142,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
         return out
     svc = s.next_start()
     where = "at the next start"
-    if svc.journal.integrity == "ok":
+    if svc.core.journal.integrity == "ok":
         # damage below the verified head: the daily full verification of a long-lived host
         marker = s.store / "chronos" / "journal-verified.json"
         if marker.exists():
@@ -152,7 +152,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
         svc = s.next_start(background=True)
         svc.wait_for_full_verify(60)
         where = "by the daily full verification"
-    found = svc.journal.integrity
+    found = svc.core.journal.integrity
     out.reached = found != "ok"
     out.note = f"{done}: " + (f"detected {where}: {found}" if out.reached else "NOT detected")
     if not out.reached:

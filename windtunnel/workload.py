@@ -84,7 +84,7 @@ def run(store: str, ws: str, acks: str, seed: int, ops: int, *, background: bool
                 answer, _exit, _http = envelope(exc, svc.core.store_dir)
                 what, error = "error", {"error": answer.error, "code": answer.code,
                                         "type": type(exc).__name__}
-            j = svc.journal
+            j = svc.core.journal
             _ack(fh, {"i": i, "op": kind, "what": what, "error": error, "seq": j.state.seq, "head": j.head,
                       "journal_id": j.state.journal_id, "integrity": j.integrity})
     stop.set()

@@ -122,7 +122,7 @@ def test_it_is_asked_before_the_walk_and_between_batches_never_under_the_mainten
     svc.start()
     svc.core.background = False
     res = svc.snapshot(str(ws), "first")
-    store = svc.store
+    store = svc.core.store
     assert consolidate.pending(store)
     monkeypatch.setattr(consolidate, "BATCH_BYTES", 100_000)     # several batches of 5 blobs
     asked = []
@@ -147,7 +147,7 @@ def test_who_waits_for_its_lock_ends_the_wait(tmp_path):
     import time
     from types import SimpleNamespace
 
-    from chronos_git.engine import retention
+    from chronos_git.engine import compaction
     store = SimpleNamespace(meta_dir=tmp_path)
     activity, since = tmp_path / "witness", tmp_path / "unconsolidated.json"
     activity.write_bytes(b"x")
@@ -177,7 +177,7 @@ def test_who_waits_for_its_lock_ends_the_wait(tmp_path):
         assert said == [(WAITING, 0, 0)]                    # it waits for the busy agent
 
         def operator():
-            with retention.compaction_lock(store):
+            with compaction.compaction_lock(store):
                 got.set()
         threading.Thread(target=operator, daemon=True).start()
         waiting.join(30)
@@ -207,7 +207,7 @@ def test_an_operator_waiting_first_gets_the_lock_first(tmp_path):
     import time
     from types import SimpleNamespace
 
-    from chronos_git.engine import retention
+    from chronos_git.engine import compaction
     hold = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
             "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
     later = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
@@ -223,7 +223,7 @@ def test_an_operator_waiting_first_gets_the_lock_first(tmp_path):
         got = []
 
         def operator():
-            with retention.compaction_lock(SimpleNamespace(meta_dir=meta)):
+            with compaction.compaction_lock(SimpleNamespace(meta_dir=meta)):
                 got.append(time.monotonic())
         op = threading.Thread(target=operator, daemon=True)
         op.start()

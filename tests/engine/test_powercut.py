@@ -78,7 +78,7 @@ def _cut_newest(store_dir: Path, oid: str) -> Path:
 def test_a_truncated_newest_checkpoint_goes_back_to_the_journal_s_checkpoint(store_dir, ws):
     svc, _first, _second = _two_checkpoints(store_dir, ws)
     w = svc.write_file(str(ws), "b.txt", b"by a protected call\n")     # journaled: its pre-checkpoint
-    pre = [e for e in svc.journal.events(None) if e.get("pre_checkpoint")][-1]["pre_checkpoint"]
+    pre = [e for e in svc.core.journal.events(None) if e.get("pre_checkpoint")][-1]["pre_checkpoint"]
     newest = svc.log(str(ws), 1).checkpoints[0].id
     assert w.status == "ok"
     path = _cut_newest(store_dir, newest)
@@ -91,7 +91,7 @@ def test_a_truncated_newest_checkpoint_goes_back_to_the_journal_s_checkpoint(sto
     log = _finishes(lambda: s.log(str(ws)))
     assert log.checkpoints[0].id == good
     # the repair is on the record, and the next snapshot builds on the good checkpoint
-    assert any(e.get("action") == "power_cut_repair" for e in s.journal.events(10))
+    assert any(e.get("action") == "power_cut_repair" for e in s.core.journal.events(10))
     (ws / "a.txt").write_text("third\n")
     third = _finishes(lambda: s.snapshot(str(ws), "third"))
     repo = pygit2.Repository(str(store_dir))
@@ -212,8 +212,8 @@ def test_a_folder_with_a_config_of_its_own_is_never_turned_into_a_store(tmp_path
 def test_a_damaged_loose_copy_of_a_packed_journal_object_is_quarantined_and_the_stat_caches_kept(
         store_dir, ws):
     svc, first, second = _two_checkpoints(store_dir, ws)
-    head = svc.journal.head
-    assert svc.journal.sync() is True              # packed; its loose copy deleted
+    head = svc.core.journal.head
+    assert svc.core.journal.sync() is True              # packed; its loose copy deleted
     assert not _loose(store_dir, head).exists()
     # the cut lost that unlink: the copy is back, its blocks never written
     _loose(store_dir, head).write_bytes(b"\0" * 120)

@@ -8,6 +8,7 @@ import threading
 import pygit2
 import pytest
 
+from chronos_git.engine import compaction, pack_builders, pack_list, reachability
 from chronos_git.engine import restore as restore_mod
 from chronos_git.engine import retention
 from chronos_git.engine.checkpoint import CheckpointMeta
@@ -50,7 +51,7 @@ def store(store_dir):
 def test_max_checkpoints_drops_oldest_and_reports_them(store, ws, store_dir):
     ids, blobs = make_history(store, ws, 6)
     w = store.workspace(ws)
-    rep = retention.compact(store, max_checkpoints=3, size_budget_bytes=0, grace_s=0)
+    rep = compaction.compact(store, max_checkpoints=3, size_budget_bytes=0, grace_s=0)
     assert rep["dry_run"] is False
     assert len(rep["dropped"]) == 1
     d = rep["dropped"][0]
@@ -58,7 +59,7 @@ def test_max_checkpoints_drops_oldest_and_reports_them(store, ws, store_dir):
     assert [c["id"] for c in d["checkpoints"]] == list(reversed(ids[:3]))
     assert [c["description"] for c in d["checkpoints"]] == ["v2", "v1", "v0"]
     assert isinstance(rep["size_before"], int) and isinstance(rep["size_after"], int)
-    assert rep["size_after"] > 0 and rep["size_after"] == retention.store_size(store)
+    assert rep["size_after"] > 0 and rep["size_after"] == compaction.store_size(store)
 
     assert [c.id for c in w.checkpoints()] == list(reversed(ids[3:]))
     assert (store_dir / "shallow").read_text().split() == [ids[3]]
@@ -93,7 +94,7 @@ def test_max_checkpoints_drops_oldest_and_reports_them(store, ws, store_dir):
 def test_size_budget_keeps_the_newest_that_fit(store_dir, ws):
     store = Store.open(store_dir, EngineConfig(max_checkpoints=0, size_budget_mb=0.025))   # 26214 bytes
     ids, _ = make_history(store, ws, 5, size=10_000)
-    rep = retention.compact(store, grace_s=0)                 # limits from the config
+    rep = compaction.compact(store, grace_s=0)                 # limits from the config
     dropped = [c["id"] for c in rep["dropped"][0]["checkpoints"]]
     assert dropped == list(reversed(ids[:3]))
     assert [c.id for c in store.workspace(ws).checkpoints()] == [ids[4], ids[3]]
@@ -103,7 +104,7 @@ def test_size_budget_keeps_the_newest_that_fit(store_dir, ws):
 def test_size_budget_always_keeps_the_newest(store_dir, ws):
     store = Store.open(store_dir, EngineConfig(max_checkpoints=0, size_budget_mb=0.001))
     ids, _ = make_history(store, ws, 3, size=5_000)
-    retention.compact(store, grace_s=0)
+    compaction.compact(store, grace_s=0)
     assert [c.id for c in store.workspace(ws).checkpoints()] == [ids[2]]
     restore_mod.restore(store.workspace(ws), ids[2])
     fsck_ok(store_dir)
@@ -112,11 +113,11 @@ def test_size_budget_always_keeps_the_newest(store_dir, ws):
 def test_pinned_checkpoints_are_kept(store, ws, store_dir):
     ids, _ = make_history(store, ws, 5)
     w = store.workspace(ws)
-    rep = retention.compact(store, pinned={ids[0]}, max_checkpoints=1, grace_s=0)
+    rep = compaction.compact(store, pinned={ids[0]}, max_checkpoints=1, grace_s=0)
     assert rep["dropped"] == []
     assert [c.id for c in w.checkpoints()] == list(reversed(ids))
 
-    rep = retention.compact(store, pinned={ids[2]}, max_checkpoints=1, grace_s=0)
+    rep = compaction.compact(store, pinned={ids[2]}, max_checkpoints=1, grace_s=0)
     assert [c["id"] for c in rep["dropped"][0]["checkpoints"]] == [ids[1], ids[0]]
     assert [c.id for c in w.checkpoints()] == [ids[4], ids[3], ids[2]]
     fsck_ok(store_dir)
@@ -128,7 +129,7 @@ def test_pinned_checkpoints_are_kept(store, ws, store_dir):
 def test_dry_run_compaction_changes_nothing(store, ws, store_dir):
     ids, _ = make_history(store, ws, 4)
     objects_before = sorted(str(p) for p in (store_dir / "objects").rglob("*") if p.is_file())
-    rep = retention.compact(store, max_checkpoints=1, grace_s=0, dry_run=True)
+    rep = compaction.compact(store, max_checkpoints=1, grace_s=0, dry_run=True)
     assert rep["dry_run"] is True
     assert [c["id"] for c in rep["dropped"][0]["checkpoints"]] == list(reversed(ids[:3]))
     assert sorted(str(p) for p in (store_dir / "objects").rglob("*") if p.is_file()) == objects_before
@@ -141,7 +142,7 @@ def test_retention_is_per_workspace_and_repeatable(store, ws, tmp_path, store_di
     ws2.mkdir()
     ids1, _ = make_history(store, ws, 4)
     ids2, _ = make_history(store, ws2, 2)
-    rep = retention.compact(store, max_checkpoints=2, grace_s=0)
+    rep = compaction.compact(store, max_checkpoints=2, grace_s=0)
     assert [d["workspace"] for d in rep["dropped"]] == [str(ws)]
     assert [c.id for c in store.workspace(ws2).checkpoints()] == list(reversed(ids2))
     fsck_ok(store_dir)
@@ -150,7 +151,7 @@ def test_retention_is_per_workspace_and_repeatable(store, ws, tmp_path, store_di
     more, _ = make_history(store, ws, 2)
     (ws2 / "late.txt").write_text("late\n")
     late = snap(store, ws2).checkpoint.id
-    rep = retention.compact(store, max_checkpoints=2, grace_s=0)
+    rep = compaction.compact(store, max_checkpoints=2, grace_s=0)
     by_ws = {d["workspace"]: [c["id"] for c in d["checkpoints"]] for d in rep["dropped"]}
     assert by_ws == {str(ws): [ids1[3], ids1[2]], str(ws2): [ids2[0]]}
     assert sorted((store_dir / "shallow").read_text().split()) == sorted([more[0], ids2[1]])
@@ -187,7 +188,7 @@ def test_compaction_while_snapshots_run(store, ws, store_dir):
 
     t = threading.Thread(target=writer)
     t.start()
-    reports = [retention.compact(store, max_checkpoints=5, grace_s=0) for _ in range(3)]
+    reports = [compaction.compact(store, max_checkpoints=5, grace_s=0) for _ in range(3)]
     stop.set()
     t.join()
     assert not errors, errors
@@ -234,13 +235,13 @@ def test_content_equal_to_pruned_objects_is_written_again_after_a_compaction(tmp
     (ws / "docs" / "old.txt").write_text("a new state\n")
     snap(store, ws, "new state")
     if other_process:                                   # the compaction runs elsewhere
-        code = ("import sys; from chronos_git.engine.store import Store; from chronos_git.engine import retention;"
+        code = ("import sys; from chronos_git.engine.store import Store; from chronos_git.engine import compaction;"
                 "from chronos_git.engine.config import EngineConfig;"
                 "s = Store.open(sys.argv[1], EngineConfig(max_checkpoints=1, compact_grace_s=0));"
-                "retention.compact(s, grace_s=0)")
+                "compaction.compact(s, grace_s=0)")
         subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], check=True)
     else:
-        retention.compact(store, grace_s=0)
+        compaction.compact(store, grace_s=0)
     (ws / "docs" / "old.txt").write_text("the old state\n")   # back to content that was pruned
     cid = snap(store, ws, "old state again").checkpoint.id
     fsck = subprocess.run(["git", f"--git-dir={tmp_path / 'store'}", "fsck", "--strict", "--no-dangling"],
@@ -261,10 +262,10 @@ def test_store_budget_drops_oldest_across_workspaces_and_keeps_each_newest(store
     b_ids, _ = make_history(store, other, 4, size=4000)
     before = _kept_bytes(store)
     assert before > 32000
-    dry = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, store_budget_bytes=14000,
-                            dry_run=True)
+    dry = compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, store_budget_bytes=14000,
+                             dry_run=True)
     assert _kept_bytes(store) == before and sum(len(d["checkpoints"]) for d in dry["dropped"]) >= 4
-    rep = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, store_budget_bytes=14000, grace_s=0)
+    rep = compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, store_budget_bytes=14000, grace_s=0)
     assert rep["store_budget_kept_bytes"] <= 14000 and _kept_bytes(store) <= 14000
     assert [d["checkpoints"] for d in rep["dropped"]] == [d["checkpoints"] for d in dry["dropped"]]
     for w, ids in ((store.workspace(ws), a_ids), (store.workspace(other), b_ids)):
@@ -278,8 +279,8 @@ def test_store_budget_never_drops_pinned(store, ws, tmp_path):
     other.mkdir()
     a_ids, _ = make_history(store, ws, 4, size=4000)
     make_history(store, other, 4, size=4000)
-    retention.compact(store, pinned={a_ids[0]}, max_checkpoints=0, size_budget_bytes=0,
-                      store_budget_bytes=14000, grace_s=0)
+    compaction.compact(store, pinned={a_ids[0]}, max_checkpoints=0, size_budget_bytes=0,
+                       store_budget_bytes=14000, grace_s=0)
     assert [str(c.id) for c in store.workspace(ws).iter_commits()] == list(reversed(a_ids))
     assert len(list(store.workspace(other).iter_commits())) == 1     # the rest of the budget went here
 
@@ -294,12 +295,12 @@ def test_orphaned_workspace_pruned_after_its_days_unless_pinned(store, ws, tmp_p
     shutil.rmtree(gone)
     missing = retention.note_missing(store, now=time.time() - 3 * 86400)   # first seen gone 3 days ago
     assert list(missing) == [store.workspace(gone).id]
-    assert retention.compact(store, orphan_s=5 * 86400, dry_run=True)["pruned"] == []
-    pinned = retention.compact(store, orphan_s=2 * 86400, pinned={g_ids[1]}, grace_s=0)
+    assert compaction.compact(store, orphan_s=5 * 86400, dry_run=True)["pruned"] == []
+    pinned = compaction.compact(store, orphan_s=2 * 86400, pinned={g_ids[1]}, grace_s=0)
     assert pinned["pruned"] == [] and len(store.workspaces()) == 2
-    dry = retention.compact(store, orphan_s=2 * 86400, dry_run=True)
+    dry = compaction.compact(store, orphan_s=2 * 86400, dry_run=True)
     assert [(p["workspace"], p["checkpoints"]) for p in dry["pruned"]] == [(str(gone), 3)]
-    rep = retention.compact(store, orphan_s=2 * 86400, grace_s=0)
+    rep = compaction.compact(store, orphan_s=2 * 86400, grace_s=0)
     assert [p["workspace"] for p in rep["pruned"]] == [str(gone)]
     assert [os.fsdecode(w.root_bytes) for w in store.workspaces()] == [str(ws)]
     repo = pygit2.Repository(str(store_dir))
@@ -318,7 +319,7 @@ def test_a_folder_that_comes_back_restarts_its_clock(store, ws, tmp_path):
     retention.note_missing(store, now=time.time() - 10 * 86400)
     os.rename(tmp_path / "away", d)
     assert retention.note_missing(store) == {}
-    assert retention.compact(store, orphan_s=86400, grace_s=0)["pruned"] == []
+    assert compaction.compact(store, orphan_s=86400, grace_s=0)["pruned"] == []
 
 
 def test_service_journals_the_pruning_and_health_shows_the_budget(svc, ws, tmp_path):
@@ -331,14 +332,14 @@ def test_service_journals_the_pruning_and_health_shows_the_budget(svc, ws, tmp_p
     s.snapshot(str(gone), "one")
     s.snapshot(str(ws), "mine")
     shutil.rmtree(gone)
-    retention.note_missing(s.store, now=time.time() - 2 * 86400)
+    retention.note_missing(s.core.store, now=time.time() - 2 * 86400)
     h = s.health(str(ws))
     assert h.store_budget.orphans == 1 and h.store_budget.budget_bytes == 1024 * 1024
     assert 0 < h.store_budget.used_bytes < 1024 * 1024
     assert s.maintenance.store_due() is not None
     res = s.compact()
     assert [p.workspace for p in res.pruned] == [str(gone)]
-    ev = [e for e in s.journal.events(None) if e.get("action") == "prune_orphans"]
+    ev = [e for e in s.core.journal.events(None) if e.get("action") == "prune_orphans"]
     assert len(ev) == 1 and ev[0]["pruned"][0]["workspace"] == str(gone)
     assert s.maintenance.store_due() is None
 
@@ -350,16 +351,16 @@ def test_after_a_turn_the_check_and_the_compaction_run_on_a_thread(svc, ws, tmp_
     s.snapshot(str(ws), "mine")
     assert s.maintenance.compact_in_background_if_due()          # a check started: not due
     s.maintenance._compactor.join(30)
-    assert not [e for e in s.journal.events(None) if e.get("action") == "prune_orphans"]
+    assert not [e for e in s.core.journal.events(None) if e.get("action") == "prune_orphans"]
     gone = tmp_path / "gone3"
     gone.mkdir()
     (gone / "x.txt").write_text("x")
     s.snapshot(str(gone), "one")
     shutil.rmtree(gone)
-    retention.note_missing(s.store, now=time.time() - 2 * 86400)
+    retention.note_missing(s.core.store, now=time.time() - 2 * 86400)
     assert s.maintenance.compact_in_background_if_due()
     s.maintenance._compactor.join(60)
-    ev = [e for e in s.journal.events(None) if e.get("action") == "prune_orphans"]
+    ev = [e for e in s.core.journal.events(None) if e.get("action") == "prune_orphans"]
     assert len(ev) == 1 and ev[0]["pruned"][0]["workspace"] == str(gone)
 
 
@@ -368,22 +369,22 @@ def _packs(store_dir):
 
 
 def test_geometric_compaction_keeps_a_compacted_pack_and_packs_only_what_is_new(store, ws, store_dir, monkeypatch):
-    monkeypatch.setattr(retention, "KEEP_BYTES", 0)
+    monkeypatch.setattr(pack_list, "KEEP_BYTES", 0)
     ids, blobs = make_history(store, ws, 6, size=2000)
-    first = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    first = compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     assert first["packs_kept"] == 0
     big = _packs(store_dir)
-    assert len(big) == 1 and retention.compacted_packs(store) == set(big)
+    assert len(big) == 1 and pack_list.compacted_packs(store) == set(big)
     more, more_blobs = make_history(store, ws, 2, size=2000)
-    second = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    second = compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     assert second["packs_kept"] == 1 and second["objects_packed"] < first["objects_packed"] / 2
     now = _packs(store_dir)
-    assert big[0] in now and len(now) == 2 and retention.compacted_packs(store) == set(now)
+    assert big[0] in now and len(now) == 2 and pack_list.compacted_packs(store) == set(now)
     repo = pygit2.Repository(str(store_dir))
     assert all(b in repo for b in blobs + more_blobs)
     fsck_ok(store_dir)
     # a retention cut that leaves most of the kept pack unreachable rewrites it
-    third = retention.compact(store, max_checkpoints=1, size_budget_bytes=0, grace_s=0)
+    third = compaction.compact(store, max_checkpoints=1, size_budget_bytes=0, grace_s=0)
     assert third["packs_kept"] == 0 and big[0] not in _packs(store_dir)
     repo = pygit2.Repository(str(store_dir))
     assert more_blobs[-1] in repo and blobs[0] not in repo
@@ -393,7 +394,7 @@ def test_geometric_compaction_keeps_a_compacted_pack_and_packs_only_what_is_new(
 def test_an_adopted_clone_pack_is_kept_by_compaction(tmp_path, monkeypatch):
     from chronos_git.service import Chronos
     from chronos_git.settings import Settings
-    monkeypatch.setattr(retention, "KEEP_BYTES", 0)
+    monkeypatch.setattr(pack_list, "KEEP_BYTES", 0)
     ws = tmp_path / "ws"
     ws.mkdir()
     for i in range(30):
@@ -408,7 +409,7 @@ def test_an_adopted_clone_pack_is_kept_by_compaction(tmp_path, monkeypatch):
     svc.snapshot(str(ws), "first")
     out = svc.consolidate()
     assert out.adopted == 1
-    adopted = set(retention.compacted_packs(svc.store))
+    adopted = set(pack_list.compacted_packs(svc.core.store))
     assert len(adopted) == 1
     (ws / "f0.txt").write_text("changed\n")
     svc.snapshot(str(ws), "second")
@@ -434,7 +435,7 @@ def test_compaction_tells_the_delta_search_each_blob_s_name(store, ws, store_dir
     """Two versions of 150 files, all of one size: only the name says which blobs belong
     together (git's rule), so nearly every second version packs as a delta of its first."""
     _two_versions_of_150_names(store, ws)
-    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     fsck_ok(store_dir)
     deltas, blobs = _delta_blobs(store_dir)
     assert blobs >= 300
@@ -452,10 +453,10 @@ def test_the_bounded_pack_builder_still_deltifies_a_large_file(store, ws, store_
     body[12345] ^= 0xFF
     (ws / "big.db").write_bytes(body)
     snap(store, ws, "v2")
-    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     deltas, _blobs = _delta_blobs(store_dir)
     assert deltas >= 1
-    assert retention.store_size(store) < 30 << 20         # one copy of the file, not two
+    assert compaction.store_size(store) < 30 << 20         # one copy of the file, not two
 
 
 def _two_versions_of_150_names(store, ws):
@@ -478,13 +479,13 @@ def _two_versions_of_150_names(store, ws):
 def test_a_big_compaction_packs_in_parts_that_keep_their_deltas(store, ws, store_dir, monkeypatch):
     """Past PART_MIN_BYTES, one builder per core packs a run of the delta search's order: the
     parts are cut only between names, so the deltas survive, and later compactions keep them."""
-    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
-    monkeypatch.setattr(retention, "_cores", lambda: 2)
+    monkeypatch.setattr(pack_builders, "PART_MIN_BYTES", 0)
+    monkeypatch.setattr(pack_builders, "_cores", lambda: 2)
     latest = _two_versions_of_150_names(store, ws)
-    rep = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    rep = compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     parts = _packs(store_dir)
-    assert 1 < len(parts) <= len(retention._shares(2))
-    assert retention.compacted_packs(store) == set(parts)
+    assert 1 < len(parts) <= len(pack_builders._shares(2))
+    assert pack_list.compacted_packs(store) == set(parts)
     assert not list((store_dir / "objects" / "pack").glob("tmp-compact-*"))
     fsck_ok(store_dir)
     deltas, blobs = _delta_blobs(store_dir)
@@ -494,63 +495,63 @@ def test_a_big_compaction_packs_in_parts_that_keep_their_deltas(store, ws, store
     held = [(store_dir / "objects" / "pack" / f"{p}.idx").read_bytes()[8 + 255 * 4:8 + 256 * 4] for p in parts]
     assert rep["objects_packed"] == sum(int.from_bytes(n, "big") for n in held)     # each object once
     # the parts are kept by the next compaction below KEEP_BYTES (which is for single packs)
-    monkeypatch.setattr(retention, "PART_KEEP_BYTES", 0)
-    assert all((store_dir / "objects" / "pack" / f"{p}.pack").stat().st_size < retention.KEEP_BYTES for p in parts)
+    monkeypatch.setattr(pack_list, "PART_KEEP_BYTES", 0)
+    assert all((store_dir / "objects" / "pack" / f"{p}.pack").stat().st_size < pack_list.KEEP_BYTES for p in parts)
     (ws / "d0" / "new.txt").write_text("one more\n")
     snap(store, ws, "v3")
-    again = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    again = compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     assert again["packs_kept"] == len(parts) and set(parts) <= set(_packs(store_dir))
     assert again["objects_packed"] < 10
     fsck_ok(store_dir)
 
 
 def test_parts_are_runs_of_the_delta_order_cut_between_names(store, ws, store_dir, monkeypatch):
-    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
+    monkeypatch.setattr(pack_builders, "PART_MIN_BYTES", 0)
     for i in range(40):
         (ws / f"same{i % 4}").mkdir(exist_ok=True)
         (ws / f"same{i % 4}" / f"n{i % 10}.c").write_bytes(os.urandom(100 + 50 * i))
     cp = snap(store, ws, "v1").checkpoint.id
     repo = pygit2.Repository(str(store_dir))
     names: dict = {}
-    oids = retention._walk(repo, [pygit2.Oid(hex=cp)], [], set(), names)
-    parts = retention._parts(repo, oids, names, retention._shares(2))
+    oids = reachability.walk(repo, [pygit2.Oid(hex=cp)], [], set(), names)
+    parts = pack_builders._parts(repo, oids, names, pack_builders._shares(2))
     assert len(parts) > 1
     assert sorted(o.raw for p in parts for o in p) == sorted(o.raw for o in oids)
-    key = {o: (int(repo.odb.read_header(o)[0]), retention._name_hash(names.get(o))) for o in oids}
+    key = {o: (int(repo.odb.read_header(o)[0]), pack_builders._name_hash(names.get(o))) for o in oids}
     owner = {}
     for n, part in enumerate(parts):
         for o in part:
             assert owner.setdefault(key[o], n) == n, "one name's objects split over two parts"
     # git's name hash: only the last 16 characters count, whitespace not at all
-    assert retention._name_hash(b"drivers/x/" + b"sixteen-chars..c") == retention._name_hash(b"fs/" + b"sixteen-chars..c")
-    assert retention._name_hash(b"a.c") != retention._name_hash(b"a.h")
-    assert retention._name_hash(b"a b.c") == retention._name_hash(b"ab.c")
+    assert pack_builders._name_hash(b"drivers/x/" + b"sixteen-chars..c") == pack_builders._name_hash(b"fs/" + b"sixteen-chars..c")
+    assert pack_builders._name_hash(b"a.c") != pack_builders._name_hash(b"a.h")
+    assert pack_builders._name_hash(b"a b.c") == pack_builders._name_hash(b"ab.c")
     # below the bound, one part
-    monkeypatch.setattr(retention, "PART_MIN_BYTES", 1 << 40)
-    assert retention._parts(repo, oids, names, retention._shares(2)) == [oids]
+    monkeypatch.setattr(pack_builders, "PART_MIN_BYTES", 1 << 40)
+    assert pack_builders._parts(repo, oids, names, pack_builders._shares(2)) == [oids]
 
 
 def test_a_part_that_fails_fails_the_compaction_and_loses_nothing(store, ws, store_dir, monkeypatch):
-    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
-    monkeypatch.setattr(retention, "_cores", lambda: 2)
+    monkeypatch.setattr(pack_builders, "PART_MIN_BYTES", 0)
+    monkeypatch.setattr(pack_builders, "_cores", lambda: 2)
     latest = _two_versions_of_150_names(store, ws)
     before = sorted(p.name for p in (store_dir / "objects").rglob("*") if p.is_file())
-    real, calls = retention._build, []
+    real, calls = pack_builders._build, []
 
     def flaky(*a, **k):
         calls.append(1)
         if len(calls) == 3:
             raise pygit2.GitError("disk full (injected)")
         return real(*a, **k)
-    monkeypatch.setattr(retention, "_build", flaky)
+    monkeypatch.setattr(pack_builders, "_build", flaky)
     with pytest.raises(pygit2.GitError, match="injected"):
-        retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+        compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     after = sorted(p.name for p in (store_dir / "objects").rglob("*") if p.is_file())
     assert after == before                  # nothing deleted, no part left behind
     repo = pygit2.Repository(str(store_dir))
     assert all(b in repo for b in latest)
-    monkeypatch.setattr(retention, "_build", real)
-    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    monkeypatch.setattr(pack_builders, "_build", real)
+    compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     fsck_ok(store_dir)
 
 
@@ -558,20 +559,20 @@ def test_a_packing_in_parts_cut_off_between_a_pack_and_its_index_loses_nothing(s
     """The disk fails right after the first part's pack is renamed into place (as a crash
     there leaves it): nothing was deleted, and the next compaction sweeps the lone pack."""
     from chronos_git.engine import faults
-    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
-    monkeypatch.setattr(retention, "_cores", lambda: 2)
+    monkeypatch.setattr(pack_builders, "PART_MIN_BYTES", 0)
+    monkeypatch.setattr(pack_builders, "_cores", lambda: 2)
     latest = _two_versions_of_150_names(store, ws)
     monkeypatch.setattr(faults, "_ARMED", ("compact_pack_before_idx", 1, "enospc"))
     monkeypatch.setattr(faults, "_hits", 0)
     with pytest.raises(OSError):
-        retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+        compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     pack_dir = store_dir / "objects" / "pack"
     lone = [p for p in pack_dir.glob("pack-*.pack") if not p.with_suffix(".idx").exists()]
     assert len(lone) == 1
     repo = pygit2.Repository(str(store_dir))
     assert all(b in repo for b in latest)
     monkeypatch.setattr(faults, "_ARMED", None)
-    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     assert [p for p in pack_dir.glob("pack-*.pack") if not p.with_suffix(".idx").exists()] == []
     assert len(_packs(store_dir)) > 1
     fsck_ok(store_dir)
@@ -583,8 +584,8 @@ def test_builders_run_at_once_and_no_part_is_a_crumb(store, ws, store_dir, monke
     """One name far bigger than a part's share makes one big part, not a trail of one-name
     parts after it; the parts are built at the same time (a barrier that two sequential
     builds would break)."""
-    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
-    monkeypatch.setattr(retention, "_cores", lambda: 2)
+    monkeypatch.setattr(pack_builders, "PART_MIN_BYTES", 0)
+    monkeypatch.setattr(pack_builders, "_cores", lambda: 2)
     (ws / "big").mkdir()
     for v in range(6):
         (ws / "big" / "log.bin").write_bytes(os.urandom(40_000))
@@ -594,32 +595,32 @@ def test_builders_run_at_once_and_no_part_is_a_crumb(store, ws, store_dir, monke
     cp = snap(store, ws, "small").checkpoint.id
     repo = pygit2.Repository(str(store_dir))
     names: dict = {}
-    oids = retention._walk(repo, [pygit2.Oid(hex=cp)], [], set(), names)
-    parts = retention._parts(repo, oids, names, retention._shares(2))
+    oids = reachability.walk(repo, [pygit2.Oid(hex=cp)], [], set(), names)
+    parts = pack_builders._parts(repo, oids, names, pack_builders._shares(2))
     sizes = [sum(repo.odb.read_header(o)[1] for o in p) for p in parts]
-    assert len(parts) > 1 and min(sizes) >= min(retention._shares(2)) / 2 * sum(sizes), sizes
+    assert len(parts) > 1 and min(sizes) >= min(pack_builders._shares(2)) / 2 * sum(sizes), sizes
     barrier = threading.Barrier(2, timeout=20)
-    real, started = retention._build, []
+    real, started = pack_builders._build, []
 
     def together(*a, **k):
         started.append(1)
         if len(started) <= 2:
             barrier.wait()               # BrokenBarrierError if the second never comes
         return real(*a, **k)
-    monkeypatch.setattr(retention, "_build", together)
-    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    monkeypatch.setattr(pack_builders, "_build", together)
+    compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     assert len(started) == len(_packs(store_dir)) > 1
     fsck_ok(store_dir)
 
 
 def test_an_object_above_the_solo_bound_packs_with_one_builder(store, ws, store_dir, monkeypatch):
-    monkeypatch.setattr(retention, "PART_MIN_BYTES", 0)
-    monkeypatch.setattr(retention, "SOLO_OBJECT_BYTES", 50_000)
-    monkeypatch.setattr(retention, "_cores", lambda: 2)
+    monkeypatch.setattr(pack_builders, "PART_MIN_BYTES", 0)
+    monkeypatch.setattr(pack_builders, "SOLO_OBJECT_BYTES", 50_000)
+    monkeypatch.setattr(pack_builders, "_cores", lambda: 2)
     _two_versions_of_150_names(store, ws)
     (ws / "big.bin").write_bytes(os.urandom(60_000))
     snap(store, ws, "big")
-    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     assert len(_packs(store_dir)) == 1
     fsck_ok(store_dir)
 
@@ -628,10 +629,10 @@ def test_an_object_above_the_solo_bound_packs_with_one_builder(store, ws, store_
                                  '[1, 2]', '{"parts": {"a": 1}}', 'not json'])
 def test_a_damaged_pack_list_only_means_packing_again(store, ws, store_dir, doc):
     make_history(store, ws, 3)
-    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
-    retention._packs_list(store).write_text(doc)
+    compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    pack_list.packs_list_path(store).write_text(doc)
     ids, blobs = make_history(store, ws, 2)
-    rep = retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    rep = compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     assert rep["packs_kept"] == 0
     repo = pygit2.Repository(str(store_dir))
     assert all(b in repo for b in blobs)
@@ -641,11 +642,11 @@ def test_a_damaged_pack_list_only_means_packing_again(store, ws, store_dir, doc)
 def test_the_small_packs_of_the_journals_syncs_call_for_a_compaction_that_merges_them(svc, ws):
     from support.helpers import run_command
     s = svc()
-    for i in range(retention.SMALL_PACKS_DUE):
+    for i in range(pack_list.SMALL_PACKS_DUE):
         assert run_command(s, ws, ["true"])[0] == 0
-        assert s.journal.sync() is True            # one small durable pack each
-    assert retention.small_packs(s.store) >= retention.SMALL_PACKS_DUE
+        assert s.core.journal.sync() is True            # one small durable pack each
+    assert pack_list.small_packs(s.core.store) >= pack_list.SMALL_PACKS_DUE
     assert "small packs" in (s.maintenance.store_due() or "")
     s.compact()
-    assert retention.small_packs(s.store) == 0 and s.maintenance.store_due() is None
+    assert pack_list.small_packs(s.core.store) == 0 and s.maintenance.store_due() is None
     assert s.journal_verify().wire()["status"] == "ok"

@@ -193,7 +193,7 @@ def test_store_inside_workspace_is_never_captured(ws, inner):
     paths = set(tree_entries(store_dir, first["checkpoint"]))
     assert paths == {b"a.txt", b"src/main.py"}
     # the store itself changed (objects, refs, journal) but the workspace did not
-    s.journal.open()
+    s.core.journal.open()
     second = s.snapshot(str(ws), "two").wire()
     assert second["created"] is False and second["checkpoint"] == first["checkpoint"]
     (ws / "a.txt").write_text("changed\n")

@@ -18,7 +18,7 @@ from support.helpers import git
 
 
 def _audit(s: Chronos) -> list[store_audit.Finding]:
-    return store_audit.audit(s.store.root, s.remotes.recorded_config())
+    return store_audit.audit(s.core.store.root, s.remotes.recorded_config())
 
 
 def _gitc(store: Path, *args) -> None:
@@ -87,7 +87,7 @@ def test_a_remote_added_before_the_record_held_urls_is_taken_from_the_config_onc
     s.start()
     s.write_file(str(ws), "a.txt", b"x\n")
     s.remote_add("old", str(tmp_path / "old.git"))
-    state_path = s.store.meta_dir / "remotes.json"
+    state_path = s.core.store.meta_dir / "remotes.json"
     import json
     state = json.loads(state_path.read_text())
     for k in ("url", "send_snapshots"):
@@ -119,15 +119,15 @@ CASES = {
     "extension": (lambda st: _plant_config(st, "extensions.noop", "true"), "config", "extensions.noop"),
     "foreign_remote": (lambda st: _plant_config(st, "remote.evil.url", "/tmp/evil.git"), "config", "remote.evil.url"),
     "changed_base_value": (lambda st: _plant_config(st, "gc.auto", "1"), "config", "gc.auto"),
-    "replace_ref": (lambda st: (lambda s: _gitc(st, "update-ref", f"refs/replace/{s.journal.head}",
-                                                str(s.store.repo()[s.journal.head].parents[0].id))),
+    "replace_ref": (lambda st: (lambda s: _gitc(st, "update-ref", f"refs/replace/{s.core.journal.head}",
+                                                str(s.core.store.repo()[s.core.journal.head].parents[0].id))),
                     "ref", "refs/replace/"),
-    "branch": (lambda st: (lambda s: _gitc(st, "update-ref", "refs/heads/master", s.journal.head)), "ref",
+    "branch": (lambda st: (lambda s: _gitc(st, "update-ref", "refs/heads/master", s.core.journal.head)), "ref",
                "refs/heads/master"),
     "hook": (lambda st: (lambda s: ((st / "hooks" / "post-index-change").write_text("#!/bin/sh\nevil\n"),
                                     os.chmod(st / "hooks" / "post-index-change", 0o755))), "hook",
              "hooks/post-index-change"),
-    "grafts": (lambda st: (lambda s: (st / "info" / "grafts").write_text(s.journal.head + "\n")), "grafts",
+    "grafts": (lambda st: (lambda s: (st / "info" / "grafts").write_text(s.core.journal.head + "\n")), "grafts",
                "info/grafts"),
     "alternates": (lambda st: (lambda s: (st / "objects" / "info").mkdir(exist_ok=True) or
                                (st / "objects" / "info" / "alternates").write_text("/tmp/other/objects\n")),

@@ -58,7 +58,7 @@ def first(store, ws, **settings):
     svc = Chronos.get(store, Settings(**settings))
     svc.start()
     res = svc.snapshot(str(ws), "first")
-    return svc, res, svc.store.workspace(str(ws))
+    return svc, res, svc.core.store.workspace(str(ws))
 
 
 def blobs(repo: pygit2.Repository, tree, prefix=b"") -> dict[bytes, bytes]:
@@ -100,10 +100,10 @@ def test_store_self_contained_after_rm_rf_git_and_after_consolidation(tmp_path):
     (ws / "d2" / "f2.txt").write_text("ruined\n")
     svc.restore(str(ws), res.checkpoint, paths=["d2/f2.txt"], actor="test")
     assert (ws / "d2" / "f2.txt").read_text() == "file 2\n" + "x" * 2
-    pending = consolidate.pending(svc.store)
+    pending = consolidate.pending(svc.core.store)
     assert len(pending) == 2                                  # our fast pack and the user's linked one
     out = svc.consolidate()
-    assert (out.packs, out.adopted) == (1, 1) and not consolidate.pending(svc.store)   # a fresh clone's pack is kept
+    assert (out.packs, out.adopted) == (1, 1) and not consolidate.pending(svc.core.store)   # a fresh clone's pack is kept
     left = {p.rsplit(".", 1)[0] for p in os.listdir(tmp_path / "store" / "objects" / "pack")}
     assert len(left & set(pending)) == 1
     repo = pygit2.Repository(str(tmp_path / "store"))
@@ -199,7 +199,7 @@ def test_a_clean_clone_takes_git_s_trees_and_builds_only_the_root(tmp_path):
     repo = pygit2.Repository(str(tmp_path / "store"))
     assert blobs(repo, repo[res.tree])[b"d0/f0.txt"] == b"file 0\n"
     out = svc.consolidate()
-    assert out.adopted == 1 and not consolidate.pending(svc.store)
+    assert out.adopted == 1 and not consolidate.pending(svc.core.store)
     subprocess.run(["git", "--git-dir", str(tmp_path / "store"), "fsck", "--strict"], check=True,
                    capture_output=True)
 
@@ -317,9 +317,9 @@ def test_consolidation_killed_at_each_point_loses_nothing(tmp_path, point):
     shutil.rmtree(ws / ".git")                       # the user's objects are no fallback
     Chronos.forget_instances()
     svc = Chronos.get(store, Settings())
-    assert consolidate.pending(svc.store)            # resumed by the next process
+    assert consolidate.pending(svc.core.store)            # resumed by the next process
     svc.consolidate()
-    assert not consolidate.pending(svc.store)
+    assert not consolidate.pending(svc.core.store)
     repo = pygit2.Repository(str(store))
     got = blobs(repo, repo[res.tree])
     assert got[b"d4/f59.txt"] == b"file 59\n" + b"x" * 59 and len(got) == 64
@@ -381,7 +381,7 @@ def test_a_hostile_dot_git_file_is_harmless(tmp_path):
 def test_a_consolidation_cut_off_resumes_where_it_stopped(tmp_path, monkeypatch):
     """A process that exits mid-copy (a one-shot hermes chat) keeps the packs it finished;
     the next run copies only the rest."""
-    from chronos_git.engine import bulk
+    from chronos_git.engine import pack_writer
     ws = tmp_path / "ws"
     ws.mkdir()
     for i in range(40):
@@ -399,7 +399,7 @@ def test_a_consolidation_cut_off_resumes_where_it_stopped(tmp_path, monkeypatch)
     assert len(finished) >= 2                                  # packs the cut-off run completed (>= 6 blobs each)
     Chronos.forget_instances()
     copied = []
-    real = bulk._PackWriter.add
-    monkeypatch.setattr(bulk._PackWriter, "add", lambda self, sha, packed: (copied.append(sha), real(self, sha, packed))[1])
+    real = pack_writer.PackWriter.add
+    monkeypatch.setattr(pack_writer.PackWriter, "add", lambda self, sha, packed: (copied.append(sha), real(self, sha, packed))[1])
     out = Chronos.get(store, Settings()).consolidate()
     assert out.packs == 1 and len(copied) <= 41 - 6 * len(finished)   # those blobs were not copied again

@@ -275,14 +275,14 @@ def test_a_compaction_between_watched_snapshots_loses_no_change(watched):
     """Watched refreshes live in the in-memory stat cache; a compaction makes the process
     reopen its handles, dropping that cache: the next snapshot must not build on the stale
     file (it would put back what the first period changed)."""
-    from chronos_git.engine import retention
+    from chronos_git.engine import compaction
     ws, tmp = watched
     root = ws.root
     watched_snapshot(ws)
     (root / "d0" / "f0.txt").write_text("changed in the first period\n")
     first = watched_snapshot(ws)
     assert first.report["scan"] == "watched"          # the cache file does not have it yet
-    retention.compact(ws.store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
+    compaction.compact(ws.store, max_checkpoints=0, size_budget_bytes=0, grace_s=0)
     (root / "d1" / "f1.txt").write_text("changed in the second period\n")
     second = watched_snapshot(ws)
     assert second.tree_id == reference_tree(ws, tmp)

@@ -21,9 +21,9 @@ def _chain(repo, tip):
 def test_each_event_is_mirrored_with_its_id_and_without_image_contents(svc, ws):
     s = svc()
     s.write_file(str(ws), "a.txt", b"secret body\n")
-    repo = s.store.repo()
+    repo = s.core.store.repo()
     head = str(repo.references[REF].target)
-    tip, mirrored = anchor.extend(s.store)
+    tip, mirrored = anchor.extend(s.core.store)
     assert mirrored == head
     journal, mirror = _chain(repo, head), _chain(repo, tip)
     assert [anchor.event_of(m) for m in mirror] == [str(e.id) for e in journal]
@@ -40,37 +40,37 @@ def test_each_event_is_mirrored_with_its_id_and_without_image_contents(svc, ws):
 def test_extend_is_incremental_deterministic_and_rebuilds_when_lost(svc, ws):
     s = svc()
     s.write_file(str(ws), "a.txt", b"1\n")
-    first, _ = anchor.extend(s.store)
+    first, _ = anchor.extend(s.core.store)
     s.write_file(str(ws), "a.txt", b"2\n")
-    second, _ = anchor.extend(s.store)
-    repo = s.store.repo()
+    second, _ = anchor.extend(s.core.store)
+    repo = s.core.store.repo()
     assert repo.descendant_of(second, first)
-    assert anchor.extend(s.store)[0] == second           # nothing new: the same tip
+    assert anchor.extend(s.core.store)[0] == second           # nothing new: the same tip
     repo.references.delete(anchor.ANCHOR_REF)
-    assert anchor.extend(s.store)[0] == second           # rebuilt: the same ids
+    assert anchor.extend(s.core.store)[0] == second           # rebuilt: the same ids
 
 
 def test_a_rewritten_journal_is_refused(svc, ws):
     s = svc()
     s.write_file(str(ws), "a.txt", b"1\n")
-    anchor.extend(s.store)
-    repo = s.store.repo()
+    anchor.extend(s.core.store)
+    repo = s.core.store.repo()
     head = repo[repo.references[REF].target]
     sig = pygit2.Signature("x", "x@x", 1, 0)
     forged = repo.create_commit(None, sig, sig, head.message, head.tree_id, [])   # a new, rootless history
     with pytest.raises(IntegrityError, match="rewritten"):
-        anchor.extend(s.store, str(forged))
+        anchor.extend(s.core.store, str(forged))
 
 
 def test_a_stale_view_of_the_journal_is_not_a_rewrite(svc, ws):
     """Another process appended and mirrored further than this one has seen (found in review)."""
     s = svc()
     s.write_file(str(ws), "a.txt", b"1\n")
-    repo = s.store.repo()
+    repo = s.core.store.repo()
     old = str(repo.references[REF].target)
     s.write_file(str(ws), "a.txt", b"2\n")
-    tip, done = anchor.extend(s.store)
-    assert anchor.extend(s.store, old) == (tip, done)
+    tip, done = anchor.extend(s.core.store)
+    assert anchor.extend(s.core.store, old) == (tip, done)
     repo.references[REF].set_target(pygit2.Oid(hex=old))      # now the journal itself went back
     with pytest.raises(IntegrityError, match="rolled back"):
-        anchor.extend(s.store, old)
+        anchor.extend(s.core.store, old)

@@ -69,7 +69,7 @@ def test_sync_packs_what_is_carried_with_a_few_fsyncs_and_stops_carrying_it(jour
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
-    assert journal.journal.sync() is True
+    assert journal.core.journal.sync() is True
     monkeypatch.undo()
     # pack, .idx, their directory, the ref (and packed-refs) and its directory: not one per
     # object and fan-out directory
@@ -85,7 +85,7 @@ def test_sync_packs_what_is_carried_with_a_few_fsyncs_and_stops_carrying_it(jour
     for oid, text in carry.items():                     # the same objects, read from the pack
         assert zlib.decompress(carried.loose_bytes(repo, oid)) == zlib.decompress(carried.decode(oid, text))
     assert new_idx.stat().st_mode & 0o222 == 0
-    assert journal.journal.sync() is False             # nothing left to sync
+    assert journal.core.journal.sync() is False             # nothing left to sync
     assert journal.journal_verify().wire()["status"] == "ok"
 
 
@@ -197,7 +197,7 @@ def test_sync_leaves_everything_carried_while_the_ref_lags(journal, store_dir):
     ids = chain(store_dir)
     (store_dir / REF).write_text(ids[1] + "\n")           # a crash between witness and ref
     before = witness(store_dir)["carried"]
-    assert journal.journal.sync() is False
+    assert journal.core.journal.sync() is False
     assert witness(store_dir)["carried"] == before
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from chronos_git.engine import powercut, retention
+from chronos_git.engine import compaction, powercut
 from chronos_git.journal_refs import IntegrityError, checkpoints
 from chronos_git.journal_refs.checkpoints import MARKER
 from chronos_git.service import Chronos
@@ -40,7 +40,7 @@ def _calls(s: Chronos, ws: Path, n: int = 3) -> list[dict]:
     for i in range(n):
         res = s.write_file(str(ws), "a.txt", f"call {i}\n".encode())
         assert res.status == "ok", res
-    return [e for e in reversed(s.journal.events(None)) if e.get("post_checkpoint")]
+    return [e for e in reversed(s.core.journal.events(None)) if e.get("post_checkpoint")]
 
 
 def _forge(store_dir: Path, ws: Path, genuine: str) -> str:
@@ -52,7 +52,7 @@ def _forge(store_dir: Path, ws: Path, genuine: str) -> str:
     tb = repo.TreeBuilder(g.tree)
     tb.insert("a.txt", blob, pygit2.GIT_FILEMODE_BLOB)
     forged = repo.create_commit(None, g.author, g.committer, g.message, tb.write(), list(g.parent_ids))
-    w = Chronos.get(store_dir, Settings()).store.workspace(str(ws))
+    w = Chronos.get(store_dir, Settings()).core.store.workspace(str(ws))
     repo.references.create(w.ref, forged, force=True)
     (w.gitdir / "HEAD").write_text(f"{forged}\n")
     return str(forged)
@@ -70,7 +70,7 @@ def _reboot(store_dir: Path) -> None:
 
 
 def _clean(s: Chronos) -> None:
-    assert s.journal.integrity == "ok", s.journal.integrity
+    assert s.core.journal.integrity == "ok", s.core.journal.integrity
     res = s.journal_verify()
     assert res.status == "ok", res.error
     assert s.refusal() is None
@@ -99,12 +99,12 @@ def test_the_next_start_finds_a_forgery_without_a_verify_and_again_once_the_alar
     genuine = ret[-1]["post_checkpoint"]
     _forge(store_dir, ws, genuine)
     s2 = _next_process(store_dir)
-    assert s2.journal.integrity != "ok" and genuine[:12] in s2.journal.integrity
+    assert s2.core.journal.integrity != "ok" and genuine[:12] in s2.core.journal.integrity
     # a forgery that later calls built on is still found: the genuine one is not below the tip
     (store_dir / "chronos" / "journal-alarm.json").unlink()
     s3 = _next_process(store_dir)
-    assert s3.journal.integrity != "ok"                 # found again at this start
-    assert genuine[:12] in s3.journal.integrity
+    assert s3.core.journal.integrity != "ok"                 # found again at this start
+    assert genuine[:12] in s3.core.journal.integrity
 
 
 def test_a_forgery_under_later_calls_is_found_at_the_next_start(svc, ws, store_dir):
@@ -115,7 +115,7 @@ def test_a_forgery_under_later_calls_is_found_at_the_next_start(svc, ws, store_d
     _forge(store_dir, ws, genuine)
     s.write_file(str(ws), "b.txt", b"on top of the forgery\n")   # this process checked at its start
     s2 = _next_process(store_dir)
-    assert s2.journal.integrity != "ok" and genuine[:12] in s2.journal.integrity
+    assert s2.core.journal.integrity != "ok" and genuine[:12] in s2.core.journal.integrity
 
 
 def test_compaction_after_a_forgery_refuses_and_keeps_the_genuine_checkpoint(svc, ws, store_dir):
@@ -135,8 +135,8 @@ def test_named_checkpoints_are_roots_of_a_compaction_even_when_no_ref_reaches_th
     ret = _calls(s, ws)
     genuine = ret[-1]["post_checkpoint"]
     _forge(store_dir, ws, genuine)
-    store = s.store
-    retention.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0, keep={genuine})
+    store = s.core.store
+    compaction.compact(store, max_checkpoints=0, size_budget_bytes=0, grace_s=0, keep={genuine})
     store.forget_repos()
     assert isinstance(pygit2.Repository(str(store_dir))[genuine], pygit2.Commit)
 
@@ -144,11 +144,11 @@ def test_named_checkpoints_are_roots_of_a_compaction_even_when_no_ref_reaches_th
 def test_a_deleted_checkpoint_ref_or_a_named_checkpoint_s_files_deleted_is_an_alarm(svc, ws, store_dir, tmp_path):
     s = svc()
     ret = _calls(s, ws, 2)
-    w = s.store.workspace(str(ws))
+    w = s.core.store.workspace(str(ws))
     (store_dir / w.ref).unlink()                                   # no orphan pruning journaled
     (w.gitdir / "HEAD").write_text("ref: refs/heads/chronos-unborn\n")
     s2 = _next_process(store_dir)
-    assert s2.journal.integrity != "ok" and "is gone" in s2.journal.integrity and str(ws) in s2.journal.integrity
+    assert s2.core.journal.integrity != "ok" and "is gone" in s2.core.journal.integrity and str(ws) in s2.core.journal.integrity
     # another store: a named checkpoint's root tree deleted under its commit
     other_store, other_ws = tmp_path / "store2", tmp_path / "ws2"
     other_ws.mkdir()
@@ -158,7 +158,7 @@ def test_a_deleted_checkpoint_ref_or_a_named_checkpoint_s_files_deleted_is_an_al
     tree = str(repo[ret[-1]["post_checkpoint"]].tree_id)
     (other_store / "objects" / tree[:2] / tree[2:]).unlink()
     s4 = _next_process(other_store)
-    assert s4.journal.integrity != "ok" and "root tree" in s4.journal.integrity
+    assert s4.core.journal.integrity != "ok" and "root tree" in s4.core.journal.integrity
 
 
 # ------------------------------------------------------------ power cuts
@@ -171,10 +171,10 @@ def test_deleting_boot_json_on_the_same_boot_is_an_alarm_not_a_repair(svc, ws, s
     (store_dir / "chronos" / powercut.MARKER).unlink()  # ... and the record that there was none
     s2 = _next_process(store_dir)
     assert "refused" in s2.startup["power_cut_repair"]
-    assert s2.journal.integrity != "ok" and "this very boot" in s2.journal.integrity
-    assert "boot.json" in s2.journal.integrity
+    assert s2.core.journal.integrity != "ok" and "this very boot" in s2.core.journal.integrity
+    assert "boot.json" in s2.core.journal.integrity
     # nothing was moved back or quarantined, and no repair was journaled
-    w = s2.store.workspace(str(ws))
+    w = s2.core.store.workspace(str(ws))
     assert (store_dir / w.ref).read_text().strip() == newest
     assert (store_dir / "objects" / newest[:2] / newest[2:]).exists()
     assert not (store_dir / "chronos" / "quarantine").exists()
@@ -183,8 +183,8 @@ def test_deleting_boot_json_on_the_same_boot_is_an_alarm_not_a_repair(svc, ws, s
     assert s2.refusal() is not None
     # verify does not lift it while the store stays as it is (the whole verify would read the
     # truncated checkpoint: the check it runs is called here), nor does the next start
-    assert any("this very boot" in p for p in checkpoints.check(s2.journal, full=True).problems)
-    assert _next_process(store_dir).journal.integrity != "ok"
+    assert any("this very boot" in p for p in checkpoints.check(s2.core.journal, full=True).problems)
+    assert _next_process(store_dir).core.journal.integrity != "ok"
 
 
 def test_deleting_boot_json_with_nothing_damaged_does_nothing(svc, ws, store_dir):
@@ -206,7 +206,7 @@ def test_a_real_power_cut_repair_does_not_alarm(svc, ws, store_dir):
     s2 = _next_process(store_dir)
     repair = s2.startup["power_cut_repair"]
     assert repair["refs_repaired"] and "refused" not in repair
-    ev = [e for e in s2.journal.events(5) if e.get("action") == "power_cut_repair"][0]
+    ev = [e for e in s2.core.journal.events(5) if e.get("action") == "power_cut_repair"][0]
     assert ev["boot_id"] == powercut.current_boot()
     _clean(s2)
     s2.write_file(str(ws), "a.txt", b"after the cut\n")
@@ -221,7 +221,7 @@ def test_a_checkpoint_the_cut_took_while_the_ref_survived_is_journaled_as_lost(s
     post = ret[-1]["post_checkpoint"]
     repo = pygit2.Repository(str(store_dir))
     parent = str(repo[post].parent_ids[0])
-    w = s.store.workspace(str(ws))
+    w = s.core.store.workspace(str(ws))
     (store_dir / w.ref).write_text(parent + "\n")
     (w.gitdir / "HEAD").write_text(parent + "\n")
     (store_dir / "objects" / post[:2] / post[2:]).unlink()
@@ -274,7 +274,7 @@ def test_orphan_workspace_pruning_never_alarms(svc, ws, store_dir, tmp_path):
     _calls(s, ws, 1)
     _calls(s, other, 2)
     s.journal_verify()
-    gone = s.store.workspace(str(other))
+    gone = s.core.store.workspace(str(other))
     (store_dir / "chronos" / "missing.json").write_text(json.dumps({gone.id: time.time() - 3 * 86400}))
     other.rename(tmp_path / "moved-away")
     rep = s.compact(grace_s=0)

@@ -59,7 +59,7 @@ def test_cas_four_processes_times_200_appends_lose_nothing(svc, store_dir, tmp_p
     go, procs = spawn_appenders(store_dir, tmp_path, 4, 100)   # 4 x 200 appends
     go.touch()
     wait_all(procs)
-    evs = list(reversed(s.journal.events(None)))
+    evs = list(reversed(s.core.journal.events(None)))
     assert [e["seq"] for e in evs] == list(range(801))
     per = defaultdict(list)
     for e in evs[1:]:
@@ -75,8 +75,8 @@ def test_cas_four_processes_times_200_appends_lose_nothing(svc, store_dir, tmp_p
         assert [(e["kind"], e["operation_id"]) for e in mine] == expect
     res = s.journal_verify().wire()
     assert res["status"] == "ok" and res["events"] == 801, res["problems"]
-    assert s.journal.state.open == {}
-    assert s.journal.state.totals == {"genesis": 1, "started": 400, "returned": 400}
+    assert s.core.journal.state.open == {}
+    assert s.core.journal.state.totals == {"genesis": 1, "started": 400, "returned": 400}
     fsck = git(f"--git-dir={store_dir}", "fsck", "--strict", check=False)
     assert fsck.returncode == 0, fsck.stderr
 
@@ -90,13 +90,13 @@ def test_verify_during_concurrent_appends_never_reports_tampering(svc, store_dir
     go.touch()
     results = []
     while any(p.poll() is None for p in procs):
-        results.append(s.journal.verify())
+        results.append(s.core.journal.verify())
     wait_all(procs)
-    results.append(s.journal.verify())
+    results.append(s.core.journal.verify())
     assert len(results) >= 2
     bad = [r["problems"] for r in results if r["integrity"] != "ok"]
     assert bad == []
-    assert s.journal.integrity == "ok" and s.gate.state() is None
+    assert s.core.journal.integrity == "ok" and s.gate.state() is None
     assert not (store_dir / "chronos" / "journal-alarm.json").exists()
     assert results[-1]["events"] == 1 + 2 * 2 * 60
 
@@ -198,7 +198,7 @@ def test_in_process_threads_share_one_journal(svc, ws):
     for t in threads:
         t.join()
     assert errors == []
-    assert s.journal.state.seq == 200 and s.journal.state.open == {}
+    assert s.core.journal.state.seq == 200 and s.core.journal.state.open == {}
     assert s.journal_verify().wire()["status"] == "ok"
 
 
@@ -216,8 +216,8 @@ def test_two_processes_settling_the_same_crashed_op(cli, ws, store_dir, monkeypa
     assert r.rc == -9
     winner = Chronos(store_dir, Settings())
     loser = Chronos(store_dir, Settings())
-    winner.journal.open()
-    loser.journal.open()
+    winner.core.journal.open()
+    loser.core.journal.open()
     real = recovery.evidence
     raced = []
     busy = []
@@ -233,6 +233,6 @@ def test_two_processes_settling_the_same_crashed_op(cli, ws, store_dir, monkeypa
     loser.start()                                       # must not raise
     assert raced and [x.result for x in raced[0]] == ["completed"]
     assert loser.startup["integrity"] == "ok"
-    kinds = [e["kind"] for e in loser.journal.events(None)]
+    kinds = [e["kind"] for e in loser.core.journal.events(None)]
     assert kinds.count("recovered") == 1
     assert loser.gate.state() is None

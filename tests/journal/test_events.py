@@ -22,7 +22,7 @@ from support.helpers import git, run_command
 
 def events(svc_obj, kinds=None):
     """Oldest first."""
-    return list(reversed(svc_obj.journal.events(None, kinds=kinds)))
+    return list(reversed(svc_obj.core.journal.events(None, kinds=kinds)))
 
 
 def op_events(svc_obj, op):
@@ -30,7 +30,7 @@ def op_events(svc_obj, op):
 
 
 def tree_of(svc_obj, commit_id):
-    repo = svc_obj.store.repo()
+    repo = svc_obj.core.store.repo()
     return {e.name: str(e.id) for e in repo[commit_id].tree}
 
 
@@ -44,7 +44,7 @@ def test_genesis_event_and_state_blob(svc, ws):
     assert g["kind"] == "genesis" and g["seq"] == 0 and g["schema"] == SCHEMA
     assert g["journal_id"] and g["created_by"]["pid"] == os.getpid()
     assert isinstance(g["timestamp_ns"], int)
-    repo = s.store.repo()
+    repo = s.core.store.repo()
     commit = repo[g["id"]]
     assert commit.parent_ids == []
     state = json.loads(repo[commit.tree["state.json"].id].data)
@@ -69,16 +69,16 @@ def test_started_and_returned_fields_for_a_shell_call(svc, ws):
     assert ev["owner"]["pid"] == os.getpid()
     assert ev["owner"]["start_time"] == me.start_time and ev["owner"]["boot_id"] == me.boot_id
     assert ev["pre_checkpoint"] and ev["pre_checkpoint"] == t.pre_checkpoint
-    assert s.store.repo()[ev["pre_checkpoint"]].message.startswith("chronos checkpoint:")
+    assert s.core.store.repo()[ev["pre_checkpoint"]].message.startswith("chronos checkpoint:")
     assert "declared" not in ev
     # raw args of a non-file tool are never stored (hash only)
     assert "args" not in ev
-    raw = s.store.repo()[ev["id"]].message
+    raw = s.core.store.repo()[ev["id"]].message
     assert "hunter2" not in raw
     # the op is open and running (owner alive: this process), gate open
-    assert s.journal.state.open[t.operation_id]["state"] == "running"
+    assert s.core.journal.state.open[t.operation_id]["state"] == "running"
     assert s.gate.state() is None
-    assert [r.operation_id for r in s.journal.running()] == [t.operation_id]
+    assert [r.operation_id for r in s.core.journal.running()] == [t.operation_id]
 
     (ws / "out.txt").write_text("made\n")
     info = s.finish(t, Outcome(status="ok", result_hash="r" * 64, exit_code=0)).wire()
@@ -89,7 +89,7 @@ def test_started_and_returned_fields_for_a_shell_call(svc, ws):
     assert ret["post_checkpoint"] != ev["pre_checkpoint"]
     assert ret["exit_code"] == 0
     assert not any(k in ret for k in ("result", "stdout", "output", "args"))
-    assert s.journal.state.open == {}
+    assert s.core.journal.state.open == {}
 
 
 def test_store_args_keeps_raw_args(svc, ws):
@@ -109,7 +109,7 @@ def test_file_tool_declared_paths_and_image_blobs(svc, ws):
                 declared=[Declared(str(target), big.encode()), Declared(str(new_file), b"fresh\n")])
     t = s.begin(call)
     ev = op_events(s, t.operation_id)[0]
-    repo = s.store.repo()
+    repo = s.core.store.repo()
     decl = {d["path"]: d for d in ev["declared"]}
     assert decl[str(target)]["pre"] == str(pygit2.hash(b"alpha\n"))
     assert decl[str(target)]["post"] == str(pygit2.hash(big.encode()))
@@ -133,7 +133,7 @@ def test_file_tool_declared_paths_and_image_blobs(svc, ws):
 def test_state_blob_after_each_event_matches_replay(svc, ws):
     s = svc()
     t = s.begin(Call(tool="terminal", args={}, workspace=str(ws)))
-    repo = s.store.repo()
+    repo = s.core.store.repo()
     head = repo.references[REF].target
     st = json.loads(repo[repo[head].tree["state.json"].id].data)
     assert st["seq"] == 1 and st["open"][t.operation_id]["state"] == "running"
@@ -177,7 +177,7 @@ def _failing_subprocess(monkeypatch):
     """A command whose start fails in a way that does not prove it never ran (EIO)."""
     import errno
 
-    from chronos_git.service import transaction
+    from chronos_git.service import direct_calls as transaction  # where `run` starts its command
 
     def call(*a, **kw):
         raise OSError(errno.EIO, "Input/output error")
@@ -239,10 +239,10 @@ def test_live_owner_does_not_block_dead_owner_does(svc, ws, store_dir):
         assert len(op) == 32, op
         # running elsewhere: visible, not blocking
         assert s.gate.state() is None
-        running = s.journal.running()
+        running = s.core.journal.running()
         assert [r.operation_id for r in running] == [op]
         assert running[0].owner["pid"] == proc.pid
-        assert s.journal.unresolved() == []
+        assert s.core.journal.unresolved() == []
         # this process can still do protected work meanwhile
         rc, _ = run_command(s, ws, ["true"])
         assert rc == 0
@@ -252,7 +252,7 @@ def test_live_owner_does_not_block_dead_owner_does(svc, ws, store_dir):
     g = s.gate.state()
     assert g is not None and g.operation_ids == [op]
     assert g.operations[0].state == "pending" and g.operations[0].tool == "long_job"
-    assert s.journal.running() == []
+    assert s.core.journal.running() == []
     with pytest.raises(Blocked):
         run_command(s, ws, ["true"])
 
@@ -307,7 +307,7 @@ def test_git_log_shows_readable_events_and_fsck_clean(svc, ws, store_dir):
 def test_admission_after_2000_appends_uses_head_state(svc, ws, store_dir):
     s = svc()
     s.start()
-    j = s.journal
+    j = s.core.journal
     import uuid
     ops = [uuid.uuid4().hex for _ in range(1000)]
     for op in ops:
@@ -325,7 +325,7 @@ def test_admission_after_2000_appends_uses_head_state(svc, ws, store_dir):
     s2 = svc()
     g = s2.gate.state()
     assert g is not None and g.operation_ids == ["d" * 32]
-    assert s2.journal.state.seq == 2001 and s2.journal.state.totals["started"] == 1001
+    assert s2.core.journal.state.seq == 2001 and s2.core.journal.state.totals["started"] == 1001
     s2.resolve("d" * 32, "not_applied", "synthetic")
     assert s2.gate.state() is None
     res = s2.journal_verify().wire()
@@ -341,6 +341,6 @@ def test_warn_mode_admits_but_integrity_failure_still_blocks(svc, ws, store_dir,
     t = s.begin(Call(tool="terminal", args={}, workspace=str(ws)))     # warned, not refused
     assert "recovery gate is closed" in t.gate_warning
     s.finish(t, Outcome(status="ok"))
-    s.journal.integrity = "simulated damage"
+    s.core.journal.integrity = "simulated damage"
     with pytest.raises(Blocked):
         s.begin(Call(tool="terminal", args={}, workspace=str(ws)))

@@ -512,7 +512,7 @@ def test_rollback_of_a_call_outside_the_workspace_names_the_manual_recipe(svc, w
                      declared=[Declared(str(outside), b"agent outside\n")]))
     outside.write_text("half-written garbage")
     s.finish(t, Outcome(status="error", uncertain_reason="exception: Killed"))
-    (u,) = s.journal.unresolved()
+    (u,) = s.core.journal.unresolved()
     with pytest.raises(Exception) as exc:
         s.recover(u.operation_id, rollback=True)
     msg = str(exc.value)
@@ -521,7 +521,7 @@ def test_rollback_of_a_call_outside_the_workspace_names_the_manual_recipe(svc, w
     pre = t.declared[0]["pre"]
     blob = git(f"--git-dir={store_dir}", "cat-file", "blob", pre).stdout
     assert blob == "original outside\n"                        # the recipe's blob is there
-    assert s.journal.unresolved()                                # still for the operator
+    assert s.core.journal.unresolved()                                # still for the operator
 
 
 def test_stale_git_lock_of_the_journal_ref_does_not_block(cli, ws, store_dir):

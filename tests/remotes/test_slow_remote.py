@@ -126,7 +126,7 @@ def test_a_hanging_server_never_holds_the_background_pusher_or_a_fetch(tmp_path,
         since = time.time()
 
         def failed():
-            rec = json.loads((svc.store.meta_dir / "remotes.json").read_text())["slow"]
+            rec = json.loads((svc.core.store.meta_dir / "remotes.json").read_text())["slow"]
             return rec if rec.get("last_error") and rec.get("last_attempt", 0) > since else None
         svc.remotes.kick()
         return wait_for(failed, timeout=OUTER_S, message="the background push was never cut off")
@@ -136,11 +136,11 @@ def test_a_hanging_server_never_holds_the_background_pusher_or_a_fetch(tmp_path,
     second = attempt()
     assert second["failing_since"] == first["failing_since"]
     # a fetch is cut off the same way, and neither its scratch repository nor a ref is left
-    before = refs(svc.store.root)
+    before = refs(svc.core.store.root)
     exc = bounded(lambda: svc.fetch("slow"))
     assert isinstance(exc, transport.RemoteError) and "remote_deadline_s" in str(exc), exc
-    assert refs(svc.store.root) == before
-    assert not list((svc.store.meta_dir / "tmp").glob("fetch-*"))
+    assert refs(svc.core.store.root) == before
+    assert not list((svc.core.store.meta_dir / "tmp").glob("fetch-*"))
 
 
 def test_without_a_child_process_the_call_is_left_behind_at_the_deadline(tmp_path, hang, monkeypatch):

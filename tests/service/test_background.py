@@ -23,7 +23,7 @@ def big_ws(tmp_path):
 def test_calls_go_ahead_while_the_first_snapshot_runs(tmp_path, big_ws):
     svc = Chronos.get(tmp_path / "store", Settings(snapshot_budget_s=0.05))
     svc.background = True
-    ws = svc.store.workspace(big_ws)
+    ws = svc.core.store.workspace(big_ws)
     target = big_ws / "d0" / "f0.txt"
     with ws.lock():                      # hold the workspace: the background import must wait
         t = svc.begin(Call(tool="write_file", args={"path": str(target), "content": "new\n"},

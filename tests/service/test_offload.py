@@ -46,7 +46,7 @@ def _host(tmp_path) -> Chronos:
 
 def _first(svc, tree) -> dict:
     assert svc.turn_checkpoint(str(tree)) == {"kind": "background"}
-    ws = svc.store.workspace(tree)
+    ws = svc.core.store.workspace(tree)
     assert svc.snapshots.wait(ws, 120)
     return svc.health(str(tree)).wire()["workspace"]["background"]
 
@@ -56,7 +56,7 @@ def test_the_first_import_and_its_consolidation_run_in_a_child(tmp_path, tree, m
         raise AssertionError("the bulk import ran in the host's process")
     monkeypatch.setattr(Workspace, "_bulk_import", not_here)
     svc = _host(tmp_path)
-    with svc.store.workspace(tree).lock():         # the child waits for this: health sees it run
+    with svc.core.store.workspace(tree).lock():         # the child waits for this: health sees it run
         assert svc.turn_checkpoint(str(tree)) == {"kind": "background"}
         wait_for(lambda: "first snapshot running in a child process" in render.text(svc.health(str(tree))),
                  message=lambda: render.text(svc.health(str(tree))))
@@ -170,7 +170,7 @@ def _pgrp(pid: int) -> int:
 
 def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
     store = tmp_path / "store"
-    ws = Chronos.get(store, Settings()).store.workspace(tree)
+    ws = Chronos.get(store, Settings()).core.store.workspace(tree)
     with ws.lock():                     # the child waits for the workspace lock held here
         host = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
             import signal, time
@@ -217,7 +217,7 @@ def test_the_consolidation_waits_for_a_pause_in_the_agent_s_calls(tmp_path, tree
     until the agent pauses or an operator asks for the lock it holds."""
     from chronos_git.engine.consolidate import QUIET_S, WAITING
     svc = _host(tmp_path)
-    witness = svc.journal.witness_path
+    witness = svc.core.journal.witness_path
     before = witness.stat().st_mtime_ns
     svc.write_file(str(tree), "premise.txt", b"a protected call rewrites the witness\n")
     assert witness.stat().st_mtime_ns > before

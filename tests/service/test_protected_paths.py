@@ -388,7 +388,7 @@ def test_replay_of_a_write_to_a_protected_path_is_refused(tmp_path, monkeypatch)
         Store._instances.clear()
         Chronos._instances.clear()
         dead = Chronos(Path(os.path.abspath(store)), Settings())
-        dead.journal.me = DEAD
+        dead.core.journal.me = DEAD
         t = dead.begin(Call(tool="write_file", args={"path": str(target)}, workspace=str(proj),
                             declared=[Declared(str(target), b"evil\n")]))
     op = t.operation_id

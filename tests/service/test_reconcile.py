@@ -51,7 +51,7 @@ def dead_process(store_dir, **settings) -> Chronos:
     """A process that will die before recording any outcome: what it journals names an
     owner that is not alive, so any other process sees its open operations as pending."""
     s = process(store_dir, **settings)
-    s.journal.me = DEAD
+    s.core.journal.me = DEAD
     return s
 
 
@@ -75,7 +75,7 @@ def shell_call(ws, command="make build") -> Call:
 
 def events_of(s: Chronos, op: str | None = None) -> list[dict]:
     """Oldest first; only `op`'s when given."""
-    evs = list(reversed(s.journal.events(None)))
+    evs = list(reversed(s.core.journal.events(None)))
     return [e for e in evs if op is None or e.get("operation_id") == op]
 
 
@@ -219,14 +219,14 @@ def test_file_call_at_its_pre_image_settles_not_applied_and_replays_exactly_once
     assert s.journal_status().replayable == []
 
     # a second replay is refused and writes nothing
-    after, seq = (stat_of(a), stat_of(new)), s.journal.state.seq
+    after, seq = (stat_of(a), stat_of(new)), s.core.journal.state.seq
     with pytest.raises(ChronosError):
         s.recover(op, replay=True)
     assert s.recover(replay=True).replayed == []    # none left to replay
     s2 = process(store_dir)
     with pytest.raises(ChronosError):
         s2.recover(op, replay=True)
-    assert (stat_of(a), stat_of(new)) == after and s2.journal.state.seq == seq
+    assert (stat_of(a), stat_of(new)) == after and s2.core.journal.state.seq == seq
     assert kinds(s2, op) == ["started", "recovered", "replayed"]
     assert_sound(s2)
 
@@ -373,10 +373,10 @@ def test_resolve_refuses_empty_evidence_bad_ids_and_running_operations(store_dir
     s.start()
     ids = ["abcdef" + "0" * 26, "abcdef" + "1" * 26]
     for op in ids:                                  # two crashed calls whose ids share a prefix
-        s.journal.append(ev.Started, {"operation_id": op, "tool": "terminal", "workspace": str(ws),
+        s.core.journal.append(ev.Started, {"operation_id": op, "tool": "terminal", "workspace": str(ws),
                                       "owner": DEAD.to_dict()})
     live = s.begin(shell_call(ws, "sleep 1"), gate=False)      # this process: running
-    seq = s.journal.state.seq
+    seq = s.core.journal.state.seq
     refusals = [
         ((ids[0], "completed", ""), "evidence"),
         ((ids[0], "completed", " \n\t "), "evidence"),
@@ -398,7 +398,7 @@ def test_resolve_refuses_empty_evidence_bad_ids_and_running_operations(store_dir
         s.recover(ids[0], replay=True, rollback=True)
     with pytest.raises(ChronosError, match="operation id"):
         s.recover(rollback=True)
-    assert s.journal.state.seq == seq              # nothing was journaled
+    assert s.core.journal.state.seq == seq              # nothing was journaled
     assert sorted(s.gate.state().operation_ids) == ids
 
     r = s.resolve("ABCDEF1", "not_applied", "never ran")       # unique, any case
@@ -451,10 +451,10 @@ def test_rollback_of_a_shell_call_restores_its_pre_checkpoint_and_can_be_undone(
     assert kinds(s, rop["operation_id"]) == ["started", "returned"]
     assert events_of(s, rop["operation_id"])[-1]["status"] == "ok"
     assert s.gate.state() is None
-    seq = s.journal.state.seq
+    seq = s.core.journal.state.seq
     with pytest.raises(ChronosError):
         s.recover(op, rollback=True)               # rolled back already
-    assert s.journal.state.seq == seq
+    assert s.core.journal.state.seq == seq
 
     # the safety checkpoint undoes the rollback
     back = s.restore(str(ws), safety)
@@ -479,18 +479,18 @@ def test_rollback_of_a_file_call_outside_the_workspace_is_refused_with_the_git_r
 
     s = process(store_dir)
     assert [x.result for x in s.start()["settled"]] == ["partial"]
-    seq = s.journal.state.seq
+    seq = s.core.journal.state.seq
     with pytest.raises(ChronosError) as exc:
         s.recover(op, rollback=True)
     msg = str(exc.value)
-    root = shlex.quote(str(s.store.root))
+    root = shlex.quote(str(s.core.store.root))
     cat = f"git --git-dir {root} cat-file blob {pre} > {shlex.quote(str(outside))}"
     rm = f"rm -- {shlex.quote(str(created))}"
     assert "outside the workspace" in msg and f"`{cat}`" in msg and f"`{rm}` (it did not exist before)" in msg
     assert f"journal resolve {op[:12]} --outcome not_applied" in msg
     # nothing written anywhere, nothing journaled, still for the operator
     assert outside.read_text() == "half-written garbage" and created.read_text() == "made\n"
-    assert s.journal.state.seq == seq
+    assert s.core.journal.state.seq == seq
     assert s.gate.state().operation_ids == [op]
 
     # the recipe, run as given, puts the pre-images back
@@ -514,7 +514,7 @@ def test_alerts_are_queued_once_and_taken_once(store_dir, ws):
     assert [x.result for x in s1.start()["settled"]] == ["completed", "needs_operator"]
     s2 = process(store_dir)                          # another start before any session was told
     assert [x.result for x in s2.start()["settled"]] == ["needs_operator"]
-    alerts_file = s2.store.meta_dir / "pending-alerts.json"
+    alerts_file = s2.core.store.meta_dir / "pending-alerts.json"
     assert alerts_file.exists()
 
     alerts = s2.take_alerts()
@@ -564,7 +564,7 @@ def test_two_processes_settling_the_same_operation_one_wins(store_dir, ws, monke
     assert kinds(loser, op) == ["started", kind]
     assert [(a.operation_id, a.result) for a in loser.take_alerts()] == [(op, verdict)]
     for s in (winner, loser):
-        assert s.gate.state() is None and s.journal.integrity == "ok" and s.journal.poisoned is None
+        assert s.gate.state() is None and s.core.journal.integrity == "ok" and s.core.journal.poisoned is None
     assert loser.write_file(str(ws), "b.txt", b"b\n").recorded is True
     assert_sound(loser)
 
@@ -686,7 +686,7 @@ def test_a_restore_cut_off_by_a_crash_settles_by_evidence(store_dir, ws, written
     for i in range(4):
         (ws / f"f{i}.txt").write_text(f"edited {i}\n")
     dead = dead_process(store_dir)
-    w = dead.store.workspace(str(ws))
+    w = dead.core.store.workspace(str(ws))
     with w.exclusive():
         prepared = restore_mod.prepare(w, base, meta=CheckpointMeta(description="", tool="chronos.restore"))
         declared = [Declared(str(ws / it.path), pre_id=it.current_blob, post_id=it.blob)
@@ -738,7 +738,7 @@ def test_a_restore_that_leaves_a_concurrently_changed_file_alone_is_a_known_outc
     assert kept and kept[0].action == "keep"
     assert res.status != "error"
     assert svc.refusal() is None
-    ops = svc.journal.unresolved()
+    ops = svc.core.journal.unresolved()
     assert not ops, [o.operation_id for o in ops]
 
 
@@ -750,7 +750,7 @@ def test_rollback_of_a_file_call_whose_new_file_is_gone_again_still_resolves(sto
     t = crash(store_dir, write_call(ws, new, b"the whole content\n"), effect=lambda: new.write_text("the wh"))
     s = process(store_dir)
     s.start()
-    assert t.operation_id in [o.operation_id for o in s.journal.unresolved()]      # partial: for an operator
+    assert t.operation_id in [o.operation_id for o in s.core.journal.unresolved()]      # partial: for an operator
     new.unlink()
     rb = s.recover(t.operation_id[:10], rollback=True)
     assert rb.outcome == "rolled_back" and rb.gate == "open" and not new.exists()

@@ -52,10 +52,10 @@ def test_outcome_recorded_behind_and_waited_for_by_the_next_call(tmp_path, ws):
         (ws / "a.txt").write_bytes(b"one\n")
         t.outcome = Outcome(status="ok")
     assert t.record.recorded and t.record.post_checkpoint is None       # provisional: not yet written
-    assert svc.journal.events(1)[0]["kind"] == "started"                # the caller did not wait
+    assert svc.core.journal.events(1)[0]["kind"] == "started"                # the caller did not wait
     op = t.ticket.operation_id
     nxt = _waits_for_outcome(hold, lambda: svc.begin(_write_call(ws, "b.txt", b"two\n")))
-    kinds = [(e["kind"], e.get("operation_id")) for e in svc.journal.events(3)]
+    kinds = [(e["kind"], e.get("operation_id")) for e in svc.core.journal.events(3)]
     assert kinds[1] == ("returned", op) and kinds[0][0] == "started"    # newest first: order kept
     svc.finish(nxt, Outcome(status="ok"))
 
@@ -67,7 +67,7 @@ def test_errors_are_recorded_before_the_caller_returns(tmp_path, ws):
                      write_behind=True) as t:
         t.outcome = Outcome(status="error", exit_code=1)
     assert t.record.post_checkpoint is not None
-    assert svc.journal.events(1)[0]["kind"] == "returned"
+    assert svc.core.journal.events(1)[0]["kind"] == "returned"
 
 
 def test_flush_and_status_wait(tmp_path, ws):
@@ -81,7 +81,7 @@ def test_flush_and_status_wait(tmp_path, ws):
         _waits_for_outcome(hold, ask)
     ops = {o["operation_id"] for o in svc.journal_status().wire()["running"]}
     assert t.ticket.operation_id not in ops
-    assert [e["kind"] for e in svc.journal.events(2)] == ["returned", "started"]
+    assert [e["kind"] for e in svc.core.journal.events(2)] == ["returned", "started"]
 
 
 @pytest.mark.process
@@ -128,7 +128,7 @@ def test_a_restore_while_an_outcome_is_still_behind_does_not_deadlock(tmp_path, 
         t.outcome = Outcome(status="ok")
     res = _waits_for_outcome(hold, lambda: svc.restore(str(ws), first, actor="test"))
     assert res.status == "ok" and (ws / "a.txt").read_bytes() == b"zero\n"
-    kinds = [e["kind"] for e in svc.journal.events(4)]
+    kinds = [e["kind"] for e in svc.core.journal.events(4)]
     assert kinds[:2] == ["returned", "started"] and kinds[2] == "returned"   # the write's outcome, then the restore
 
 
@@ -153,13 +153,13 @@ def test_an_outcome_behind_waits_for_the_host_to_go_to_the_network(tmp_path, ws,
         assert not behind.all_tasks_done.wait_for(lambda: behind.unfinished_tasks == 0, timeout=0.5)
     svc.calls.release_behind()
     behind.join()                                      # released: written without settle_behind
-    assert svc.journal.events(1)[0]["kind"] == "returned"
+    assert svc.core.journal.events(1)[0]["kind"] == "returned"
 
 
 def test_an_outcome_behind_is_written_anyway_without_a_release(tmp_path, ws, monkeypatch):
     svc = _one_write_behind(tmp_path, ws, monkeypatch, 0.05)
     svc.calls._behind.join()                           # no release, no settle: the timeout
-    assert svc.journal.events(1)[0]["kind"] == "returned"
+    assert svc.core.journal.events(1)[0]["kind"] == "returned"
 
 
 def test_queued_outcomes_share_one_deadline(tmp_path, ws, monkeypatch):
@@ -216,7 +216,7 @@ def test_a_released_outcome_waits_until_the_request_is_out_unless_a_call_needs_i
     waiter.start()
     assert done.wait(10), "a settle waited for SENT_AFTER_S"
     waiter.join()
-    assert svc.journal.events(1)[0]["kind"] == "returned"
+    assert svc.core.journal.events(1)[0]["kind"] == "returned"
 
 
 def test_a_released_outcome_is_written_once_the_model_has_answered(tmp_path, ws, monkeypatch):
@@ -230,7 +230,7 @@ def test_a_released_outcome_is_written_once_the_model_has_answered(tmp_path, ws,
     behind = svc.calls._behind
     with behind.all_tasks_done:
         assert behind.all_tasks_done.wait_for(lambda: behind.unfinished_tasks == 0, timeout=10)
-    assert svc.journal.events(1)[0]["kind"] == "returned"
+    assert svc.core.journal.events(1)[0]["kind"] == "returned"
 
 
 def test_after_fast_answers_a_released_outcome_is_written_at_once(tmp_path, ws, monkeypatch):
@@ -251,4 +251,4 @@ def test_after_fast_answers_a_released_outcome_is_written_at_once(tmp_path, ws, 
     behind = calls._behind
     with behind.all_tasks_done:
         assert behind.all_tasks_done.wait_for(lambda: behind.unfinished_tasks == 0, timeout=10)
-    assert svc.journal.events(1)[0]["kind"] == "returned"
+    assert svc.core.journal.events(1)[0]["kind"] == "returned"

@@ -179,10 +179,11 @@ def test_checkpoint_export_and_verify_roundtrip(cli, ws, tmp_path):
     whole.write_text(r.stdout)                       # exactly what the command printed
     inner = tmp_path / "inner.json"
     inner.write_text(json.dumps(cp))
-    h = cli("journal", "checkpoint")                  # text for people: the head and how to use it
-    assert h.rc == 0 and cp["head"] in h.stdout and "journal verify --checkpoint" in h.stdout
-    for f in (whole, inner):
-        v = cli("journal", "verify", "--checkpoint", f, "--json")
+    h = cli("journal", "export")                      # text for people: the head and how to use it
+    assert h.rc == 0 and cp["head"] in h.stdout and "journal verify --head" in h.stdout
+    assert cli("journal", "export", "--json").json == doc     # `checkpoint` is export's older name
+    for f, option in ((whole, "--checkpoint"), (inner, "--head")):
+        v = cli("journal", "verify", option, f, "--json")
         assert v.rc == 0, v.stdout
         assert v.json["status"] == "ok" and v.json["external_checkpoint"] == "ok"
     # still an ancestor after more events

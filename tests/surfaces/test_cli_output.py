@@ -123,7 +123,7 @@ def test_every_command_prints_text_with_its_facts(cli, ws):
 
     out = text_of(cli("journal", "checkpoint", *W(ws)))
     head = cli("journal", "checkpoint", "--json").json["checkpoint"]["head"]
-    assert head in out and "journal verify --checkpoint" in out
+    assert head in out and "journal verify --head" in out
 
     out = text_of(cli("journal", "verify", *W(ws)))
     assert "journal verified" in out and "integrity ok" in out

@@ -38,14 +38,16 @@ def service(store_dir) -> Chronos:
 
 def files_of(store_dir: Path) -> dict:
     """Every file of the store and its witness, but `journal verify`'s own records of when it
-    last verified the chain and the checkpoints it names (chronos/journal-verified.json,
-    chronos/checkpoints-verified.json, rewritten by every verify)."""
+    last verified the chain, the checkpoints it names and the operator acts' signatures
+    (chronos/journal-verified.json, checkpoints-verified.json, operator-acts.json, rewritten by
+    every verify)."""
     out = {"witness": store_dir.with_name("store.journal-checkpoint.json").read_bytes()}
     for root, _dirs, files in os.walk(store_dir):
         for f in files:
             p = Path(root, f)
             if p not in (store_dir / "chronos" / "journal-verified.json",
-                         store_dir / "chronos" / "checkpoints-verified.json"):
+                         store_dir / "chronos" / "checkpoints-verified.json",
+                         store_dir / "chronos" / "operator-acts.json"):
                 out[str(p.relative_to(store_dir))] = (p.stat().st_mode, p.read_bytes())
     return out
 
