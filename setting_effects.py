@@ -68,6 +68,8 @@ ENVIRONMENT: dict[str, Effect] = {
     "CHRONOS_GIT_HOST_ID": Effect("any", "as host_id"),
     "CHRONOS_GIT_FAULT": Effect("any", "a test hook: SIGKILLs the process or fails a write at a named point"),
     "CHRONOS_GIT_FAULT_LOG": Effect("none", "where the test hook notes that it fired"),
+    "CHRONOS_GIT_LOCK_ORDER": Effect("none", "`strict`: a lock taken against engine/metadir.py's order raises (the tests)"),
+    "CHRONOS_GIT_LOCK_TRACE": Effect("none", "a file that records which locks are taken inside which (to derive the order)"),
     "CHRONOS_GIT_SESSION": Effect("none", "the session id recorded for CLI calls"),
     "CHRONOS_GIT_REMOTE_USER": Effect("none", "HTTPS user name for pushes"),
     "CHRONOS_GIT_REMOTE_TOKEN": Effect("none", "HTTPS token for pushes"),

@@ -50,7 +50,7 @@ def _tmpfs_root(min_free: int = 2 << 30) -> Path | None:
 
 
 def ensure_chronos(cache: Path, repo: Path, events: int) -> Path:
-    """Directory holding `store/` and `store.journal-checkpoint.json` with `events` events."""
+    """Directory holding `store/` and `store.journal-witness.json` with `events` events."""
     final = cache / "journals" / f"chronos-{events}"
     want = {"version": FIXTURE_VERSION, "events": events, **_schemas()}
     if _marker_ok(final / "fixture.json", want):
@@ -138,7 +138,7 @@ def copy_chronos(fixture: Path, dest_parent: Path) -> Path:
     """Copy the fixture next to `dest_parent`; returns the store path."""
     dest_parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(fixture / "store", dest_parent / "store", symlinks=True)
-    shutil.copy2(fixture / "store.journal-checkpoint.json", dest_parent / "store.journal-checkpoint.json")
+    shutil.copy2(fixture / "store.journal-witness.json", dest_parent / "store.journal-witness.json")
     for graph in ("commit-graph", "commit-graphs"):      # a fixture cached before gc was told not to write one
         path = dest_parent / "store" / "objects" / "info" / graph
         if path.is_dir():

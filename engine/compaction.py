@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pygit2
 
-from . import faults, locking, retention
+from . import faults, locking, metadir, retention
 from .fsutil import tree_size
 from .pack_builders import build_packs
 from .pack_list import note_compacted_packs, packs_to_keep
@@ -49,7 +49,7 @@ def compaction_lock(store, *, ask: bool = True):
             wanted.touch(mode=0o600)       # an existing file gets a new mtime
         except OSError:
             pass        # at worst the asker waits for the pause (consolidate.DEFER_MAX_S at most)
-    return locking.exclusive(store.meta_dir / "compact.lock", while_waiting=asking if ask else None)
+    return locking.exclusive(metadir.lock_path(store.meta_dir, "compact"), while_waiting=asking if ask else None)
 
 
 def store_size(store) -> int:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pygit2
 
-from . import faults, locking
+from . import faults, locking, metadir
 from .compaction import compaction_lock
 from .fsutil import atomic_write, fsync_dir
 from .pack_list import note_compacted_packs
@@ -93,7 +93,7 @@ def mark(store, *, fast: Sequence[str] = (), linked: Sequence[str] = ()) -> None
     own uncompressed packs; `linked`: packs linked in from a user's repository."""
     if not fast and not linked:
         return
-    with locking.exclusive(store.meta_dir / "unconsolidated.lock"):
+    with locking.exclusive(metadir.lock_path(store.meta_dir, "unconsolidated")):
         lists = _read_list(store)
         data = {"fast": sorted(set(lists["fast"]) | set(fast)),
                 "linked": sorted(set(lists["linked"]) | set(linked))}
@@ -101,7 +101,7 @@ def mark(store, *, fast: Sequence[str] = (), linked: Sequence[str] = ()) -> None
 
 
 def _forget(store, done: set[str]) -> None:
-    with locking.exclusive(store.meta_dir / "unconsolidated.lock"):
+    with locking.exclusive(metadir.lock_path(store.meta_dir, "unconsolidated")):
         lists = _read_list(store)
         left = {k: [n for n in v if n not in done] for k, v in lists.items()}
         if left["fast"] or left["linked"]:

@@ -13,6 +13,8 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import metadir
+
 _registry_guard = threading.Lock()
 _exclusive: dict[str, _ExclusiveState] = {}
 _shared: dict[str, _SharedState] = {}
@@ -63,7 +65,36 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
-_mine = threading.local()          # how many exclusive locks this thread holds
+_mine = threading.local()          # how many exclusive locks this thread holds, and which (in order)
+
+
+@contextmanager
+def _ordered(path: Path):
+    """Keeps this thread's held locks; with CHRONOS_GIT_LOCK_ORDER=strict, a lock taken after
+    one that comes later in metadir.LOCK_ORDER raises LockOrderError before it waits.
+    CHRONOS_GIT_LOCK_TRACE=FILE appends each (held, taken) pair of kinds (to derive the order)."""
+    held: list[tuple[int | None, str]] = _mine.__dict__.setdefault("stack", [])
+    key = str(path)
+    if any(k == key for _r, k in held):
+        yield                            # re-entry: nothing new is waited for
+        return
+    rank = metadir.rank(path)
+    if held and rank is not None:
+        trace = os.environ.get("CHRONOS_GIT_LOCK_TRACE")
+        worst = max((r for r, _k in held if r is not None), default=None)
+        if trace:
+            kinds = sorted({str(metadir.kind_of(k)) for _r, k in held if metadir.kind_of(k)})
+            with open(trace, "a") as fh:
+                fh.write("".join(f"{k} {metadir.kind_of(path)}\n" for k in kinds))
+        if worst is not None and worst > rank and os.environ.get("CHRONOS_GIT_LOCK_ORDER") == "strict":
+            raise metadir.LockOrderError(
+                f"lock {metadir.kind_of(path)} taken while holding "
+                f"{', '.join(str(metadir.kind_of(k)) for _r, k in held)}: against engine/metadir.py's LOCK_ORDER")
+    held.append((rank, key))
+    try:
+        yield
+    finally:
+        held.pop()
 
 
 def holding_exclusive() -> bool:
@@ -80,6 +111,12 @@ def exclusive(path: Path, *, while_waiting=None):
     """Re-entrant (per thread) exclusive lock shared by every thread and process.
     `while_waiting()`: called every WAIT_POLL_S (from a helper thread) while this thread
     waits for it; the wait itself stays a blocking one, in the kernel's order of arrival."""
+    with _ordered(path), _exclusive_lock(path, while_waiting):
+        yield
+
+
+@contextmanager
+def _exclusive_lock(path: Path, while_waiting):
     key = str(path)
     with _registry_guard:
         st = _exclusive.setdefault(key, _ExclusiveState())
@@ -151,6 +188,11 @@ class ReadWriteLock:
 
     @contextmanager
     def shared(self):
+        with _ordered(self.path), self._shared():
+            yield
+
+    @contextmanager
+    def _shared(self):
         st = self._st
         tid = threading.get_ident()
         with st.cond:
@@ -193,6 +235,11 @@ class ReadWriteLock:
 
     @contextmanager
     def exclusive(self):
+        with _ordered(self.path), self._exclusive():
+            yield
+
+    @contextmanager
+    def _exclusive(self):
         st = self._st
         with st.cond:
             while st.writer or st.readers:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pygit2
 
-from . import locking
+from . import locking, metadir
 from .checkpoint import SIGNATURE_EMAIL, SIGNATURE_NAME
 from .config import EngineConfig
 from .errors import StoreError, StoreUnwritable, explain
@@ -163,7 +163,7 @@ class Store:
         self.root = root
         self.config = config
         self.meta_dir = root / "chronos"
-        self.maintenance = locking.ReadWriteLock(self.meta_dir / "maintenance.lock")
+        self.maintenance = locking.ReadWriteLock(metadir.lock_path(self.meta_dir, "maintenance"))
         self._local = threading.local()
         self._workspaces: dict[str, object] = {}
         self._ws_guard = threading.Lock()
@@ -261,7 +261,7 @@ class Store:
             raise StoreError(problem)            # before anything is created or chmodded in it
         make_private_dir(self.root)
         make_private_dir(self.meta_dir)
-        with locking.exclusive(self.meta_dir / "init.lock"):
+        with locking.exclusive(metadir.lock_path(self.meta_dir, "init")):
             # every writer of the store's config holds init.lock: a config.lock seen now was
             # left by a process killed while setting the store up
             self.clear_stale_git_lock(self.root / "config.lock")
@@ -368,7 +368,7 @@ class Store:
 
     # ----------------------------------------------------------------- locks
     def lock(self, name: str):
-        return locking.exclusive(self.meta_dir / f"{name}.lock")
+        return locking.exclusive(metadir.lock_path(self.meta_dir, name))
 
     @contextmanager
     def writing(self):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pygit2
 from pygit2 import GitError
 
-from . import faults, fifo_guard, file_writes, first_import, locking, narrowing, perms
+from . import faults, fifo_guard, file_writes, first_import, locking, metadir, narrowing, perms
 from .chain import Chain
 from .checkpoint import Checkpoint, CheckpointMeta
 from .durability import fsync_scope
@@ -44,7 +44,7 @@ class Workspace:
         self.ref = f"refs/chronos/snapshots/{self.id}"
         self._chain = Chain(store, root, self.ref, self.gitdir)
         self._rules = narrowing.RulesWatch(self._layout)
-        self._lock_path = store.meta_dir / "ws" / f"{self.id}.lock"
+        self._lock_path = metadir.lock_path(store.meta_dir, "ws", self.id)
         self._repo: pygit2.Repository | None = None
         self._watcher: Watcher | None = None
         self._cache = StatCache(self.gitdir)    # what the in-memory index is known to hold

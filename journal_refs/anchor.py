@@ -23,7 +23,7 @@ import os
 
 import pygit2
 
-from ..engine import locking
+from ..engine import locking, metadir
 from ..engine.checkpoint import signature
 from ..engine.codec import canonical, jsonable
 from ..engine.wording import plural
@@ -94,7 +94,7 @@ def extend(store, journal_head: str | None = None) -> tuple[str | None, str | No
     """(anchor tip, journal event it mirrors), brought up to `journal_head` (default: the
     journal ref).  IntegrityError when the journal no longer contains what was mirrored."""
     repo = store.repo()
-    with store.writing(), locking.exclusive(store.meta_dir / "anchor.lock"):
+    with store.writing(), locking.exclusive(metadir.lock_path(store.meta_dir, "anchor")):
         if journal_head is None:
             ref = repo.references.get(JOURNAL_REF)
             journal_head = str(ref.target) if ref else None
@@ -147,7 +147,7 @@ def manifest(store, host: str, journal_id: str | None) -> str:
         workspaces[ws.id] = jsonable({"path": os.fsdecode(ws.root_bytes)})
     doc = canonical({"schema": MANIFEST_SCHEMA, "host": host, "journal_id": journal_id,
                      "workspaces": workspaces})
-    with store.writing(), locking.exclusive(store.meta_dir / "anchor.lock"):
+    with store.writing(), locking.exclusive(metadir.lock_path(store.meta_dir, "anchor")):
         store.clear_stale_git_lock(store.root / (MANIFEST_REF + ".lock"))
         tip = _tip(repo, MANIFEST_REF)
         if tip is not None:

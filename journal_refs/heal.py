@@ -4,9 +4,9 @@ The order of an append is objects (page cache), witness (synced: the event is
 durable), ref.  So at the next open, or before the next append, the ref and the
 witness tell what a crash did:
 
-    ref == checkpoint               fine
-    checkpoint descends from ref    the ref lost carried updates (crash, power cut): healed
-    ref descends from checkpoint    by one event: a crash of an older version: healed
+    ref == witness                  fine
+    witness descends from ref       the ref lost carried updates (crash, power cut): healed
+    ref descends from witness       by one event: a crash of an older version: healed
     anything else                   tampering or corruption: IntegrityError (the gate closes)
 
 After a power cut (the witness names another boot) the objects it carries are
@@ -45,7 +45,7 @@ def ref_tip_or_damaged(journal: Journal, w: dict | None) -> tuple[str | None, st
             journal.force_ref(whead)
         except (OSError, ValueError, JournalError) as exc:
             raise IntegrityError(f"the journal ref is unreadable and could not be rewritten: {exc}") from None
-        return whead, "the journal ref was unreadable (power cut); rewritten to the local checkpoint's head"
+        return whead, "the journal ref was unreadable (power cut); rewritten to the witness's head"
 
 
 def power_cut_since(journal: Journal, w: dict | None) -> bool:
@@ -78,11 +78,11 @@ def reconcile(journal: Journal, w: dict | None, tip: str | None) -> tuple[str | 
                                  f"written back: {exc}") from None
         if back:
             notes.append(f"{plural(len(back), 'journal object')} lost in a power cut "
-                         f"{'was' if len(back) == 1 else 'were'} written back from the local checkpoint")
+                         f"{'was' if len(back) == 1 else 'were'} written back from the witness")
     if whead and w is not None and tip != whead and _behind_by_carried(repo, tip, whead, w["carried"],
                                                                        None if power_cut else 1):
         note = ("the journal ref had not taken its last update(s) (crash or power cut); "
-                "moved forward to the local checkpoint")
+                "moved forward to the witness")
         try:
             journal.force_ref(whead)
         except JournalError as exc:        # a read-only store: readers still see the event
@@ -129,49 +129,49 @@ def _behind_by_carried(repo, tip: str | None, whead: str, carry: dict, most: int
 
 
 def _check_witness(journal: Journal, w: dict | None, tip: str, state: JournalState) -> str | None:
-    """The local checkpoint against the journal at `tip` (state `state`): IntegrityError
+    """The witness against the journal at `tip` (state `state`): IntegrityError
     unless it matches, or lags consistently (crash between the two writes: returns a note)."""
     if w is None:
         raise IntegrityError(
-            f"the local journal checkpoint {journal.witness_path} is missing while the journal has "
+            f"the journal's witness file {journal.witness_path} is missing while the journal has "
             f"{state.seq + 1} events: it was deleted, or the store was copied from elsewhere")
     if w["journal_id"] != state.journal_id:
-        raise IntegrityError(f"the local journal checkpoint belongs to journal {w['journal_id']}, "
+        raise IntegrityError(f"the journal's witness file belongs to journal {w['journal_id']}, "
                              f"but the store holds journal {state.journal_id}")
     whead = w.get("head")
     repo = journal.repo()
     if whead == tip:
         if w.get("seq") != state.seq:
-            raise IntegrityError(f"the local journal checkpoint says seq {w.get('seq')} at "
-                                 f"{tip[:12]}, the journal says {state.seq}: the checkpoint was edited")
+            raise IntegrityError(f"the journal's witness file says seq {w.get('seq')} at "
+                                 f"{tip[:12]}, the journal says {state.seq}: the witness was edited")
         return None
     if journal.witness_torn:
         # an event counts once its record is durable, so a write the disk tore cannot be
         # one the ref already took: the newest record was lost after it was written
         raise IntegrityError(
-            f"the newest record of the local journal checkpoint {journal.witness_path} is damaged "
+            f"the newest record of the journal's witness file {journal.witness_path} is damaged "
             f"and the journal is ahead of the one that survives (at {str(whead)[:12]}, seq "
             f"{w.get('seq')}; the journal is at {tip[:12]}, seq {state.seq}): the file was "
             "edited or the disk lost written data")
     if whead is None:
         if w.get("seq", -1) != -1:
-            raise IntegrityError(f"the local journal checkpoint records no head but seq {w.get('seq')}: "
-                                 "the checkpoint was edited")
-        return "the first event was written but the checkpoint was not (crash); healed"
+            raise IntegrityError(f"the journal's witness file records no head but seq {w.get('seq')}: "
+                                 "the witness was edited")
+        return "the first event was written but the witness was not (crash); healed"
     try:
         exists = pygit2.Oid(hex=whead) in repo.odb if len(whead) == 40 else False
     except (ValueError, pygit2.GitError):
         exists = False
     if not exists:
         raise IntegrityError(
-            f"the journal head {tip[:12]} does not contain the checkpointed event "
+            f"the journal head {tip[:12]} does not contain the witnessed event "
             f"{whead[:12]} (seq {w.get('seq')}): the journal was replaced or its history rewritten")
     if descends(repo, tip, whead):
         wseq = journal.state_at(whead).seq
         if w.get("seq") != wseq:
             raise IntegrityError(
-                f"the local journal checkpoint says seq {w.get('seq')} at {whead[:12]}, but that "
-                f"event is seq {wseq}: the checkpoint was edited")
+                f"the journal's witness file says seq {w.get('seq')} at {whead[:12]}, but that "
+                f"event is seq {wseq}: the witness was edited")
         if state.seq - wseq > 1:
             # every append rewrites the witness, and no append starts while it lags:
             # a crash leaves it one event behind at most
@@ -184,7 +184,7 @@ def _check_witness(journal: Journal, w: dict | None, tip: str, state: JournalSta
     if descends(repo, whead, tip):
         raise IntegrityError(
             f"the journal ref was rolled back: it points at {tip[:12]} (seq {state.seq}) but the "
-            f"local checkpoint records {whead[:12]} (seq {w.get('seq')})")
+            f"witness records {whead[:12]} (seq {w.get('seq')})")
     raise IntegrityError(
-        f"the journal has diverged from its local checkpoint: head {tip[:12]} does not "
-        f"descend from checkpointed {whead[:12]}: history was rewritten")
+        f"the journal has diverged from its witness: head {tip[:12]} does not "
+        f"descend from witnessed {whead[:12]}: history was rewritten")

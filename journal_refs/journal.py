@@ -5,7 +5,7 @@ object hashes chain the history.  The commit tree holds `state.json` (the
 derived state after the event) and, for file tools, the pre- and post-image
 blobs of declared paths, which keeps them reachable as long as the journal.
 
-Every append rewrites a *local checkpoint* (the witness) that lives beside the
+Every append rewrites a *witness* file that lives beside the
 store, so it survives the store's deletion.  The witness is the one file an
 append syncs (in place, one fdatasync: journal_refs/witness.py): it names the
 new head and carries the loose bytes of the objects not yet synced
@@ -13,9 +13,9 @@ new head and carries the loose bytes of the objects not yet synced
 updates is repaired at the next open.  The order is objects (page cache),
 witness (synced: the event is durable), ref.
 
-    ref == checkpoint               fine
-    checkpoint descends from ref    the ref lost carried updates (crash, power cut): healed
-    ref descends from checkpoint    by one event: a crash of an older version: healed
+    ref == witness                  fine
+    witness descends from ref       the ref lost carried updates (crash, power cut): healed
+    ref descends from witness       by one event: a crash of an older version: healed
     anything else                   tampering or corruption: the gate closes
 
 Damage below the head (an edited older event) is found by `verify`, which
@@ -26,7 +26,7 @@ check that file) until a later verify of a repaired chain finds it clean.
 This module holds the `Journal` (open, refresh, append, sync) and composes the rest,
 one module per concept: `heal` (the ref against the witness after a crash),
 `verify` (the chain re-hashed and replayed, the alarm), `query` (what readers ask),
-`chain` (the ref, the errors and reading events, shared by all of them).
+`commits` (the ref, the errors and reading events, shared by all of them).
 
 Crash points (CHRONOS_GIT_FAULT): mid_append (objects written, witness not:
 the event never happened), witness_half_written (the new record torn, the
@@ -37,7 +37,6 @@ next open or append).
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -45,7 +44,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..engine import faults, locking, loose
+from ..engine import faults, locking, loose, metadir
 from ..engine.checkpoint import signature
 from ..engine.durability import settle_objects
 from ..engine.errors import explain
@@ -58,23 +57,11 @@ from .heal import reconcile, ref_tip_or_damaged
 from .operation import Operation
 from .state import JournalState, TransitionError
 from .verify import FULL_VERIFY_EVERY_S, AlarmFile, VerifiedHead, verify_chain, verify_new_events
-from .witness import WitnessFile
+from .witness import WitnessFile, witness_path_for
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 __all__ = ["Journal", "JournalError", "IntegrityError", "TransitionError", "REF"]
-
-
-def witness_path_for(store_root: Path) -> Path:
-    """Beside the store's real folder, so that the store reached through a symlink has the same
-    journal checkpoint (one kept beside such a link before, and only there, is still used)."""
-    given, real = Path(store_root), Path(os.path.realpath(store_root))
-    ours = real.parent / (real.name + ".journal-checkpoint.json")
-    if real != given:
-        beside_link = given.parent / (given.name + ".journal-checkpoint.json")
-        if beside_link.exists() and not ours.exists():
-            return beside_link
-    return ours
 
 
 class Journal:
@@ -89,7 +76,7 @@ class Journal:
         self.witness_path = Path(witness_path) if witness_path else witness_path_for(store.root)
         self._witness = WitnessFile(self.witness_path)
         self.witness_torn = False        # the witness's standby slot was torn when last read
-        self.lock_path = store.meta_dir / "journal.lock"
+        self.lock_path = metadir.lock_path(store.meta_dir, "journal")
         self.alarm_path = store.meta_dir / "journal-alarm.json"
         self.verified_path = store.meta_dir / "journal-verified.json"   # the last verified head
         self.me = ProcessIdentity.current()
@@ -170,10 +157,10 @@ class Journal:
             self._parsed = (raw, {**w, "carried": dict(w["carried"])})
             return w
         except ValueError as exc:
-            raise IntegrityError(f"local journal checkpoint {self.witness_path} is not valid ({exc}): "
+            raise IntegrityError(f"the journal's witness file {self.witness_path} is not valid ({exc}): "
                                  "it was edited or damaged") from None
         except OSError as exc:
-            raise IntegrityError(f"local journal checkpoint {self.witness_path} could not be read: "
+            raise IntegrityError(f"the journal's witness file {self.witness_path} could not be read: "
                                  f"{explain(exc, self.witness_path)}") from None
 
     def write_witness(self, journal_id: str | None, head: str | None, seq: int, *,

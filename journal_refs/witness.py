@@ -219,3 +219,24 @@ def write_doc(path: Path, record: bytes) -> None:
     wf = WitnessFile(path)
     wf.read()
     wf.write(record)
+
+
+WITNESS_SUFFIX = ".journal-witness.json"
+OLD_WITNESS_SUFFIX = ".journal-checkpoint.json"   # its older name: a store made with it keeps it
+
+
+def witness_path_for(store_root: Path) -> Path:
+    """The witness file, beside the store's real folder, so that the store reached through a
+    symlink has the same witness (one kept beside such a link before, and only there, is still
+    used).  A store whose witness has its older name keeps that one: an upgrade never finds it
+    missing, and a file of the new name planted beside it is not read instead."""
+    given, real = Path(store_root), Path(os.path.realpath(store_root))
+    for suffix in (OLD_WITNESS_SUFFIX, WITNESS_SUFFIX):
+        ours = real.parent / (real.name + suffix)
+        if real != given:
+            beside_link = given.parent / (given.name + suffix)
+            if beside_link.exists() and not ours.exists():
+                return beside_link
+        if ours.exists() or suffix == WITNESS_SUFFIX:
+            return ours
+    raise AssertionError("unreachable")

@@ -25,7 +25,8 @@ from pathlib import Path
 from .. import settings as settings_mod
 from ..engine.store import Store
 from ..journal_refs import events
-from ..journal_refs.journal import REF as JOURNAL_REF, witness_path_for
+from ..journal_refs.journal import REF as JOURNAL_REF
+from ..journal_refs.witness import witness_path_for
 from ..settings import Settings, store_location
 from . import capture, operators, results, storecheck
 from .calls import Call, Declared, Outcome, Ticket

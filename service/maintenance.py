@@ -12,7 +12,7 @@ from ..engine import compaction, consolidate, locking, offload, pack_list, reten
 from ..engine.checkpoint import Checkpoint
 from ..engine.wording import plural
 from ..journal_refs import IntegrityError, checkpoints, events
-from ..journal_refs.journal import witness_path_for
+from ..journal_refs.witness import witness_path_for
 from . import capture
 from .core import Core
 from .remote_record import pinned_tips

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from ..engine import locking, retention
+from ..engine import locking, metadir, retention
 from ..engine.codec import display
 from ..journal_refs import IntegrityError, anchor
 from .core import Core
@@ -35,7 +35,7 @@ def push(remotes: Remotes, name: str | None = None, *, allow_excluded: bool = Fa
     remotes.start()
     core = remotes.core
     store, journal, host = core.store, core.journal, remotes.host
-    with locking.exclusive(store.meta_dir / f"push-{name}.lock"):
+    with locking.exclusive(metadir.lock_path(store.meta_dir, "push", name)):
         journal.refresh()
         if journal.integrity != "ok":
             try:                # planted transport settings are named as such, and recorded

@@ -14,7 +14,7 @@ import time
 
 import pygit2
 
-from ..engine import locking, store_audit
+from ..engine import locking, metadir, store_audit
 from ..engine.fsutil import atomic_write
 from .core import Core
 
@@ -124,7 +124,7 @@ class RemoteRecord:
         """Read-modify-write of one remote's entry under the lock; an entry that `remote remove`
         dropped is never brought back by a push that was still under way."""
         path = record_path(self.core)
-        with locking.exclusive(self.core.store.meta_dir / "remotes.lock"):
+        with locking.exclusive(metadir.lock_path(self.core.store.meta_dir, "remotes")):
             state = read_record(path)
             if drop:
                 state.pop(name, None)

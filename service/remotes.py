@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..engine import locking, remote as transport
+from ..engine import locking, metadir, remote as transport
 from ..engine.fsutil import atomic_write
 from ..journal_refs import JournalError, events
 from ..settings import HOST_ID, default_host_id
@@ -140,7 +140,7 @@ class Remotes:
         name, url, _ = self.record.pick(name)
         signed = authorize({"kind": events.Maintenance.kind, "action": "remote_removed", "remote": name}) \
             if authorize else {}
-        with locking.exclusive(self.core.store.meta_dir / f"push-{name}.lock"):   # after a push under way
+        with locking.exclusive(metadir.lock_path(self.core.store.meta_dir, "push", name)):   # after a push under way
             repo = self.core.store.repo()
             if name in [r.name for r in repo.remotes]:
                 repo.remotes.delete(name)       # its mirror in the git config, and its tracking refs

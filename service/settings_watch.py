@@ -27,8 +27,8 @@ from ..engine.codec import canonical
 from ..engine.fsutil import atomic_write
 from ..engine.store import Store
 from ..journal_refs import JournalError, events
-from ..journal_refs.journal import witness_path_for
 from ..journal_refs.state import SETTINGS_ACTION
+from ..journal_refs.witness import witness_path_for
 from ..settings import PLUGIN_KEY, Loaded, Settings, env_overrides, plugin_enabled, profile_store
 from . import operators
 from .core import Core

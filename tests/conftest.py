@@ -37,6 +37,10 @@ def _skip_sync(*_args) -> None:
     return None
 
 
+# every test, and every process a test starts, takes locks in engine/metadir.py's order or fails
+os.environ.setdefault("CHRONOS_GIT_LOCK_ORDER", "strict")
+
+
 _LANE_MARKS = ("process", "slow", "hermes", "browser")
 
 

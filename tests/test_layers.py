@@ -134,3 +134,15 @@ def test_the_surface_check_sees_a_reach_past_the_facade(tmp_path):
         while not (isinstance(node, ast.Attribute) and node.attr in PARTS):
             node = node.func if isinstance(node, ast.Call) else node.value
         assert _is_service(node.value), code
+
+
+def test_no_module_imports_another_modules_privates():
+    """`from .x import _name`: a private used across modules (make it public, with a name that says what)."""
+    bad = []
+    for pkg, f in _modules():
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        bad.append(f"{f.relative_to(REPO)}:{node.lineno} imports {alias.name} from {node.module}")
+    assert not bad, "\n".join(bad)

@@ -76,7 +76,7 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
     s.next_start()
     store = s.store
     if kind in ("file_tool_into_store", "file_tool_into_witness"):
-        from ..journal_refs.journal import witness_path_for
+        from ..journal_refs.witness import witness_path_for
         target = store / "config" if kind == "file_tool_into_store" else witness_path_for(store)
         before = target.read_bytes()
         attack = "[core]\n\tpager = false\n"
@@ -102,9 +102,9 @@ def run(s: Scenario, kind: str, rng) -> Outcome:
         _attack(s, _sh(f"printf '[core]\\n\\tpager = touch {marker}\\n' >> '{store}/config'"))
         _attributed(out, s, "a planted core.pager", "config")
         _detected(out, s, "a planted core.pager", gate=True)
+        from ..engine.store_audit import StoreTampered
         from ..service import Chronos
         from ..settings import Settings
-        from ..engine.store_audit import StoreTampered
         svc = Chronos.get(store, Settings())
         try:
             svc.git_passthrough(["log", "--oneline", "-1"])

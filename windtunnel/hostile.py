@@ -12,8 +12,8 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pygit2
 

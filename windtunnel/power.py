@@ -23,8 +23,8 @@ import pygit2
 from ..engine.powercut import MARKER
 from ..journal_refs.carried import loose_bytes
 from ..journal_refs.events import canonical
-from ..journal_refs.journal import REF, witness_path_for
-from ..journal_refs.witness import WitnessFile, read_doc
+from ..journal_refs.journal import REF
+from ..journal_refs.witness import WitnessFile, read_doc, witness_path_for
 from .scenario import Outcome, Scenario
 
 

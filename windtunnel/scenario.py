@@ -61,7 +61,7 @@ class Outcome:
         self.counts[invariant] += 1
         self.breaches.append(f"{invariant}: {what}")
 
-    def merge(self, other: "Outcome") -> None:
+    def merge(self, other: Outcome) -> None:
         for k, v in other.counts.items():
             self.counts[k] += v
         self.breaches += other.breaches

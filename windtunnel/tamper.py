@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..journal_refs.journal import REF, witness_path_for
-from ..journal_refs.witness import read_doc, write_doc
+from ..journal_refs.journal import REF
+from ..journal_refs.witness import read_doc, witness_path_for, write_doc
 from .scenario import Outcome, Scenario
 
 KINDS = ("event_edited_loose", "event_edited_in_pack", "pack_deleted", "ref_rolled_back", "ref_forged_chain",

@@ -395,7 +395,7 @@ def test_a_consolidation_cut_off_resumes_where_it_stopped(tmp_path, monkeypatch)
     proc = subprocess.run([sys.executable, "-c", code, str(store)], env=env, capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr
     finished = [p for p in (store / "objects" / "pack").glob("pack-*.idx")
-                if p.stem not in consolidate.pending(Chronos.get(store, Settings()).store)]
+                if p.stem not in consolidate.pending(Chronos.get(store, Settings()).core.store)]
     assert len(finished) >= 2                                  # packs the cut-off run completed (>= 6 blobs each)
     Chronos.forget_instances()
     copied = []

@@ -17,7 +17,7 @@ from support.helpers import run_command
 
 
 def witness(store_dir) -> dict:
-    return json.loads(read_doc(store_dir.parent / (store_dir.name + ".journal-checkpoint.json")))
+    return json.loads(read_doc(store_dir.parent / (store_dir.name + ".journal-witness.json")))
 
 
 def chain(store_dir) -> list[str]:
@@ -158,7 +158,7 @@ def test_a_deleted_carried_object_without_a_reboot_is_not_written_back(journal, 
 
 
 def test_a_carried_object_edited_in_the_witness_closes_the_gate(journal, cli, store_dir):
-    path = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    path = store_dir.parent / (store_dir.name + ".journal-witness.json")
     w = witness(store_dir)
     oid = next(iter(w["carried"]))
     w["carried"][oid] = carried.encode(b"x")
@@ -182,7 +182,7 @@ def test_the_write_back_does_not_depend_on_the_stores_boot_marker(journal, cli, 
 
 
 def test_a_witness_naming_a_tree_is_a_clear_integrity_error(journal, cli, store_dir):
-    path = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    path = store_dir.parent / (store_dir.name + ".journal-witness.json")
     w = witness(store_dir)
     tree = str(pygit2.Repository(str(store_dir))[chain(store_dir)[1]].tree_id)
     w["head"] = tree
@@ -205,7 +205,7 @@ def test_big_linked_blobs_keep_the_witness_small(svc, ws, store_dir):
     s = svc()
     for i in range(12):                                  # incompressible, just under MAX_BLOB
         s.write_file(str(ws), f"big{i}.bin", os.urandom(60_000))
-    path = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    path = store_dir.parent / (store_dir.name + ".journal-witness.json")
     assert len(read_doc(path)) < 320 * 1024                # 12 × 80 KiB without the byte cap
     assert path.stat().st_size <= 2 * 512 * 1024           # two slots, each a power of two
     assert s.journal_verify().wire()["status"] == "ok"

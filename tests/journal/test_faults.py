@@ -311,7 +311,7 @@ def test_mid_append_of_genesis(cli, ws, store_dir):
 def test_after_witness_is_healed_on_next_open(cli, ws, store_dir):
     """Killed after the witness (the event is durable) and before the ref moved."""
     init(cli, ws)
-    cp_file = store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    cp_file = store_dir.parent / (store_dir.name + ".journal-witness.json")
     ref0 = git(f"--git-dir={store_dir}", "rev-parse", "refs/chronos/journal").stdout.strip()
     r = cli("run", "--json", "--", PY, "-c", "open('ran.txt','w').write('x')", cwd=ws,
             fault="after_witness")

@@ -24,7 +24,7 @@ PY = sys.executable
 
 # ---------------------------------------------------------------- helpers
 def checkpoint_file(store_dir):
-    return store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    return store_dir.parent / (store_dir.name + ".journal-witness.json")
 
 
 @pytest.fixture
@@ -512,5 +512,5 @@ def test_the_store_reached_through_a_symlink_is_the_same_store(populate, cli, ws
         st = cli("--store", store, "journal", "status", "--json")
         assert st.rc == 0 and st.json["integrity"] == "ok" and st.json["gate"] == "open", st.stdout
         assert cli("--store", store, "run", "--json", "--", "true", cwd=ws).rc == 0
-    assert not (tmp_path / "links" / "st.journal-checkpoint.json").exists()
+    assert not (tmp_path / "links" / "st.journal-witness.json").exists()
     assert cli("journal", "verify", "--json").rc == 0

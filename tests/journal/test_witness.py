@@ -147,7 +147,7 @@ def appended(cli, ws, store_dir):
     """A journal after a few calls, each process a new start (the CLI)."""
     for _ in range(3):
         assert cli("run", "--json", "--", "true", cwd=ws).rc == 0
-    return store_dir.parent / (store_dir.name + ".journal-checkpoint.json")
+    return store_dir.parent / (store_dir.name + ".journal-witness.json")
 
 
 def test_a_torn_standby_slot_is_what_a_power_cut_leaves_and_is_accepted(appended, cli, ws):
@@ -268,3 +268,29 @@ def test_a_temp_file_left_by_a_killed_rewrite_is_removed_at_the_next_open(append
     stale.write_bytes(b"half a witness")
     assert cli("journal", "status", "--json").json["integrity"] == "ok"
     assert not stale.exists()
+
+
+def test_a_store_whose_witness_has_its_older_name_keeps_it(tmp_path, ws):
+    """An upgrade never finds the witness missing: a store made when it was called
+    `<store>.journal-checkpoint.json` keeps that file, and a new-name file planted beside it is
+    not read instead."""
+    import os
+
+    from chronos_git.journal_refs.witness import witness_path_for
+    from chronos_git.service import Chronos
+    from chronos_git.settings import Settings
+    store = tmp_path / "store"
+    s = Chronos.get(store, Settings())
+    s.write_file(str(ws), "a.txt", b"one\n")
+    new, old = tmp_path / "store.journal-witness.json", tmp_path / "store.journal-checkpoint.json"
+    assert witness_path_for(store) == new and new.exists()
+    os.rename(new, old)                                  # the store as an older version left it
+    Chronos.forget_instances()
+    s = Chronos.get(store, Settings())
+    assert witness_path_for(store) == old
+    s.write_file(str(ws), "a.txt", b"two\n")
+    assert s.journal_verify().status == "ok" and not new.exists()
+    new.write_text(old.read_text())                      # planted beside it: the older one still rules
+    Chronos.forget_instances()
+    assert witness_path_for(store) == old
+    assert Chronos.get(store, Settings()).journal_verify().status == "ok"

@@ -198,7 +198,7 @@ def test_a_consistent_local_rewrite_is_caught_by_verify_remote_and_push(machines
     assert behind.rc == 0 and behind.json["remote"]["behind"] == 2      # started + returned
     # the attacker replaces the store and its witness with a consistent, different history
     shutil.rmtree(a.store)
-    os.remove(str(a.store) + ".journal-checkpoint.json")
+    os.remove(str(a.store) + ".journal-witness.json")
     a.write("a.txt", "forged\n")
     assert a.cli("journal", "verify").rc == 0          # locally, nothing to see
     assert a.cli("remote", "add", "anchor", str(remote)).rc == 0
@@ -224,12 +224,12 @@ def test_a_rolled_back_local_journal_is_reported_ahead(machines, tmp_path):
     assert a.cli("remote", "add", "r", str(remote)).rc == 0
     backup = tmp_path / "backup"
     shutil.copytree(a.store, backup / "store", symlinks=True)
-    shutil.copy(str(a.store) + ".journal-checkpoint.json", backup)
+    shutil.copy(str(a.store) + ".journal-witness.json", backup)
     a.write("a.txt", "2\n")
     assert a.cli("push").rc == 0
     shutil.rmtree(a.store)
     shutil.copytree(backup / "store", a.store, symlinks=True)        # store and witness, consistently
-    shutil.copy(backup / "store.journal-checkpoint.json", str(a.store) + ".journal-checkpoint.json")
+    shutil.copy(backup / "store.journal-witness.json", str(a.store) + ".journal-witness.json")
     v = a.cli("journal", "verify", "--remote", "r")
     assert v.rc == 1 and "ahead" in v.json["error"], v.stdout
 
@@ -432,7 +432,7 @@ def test_a_rewrite_that_keeps_the_anchor_ref_is_caught(machines, tmp_path):
     a.write("a.txt", "1\n")
     assert a.cli("remote", "add", "r", str(remote)).rc == 0
     assert a.cli("push").rc == 0
-    witness = Path(str(a.store) + ".journal-checkpoint.json")
+    witness = Path(str(a.store) + ".journal-witness.json")
     saved_ref = git("--git-dir", a.store, "rev-parse", "refs/chronos/journal").stdout.strip()
     saved_witness = witness.read_bytes()
     verified = Path(a.store) / "chronos" / "journal-verified.json"     # the store's last verified head

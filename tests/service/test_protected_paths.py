@@ -77,8 +77,8 @@ def _targets(store: Path, ws: Path, home: Path) -> dict[str, Path]:
     return {
         "store config": store / "config",
         "a file in the store's refs": store / "refs" / "heads" / "evil",
-        "the witness": Path(str(store) + ".journal-checkpoint.json"),
-        "another sidecar": Path(str(store) + ".journal-checkpoint.json.tmp"),
+        "the witness": Path(str(store) + ".journal-witness.json"),
+        "another sidecar": Path(str(store) + ".journal-witness.json.tmp"),
         "through a symlink into the store": ws / "into-store" / "HEAD",
         "a plugin file": home / "plugins" / "chronos-git" / "engine" / "store.py",
     }
@@ -431,7 +431,7 @@ def test_what_the_plugin_loads_is_protected_not_the_rest_of_its_checkout(tmp_pat
                 "tests/test_x.py", "docs/a.md", "README.md", ".bench-cache/runs/ws/f.txt", ".venv/lib/x.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("x\n")
-    ps = protected_mod.ProtectedSet(tmp_path / "store", str(tmp_path / "store.journal-checkpoint.json"), [root])
+    ps = protected_mod.ProtectedSet(tmp_path / "store", str(tmp_path / "store.journal-witness.json"), [root])
     for rel in ("__init__.py", "plugin.yaml", "engine/store.py", "engine/__pycache__/store.cpython-311.pyc",
                 "engine/new.py", "dashboard/index.js", "dashboard/dist/x.js",
                 # the red team's: a new package shadows a module, a top-level .pyc, an extension module

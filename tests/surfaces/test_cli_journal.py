@@ -141,7 +141,7 @@ def test_status_shape(cli, ws, store_dir):
     assert st["status"] == "ok" and st["integrity"] == "ok"
     assert st["unresolved"] == [] and st["running"] == [] and st["replayable"] == []
     assert st["events"] == 1 and st["gate"] == "open" and st["head"] and st["journal_id"]
-    assert st["checkpoint_file"].endswith("store.journal-checkpoint.json")
+    assert st["checkpoint_file"].endswith("store.journal-witness.json")
     assert st["healed"] is None
     # the local checkpoint lives beside the store, not inside it
     cp = json.loads(read_doc(st["checkpoint_file"]))

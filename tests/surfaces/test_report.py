@@ -41,7 +41,7 @@ def files_of(store_dir: Path) -> dict:
     last verified the chain, the checkpoints it names and the operator acts' signatures
     (chronos/journal-verified.json, checkpoints-verified.json, operator-acts.json, rewritten by
     every verify)."""
-    out = {"witness": store_dir.with_name("store.journal-checkpoint.json").read_bytes()}
+    out = {"witness": store_dir.with_name("store.journal-witness.json").read_bytes()}
     for root, _dirs, files in os.walk(store_dir):
         for f in files:
             p = Path(root, f)
@@ -162,7 +162,7 @@ def test_the_report_is_one_safe_document_with_every_section(history, store_dir):
 
 
 def test_a_tampered_witness_makes_the_verdict_say_what_was_found(small, store_dir):
-    witness = store_dir.with_name("store.journal-checkpoint.json")
+    witness = store_dir.with_name("store.journal-witness.json")
     w = json.loads(read_doc(witness))
     w["seq"] += 5
     write_doc(witness, json.dumps(w).encode())
@@ -172,7 +172,7 @@ def test_a_tampered_witness_makes_the_verdict_say_what_was_found(small, store_di
     level, word = verdict(html)
     assert (level, word) == ("bad", "PROBLEMS FOUND")
     why = re.search(r'<p class="why">([^<]*)</p>', html).group(1)
-    assert "edited" in why and "journal checkpoint" in why
+    assert "edited" in why and "witness" in why
     assert "Problems found by journal verify" in html
 
 
@@ -188,7 +188,7 @@ def test_no_store_and_no_journal_are_said_and_never_created(tmp_path, store_dir,
     html = report.build(service(store_dir))
     assert verdict(html) == ("none", "NO JOURNAL YET")
     assert "only a checkpoint" in html
-    assert not store_dir.with_name("store.journal-checkpoint.json").exists()
+    assert not store_dir.with_name("store.journal-witness.json").exists()
     assert git("--git-dir", store_dir, "show-ref", check=False).stdout.count("refs/chronos/journal") == 0
 
     out = tmp_path / "out"
@@ -205,7 +205,7 @@ def test_no_store_and_no_journal_are_said_and_never_created(tmp_path, store_dir,
 
 def test_write_names_the_file_after_the_journal(small, store_dir, tmp_path):
     res = report.written(service(store_dir), tmp_path)
-    jid = json.loads(read_doc(store_dir.with_name("store.journal-checkpoint.json")))["journal_id"]
+    jid = json.loads(read_doc(store_dir.with_name("store.journal-witness.json")))["journal_id"]
     assert Path(res.path).name.startswith(f"chronos-git-report-{jid[:8]}-")
     assert res.verdict == "INTEGRITY OK" and res.level == "ok"
     assert report.write(service(store_dir), tmp_path / "x.html") == tmp_path / "x.html"

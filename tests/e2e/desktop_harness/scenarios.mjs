@@ -142,7 +142,7 @@ function cannedBackend({ gate = 'open', errorStyle = 'fields', partial = false, 
                unresolved: state.unresolved ? [{ operation_id: OP, tool: 'terminal', state: 'pending', session_id: 's1',
                                                   tool_call_id: 'call_term', workspace: '/w/proj', pre_checkpoint: CP.newest,
                                                   started_seq: 5, owner: { pid: 4242 }, reason: 'its process died' }] : [],
-               running: [], replayable: [], totals: { started: 3 }, healed: null, checkpoint_file: '/store.journal-checkpoint.json',
+               running: [], replayable: [], totals: { started: 3 }, healed: null, checkpoint_file: '/store.journal-witness.json',
                settled_at_start: settled, protection }
     }
     if (method === 'GET' && p === '/journal/log') {
