@@ -697,6 +697,7 @@ def _health(res: r.HealthResult):
         ("budget", _budget(res.store_budget) if res.store_budget else None),
         ("consolidation", _consolidation(res.consolidation) if res.consolidation else None),
         ("deferred", _name(res.deferred) if res.deferred else None),
+        ("background", "; ".join(_job(j) for j in res.jobs) if res.jobs else None),
         ("operator key", f"{res.operator_key}: operator acts are signed with it" if res.operator_key
          else _name(res.operator_key_note) if res.operator_key_note else None),
     ] + [(f"remote {_name(x.name)}", _remote_state(x)) for x in res.remotes or []])
@@ -736,6 +737,12 @@ def _capture_accepted(res: r.CaptureAccepted):
         return
     yield Text(f"accepted: {_name(res.workspace)} captures less ({res.count} paths now ignored by "
                f"{', '.join(_name(x) for x in res.sources or ())}); journaled", style="green")
+
+
+def _job(j: r.BackgroundJob) -> str:
+    state = "running" if j.running else "failed" if j.error else "done"
+    where = _on_a_thread(j.runs_in)
+    return f"{j.kind} {state}" + (f" ({_name(j.error)})" if j.error else "") + (f", {where}" if where else "")
 
 
 def _budget(b: r.StoreBudget) -> str:

@@ -137,17 +137,19 @@ class Workspace:
         """
         if not self.root.is_dir():
             raise WorkspaceRefused(f"workspace {self.root} does not exist or is not a directory")
-        try:
+        took: list[bool] = []       # _snapshot: its plan took the watcher's dirty set (a declared
+        try:                        # one with no checkpoint yet does too: a whole refresh)
             res = self._snapshot(meta, paths=paths, deadline=deadline, commit=commit, force_scan=force_scan,
-                                 progress=progress)
+                                 progress=progress, took=took)
         except BaseException as exc:
-            self._changes_lost(paths, "a snapshot that took the watcher's changes failed")
+            self._changes_lost(paths is None or any(took), "a snapshot that took the watcher's changes failed")
             why = self.store.unwritable(exc) if isinstance(exc, (GitError, OSError)) else None
             if why:
                 raise StoreUnwritable(f"cannot take a checkpoint of {self.root}: {why}") from None
             raise
         if res.partial:
-            self._changes_lost(paths, "a snapshot that took the watcher's changes ran out of its budget")
+            self._changes_lost(paths is None or any(took),
+                               "a snapshot that took the watcher's changes ran out of its budget")
         return res
 
     def hand_over_watch(self) -> None:
@@ -159,16 +161,16 @@ class Workspace:
             faults.hit("watcher_handoff")
 
     def walk_lost(self, why: str) -> None:
-        self._changes_lost(None, why)
+        self._changes_lost(True, why)
 
-    def _changes_lost(self, paths, why: str) -> None:
-        """The watcher's dirty set was taken (every snapshot that is not declared takes it)
-        but not all of it reached a checkpoint: only a walk finds those paths again."""
-        if paths is None and self._watcher is not None:
+    def _changes_lost(self, taken: bool, why: str) -> None:
+        """The watcher's dirty set was `taken` (SnapshotPlan.took_watch: every whole refresh
+        takes it) but not all of it reached a checkpoint: only a walk finds those paths again."""
+        if taken and self._watcher is not None:
             self._watcher.untrust(why)
 
     def _snapshot(self, meta: CheckpointMeta, *, paths, deadline, commit, force_scan,
-                  progress=None) -> SnapshotResult:
+                  progress=None, took: list[bool] | None = None) -> SnapshotResult:
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo, index = self._read_index()
             tip = self._chain.tip(repo).commit
@@ -179,6 +181,8 @@ class Workspace:
                                index_holds_tip=tip is not None and known == str(tip.tree_id),
                                index_empty=len(index) == 0, budgeted=deadline is not None)
             plan = choose(facts, self._watcher)
+            if took is not None:
+                took.append(plan.took_watch)
             if plan.strategy is Strategy.UNCHANGED:
                 return self._unchanged_result(tip, paths, meta)
             if plan.took_watch:
@@ -195,9 +199,7 @@ class Workspace:
                     update_paths(repo, index, scanner, rels)
                     same = entries_of(index, rels) == before
                 else:
-                    plan, rels = self._refresh_all(plan, repo, index, scanner, progress)
-                    repo = self._open_repo()          # a bulk import swapped the index file
-                    index = repo.index
+                    plan, rels, repo, index = self._refresh_all(plan, repo, index, scanner, progress)
             report = scanner.report
             if plan.strategy is Strategy.SCAN and not report.aborted:   # a bulk import looked for them itself
                 find_omissions(repo, self.root_bytes, report)
@@ -257,23 +259,29 @@ class Workspace:
         if align(index, tip.tree):
             # it held refreshed entries no checkpoint has (a diff's or a refused
             # restore's, which took the watcher's dirty set): only a walk sees them again
-            self._changes_lost(None, "the stat cache was aligned to the newest checkpoint")
+            self._changes_lost(True, "the stat cache was aligned to the newest checkpoint")
         return str(tip.tree_id)
 
     def _refresh_all(self, plan: SnapshotPlan, repo, index, scanner: Scanner,
-                     progress=None) -> tuple[SnapshotPlan, list[str] | None]:
+                     progress=None) -> tuple[SnapshotPlan, list[str] | None, pygit2.Repository, pygit2.Index]:
         """Bring the whole index up to date; returns the plan carried out (a failed bulk
-        import's fallback) and the paths a watched refresh touched."""
+        import's fallback), the paths a watched refresh touched, and the handle and index
+        that hold the refresh (the snapshot's tree and stat cache file are theirs)."""
         if plan.strategy is Strategy.BULK:
             if self._bulk_import(repo, scanner, progress):
-                return plan, None
+                repo = self._open_repo()          # the import put its index file in place
+                return plan, None, repo, repo.index
             plan = plan.fall_back()
+            # a check that failed deleted the import's index file and dropped the handle: the
+            # fallback fills the empty index of the handle the snapshot goes on with
+            repo = self._open_repo()
+            index = repo.index
         if plan.strategy is Strategy.WATCHED:
             rels = list(plan.paths)
             update_paths(repo, index, scanner, rels, watched=True)
-            return plan, rels
+            return plan, rels, repo, index
         update_all(repo, index, scanner)
-        return plan, None
+        return plan, None, repo, index
 
     def _tree(self, repo, index, tip, known: str | None, rels, same: bool, report) -> pygit2.Oid:
         """The snapshot's tree.  When the index is known to hold the tip's and only `rels` were

@@ -427,6 +427,7 @@ class Chronos:
                 info = self.time.describe(self.core.store.workspace(workspace), detail=True)
         out = self.maintenance.health(info, gate_open=self.gate.is_open, last_snapshot=self.snapshots.last,
                                       deferred=self.startup.get("deferred"))
+        out.jobs = self.core.jobs.states() or None
         if self.store_exists():
             remotes = self.remotes.list().remotes
             out.remotes = remotes or None

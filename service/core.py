@@ -13,6 +13,7 @@ from ..engine.codec import canonical
 from ..engine.store import Store
 from ..journal_refs import Journal
 from ..settings import Settings
+from .jobs import Jobs
 
 
 class Core:
@@ -30,6 +31,7 @@ class Core:
         self._journal: Journal | None = None
         self._lock = threading.Lock()
         self._fingerprint: tuple[Settings, str] | None = None
+        self.jobs = Jobs()              # this process's background work (service/jobs.py)
 
     @property
     def store(self) -> Store:

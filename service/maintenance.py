@@ -15,6 +15,7 @@ from ..journal_refs import IntegrityError, checkpoints, events
 from ..journal_refs.witness import witness_path_for
 from . import capture
 from .core import Core
+from .jobs import Job
 from .remote_record import pinned_tips
 from .results import (
     CheckpointInfo,
@@ -43,8 +44,6 @@ class Maintenance:
     def __init__(self, core: Core, start):
         self.core = core
         self._start = start
-        self._consolidating: dict = {}        # the background consolidation of this process
-        self._consolidate_guard = threading.Lock()
 
     # ------------------------------------------------------------ retention
     def compact(self, *, dry_run: bool = False, max_checkpoints: int | None = None,
@@ -133,92 +132,68 @@ class Maintenance:
     def compact_in_background_if_due(self) -> bool:
         """After a turn in a long-lived host: budgets are enforced without an operator, off
         every call's path (compaction holds calls up only for its short bookkeeping phases).
-        Even the check (it reads every kept checkpoint) runs on the thread, so the turn's end
-        does not wait for it; True when a check was started."""
+        Even the check (it reads every kept checkpoint) runs in the job (service/jobs.py), so
+        the turn's end does not wait for it; True when a check was started.  A failure is the
+        job's error (`health`); the next turn tries again."""
         if not self.core.store_exists() or self.core.journal.integrity != "ok":
             return False
-        with self._consolidate_guard:
-            t = getattr(self, "_compactor", None)
-            if t is not None and t.is_alive():
-                return False
 
-            def run():
-                consolidate.lower_priority()
-                try:
-                    if self.store_due() is not None:
-                        self.compact(patient=True)
-                except Exception:          # the next turn retries; health shows the budget use
-                    pass
-            self._compactor = threading.Thread(target=run, name="chronos-git-compact", daemon=True)
-            self._compactor.start()
-        return True
+        def work(job: Job) -> None:
+            consolidate.lower_priority()
+            if self.store_due() is not None:
+                self.compact(patient=True)
+        return self.core.jobs.start("compact", "compact", work) is not None
 
     # --------------------------------------------------------- consolidation
     def consolidate(self, progress=None) -> ConsolidateResult:
         """Compress what a first import wrote for speed and drop packs linked from the user's
         git; waits for a background consolidation of this process first.  Needs no journal
         (it changes no checkpoint), so a snapshot-only store stays without one."""
-        job = self._consolidating.get("thread")
-        if job is not None and job is not threading.current_thread():
-            while job.is_alive():        # asking for its lock: it waits for no pause in the calls
+        job = self.core.jobs.get("consolidate")
+        if job is not None and job.thread is not threading.current_thread():
+            while job.running:           # asking for its lock: it waits for no pause in the calls
                 with compaction.compaction_lock(self.core.store):
                     pass
                 job.join(locking.WAIT_POLL_S)
         return ConsolidateResult(**consolidate.consolidate(self.core.store, progress=progress))
 
     def consolidate_in_background(self) -> bool:
-        """Start consolidating when something is pending (in a child process, watched by a
-        daemon thread; on the thread itself when no child can run); True if started.  A
-        process that exits first leaves the list: the next one resumes it."""
+        """Start consolidating when something is pending (in a child process, else on the
+        job's thread: service/jobs.py); True if started.  A process that exits first leaves
+        the list: the next one resumes it."""
         if not self.core.store_exists() or not consolidate.pending(self.core.store):
             return False
-        with self._consolidate_guard:
-            t = self._consolidating.get("thread")
-            if t is not None and t.is_alive():
-                return False
-            job = self._consolidating = {"started": time.time(), "progress": None}
+
+        def work(job: Job):
+            consolidate.lower_priority()     # the agent's own work goes first
 
             def tell(phase, done, total):
-                job["progress"] = {"phase": phase, "objects_done": done, "objects_total": total}
-
-            def run():
-                consolidate.lower_priority()     # the agent's own work goes first
-                # phase B waits for pauses in the agent's calls: each of them rewrites the witness
-                activity = witness_path_for(self.core.store.root)
-                try:
-                    try:                         # in a child process: no GIL shared with the agent
-                        job["runs_in"] = "a child process"
-                        job["last"] = offload.run("consolidate", self.core.store_dir, self.core.store.config,
-                                                  {"quiet": os.fsdecode(activity)}, progress=tell)
-                    except offload.Unavailable as exc:
-                        job["runs_in"] = f"this process: {exc}"
-                        job["last"] = consolidate.consolidate(
-                            self.core.store, progress=tell, quiet=consolidate.quiet_for(self.core.store, activity))
-                except offload.Failed as exc:   # reported by health; the list stays for a retry
-                    job["error"] = str(exc)
-                except Exception as exc:
-                    job["error"] = f"{type(exc).__name__}: {exc}"
-
-            job["thread"] = threading.Thread(target=run, name="chronos-git-consolidate", daemon=True)
-            job["thread"].start()
-        return True
+                job.progress = {"phase": phase, "objects_done": done, "objects_total": total}
+            # phase B waits for pauses in the agent's calls: each of them rewrites the witness
+            activity = witness_path_for(self.core.store.root)
+            try:
+                return job.offloaded("consolidate", self.core, {"quiet": os.fsdecode(activity)}, progress=tell,
+                                     here=lambda: consolidate.consolidate(
+                                         self.core.store, progress=tell,
+                                         quiet=consolidate.quiet_for(self.core.store, activity)))
+            except offload.Failed as exc:    # reported by health; the list stays for a retry
+                job.error = str(exc)
+                return None
+        return self.core.jobs.start("consolidate", "consolidate", work) is not None
 
     def wait_consolidated(self, timeout: float | None = None) -> bool:
-        t = self._consolidating.get("thread")
-        if t is not None:
-            t.join(timeout)
-            return not t.is_alive()
-        return True
+        return self.core.jobs.wait("consolidate", timeout)
 
     def consolidation(self) -> Consolidation | None:
         pending = len(consolidate.pending(self.core.store))
-        job = self._consolidating
-        running = bool(job.get("thread") and job["thread"].is_alive())
-        if not pending and not job:
+        job = self.core.jobs.get("consolidate")
+        if not pending and job is None:
             return None
-        return Consolidation(pending_packs=pending, running=running, progress=job.get("progress"),
-                             last=ConsolidateResult(**job["last"]) if job.get("last") else None,
-                             error=job.get("error"), runs_in=job.get("runs_in"))
+        if job is None:
+            return Consolidation(pending_packs=pending)
+        return Consolidation(pending_packs=pending, running=job.running, progress=job.progress,
+                             last=ConsolidateResult(**job.result) if job.result else None,
+                             error=job.error, runs_in=job.runs_in)
 
     # ------------------------------------------------------------ protection
     def protection(self, last_snapshot: dict | None = None) -> Protection:

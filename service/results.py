@@ -587,6 +587,9 @@ class HealthResult(Result):
         None, description="what the store holds that chronos-git never writes; null: nothing")
     settings_held: list[HeldSetting] | None = Field(
         None, description="weakening changes of the profile's settings waiting for an operator; null: none")
+    jobs: list[BackgroundJob] | None = Field(
+        None, description="this process's background work (first snapshots, turn checkpoints, compaction, "
+                          "consolidation, the daily verification: service/jobs.py); null: none started")
     operator_key: str | None = Field(
         None, description="the fingerprint of the key operator acts are signed with; null: none registered "
                           "(`operator_key_note` says what that leaves open)")

@@ -3,7 +3,6 @@ and the first one of a workspace (in the background in a long-lived host)."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 
@@ -14,6 +13,7 @@ from ..journal_refs import JournalError, events
 from . import capture
 from .calls import Call
 from .core import Core
+from .jobs import Job
 
 
 def _progress_text(p: dict | None) -> str:
@@ -26,8 +26,6 @@ class Snapshots:
     def __init__(self, core: Core):
         self.core = core
         self.last: dict | None = None              # this process's newest snapshot record
-        self._bg: dict[str, dict] = {}             # workspace id -> {"thread", "kind", "started", ...}
-        self._bg_lock = threading.Lock()
         self.after_import: Callable[[], None] | None = None   # called after a first (bulk) import (Chronos wires it)
 
     def taken(self, ws, res) -> str | None:
@@ -104,66 +102,49 @@ class Snapshots:
         go ahead without one (it is still journaled)."""
         if not ws.has_checkpoint():
             self._start(ws, "baseline")
-        with self._bg_lock:
-            job = self._bg.get(ws.id)
-        if job is None or job["kind"] != "baseline":
+        job = self.core.jobs.get(_key(ws))
+        if job is None or job.kind != "baseline":
             return None
         if call.declared is None:
-            job["thread"].join(budget)
-        if not job["thread"].is_alive():
+            job.join(budget)
+        if not job.running:
             return None
         return {"kind": "none", "pending_baseline": True, "progress": ws.progress,
                 "note": (f"the first checkpoint of this workspace is still being taken in the background "
-                         f"(running for {time.time() - job['started']:.1f} s{_progress_text(ws.progress)}); "
+                         f"(running for {time.time() - job.started:.1f} s{_progress_text(ws.progress)}); "
                          + ("declared paths are protected by their pre-images in the journal"
                             if call.declared is not None else "this call has no checkpoint"))}
 
     def _start(self, ws, kind: str, meta: CheckpointMeta | None = None) -> None:
-        with self._bg_lock:
-            running = self._bg.get(ws.id)
-            if running is not None and running["thread"].is_alive():
+        """A first snapshot (`baseline`) or a turn checkpoint in the background (service/jobs.py),
+        unless one of this workspace's is running."""
+        first = meta or CheckpointMeta(
+            description="first checkpoint of the workspace" if kind == "baseline" else "turn start")
+
+        def work(job: Job) -> None:
+            if kind == "baseline" and self._first_in_child(ws, first, job):
                 return
+            self.taken(ws, ws.snapshot(first, force_scan=True))
+        self.core.jobs.start(_key(ws), kind, work)
 
-            first = meta or CheckpointMeta(
-                description="first checkpoint of the workspace" if kind == "baseline" else "turn start")
-
-            def run():
-                try:
-                    if kind == "baseline" and self._first_in_child(ws, first, job):
-                        return
-                    res = ws.snapshot(first, force_scan=True)
-                    self.taken(ws, res)
-                except Exception as exc:
-                    job["error"] = f"{type(exc).__name__}: {exc}"
-                finally:
-                    job["finished"] = time.time()
-
-            job: dict = {"kind": kind, "started": time.time(), "thread": threading.Thread(
-                target=run, name=f"chronos-git-{kind}", daemon=True)}
-            self._bg[ws.id] = job
-            job["thread"].start()
-
-    def _first_in_child(self, ws, meta: CheckpointMeta, job: dict) -> bool:
+    def _first_in_child(self, ws, meta: CheckpointMeta, job: Job) -> bool:
         """The first snapshot (a bulk import of the whole tree) in a child process at low
         priority, so that it does not hold up the agent's calls on the GIL; False when no
         child could run it (the caller takes it here)."""
         params = {"workspace": os.fsdecode(ws.root_bytes),
                   "meta": {k: getattr(meta, k) for k in ("description", "kind", "tool", "session_id",
                                                          "turn_id", "tool_call_id", "time")}}
-        job["runs_in"] = "a child process"
         ws.hand_over_watch()
         try:
-            res = offload.run("first_snapshot", self.core.store_dir, self.core.store.config, params,
-                              progress=ws.note_progress)
-        except offload.Unavailable as exc:
-            job["runs_in"] = f"this process: {exc}"
-            return False
+            res = job.offloaded("first_snapshot", self.core, params, progress=ws.note_progress, here=lambda: None)
         except BaseException as exc:
             ws.walk_lost("the first import in a child process did not finish")
             if not isinstance(exc, offload.Failed):
                 raise
-            job["error"] = str(exc)
+            job.error = str(exc)
             return True
+        if res is None:
+            return False             # no child here: the caller takes it on this thread
         ws.progress = res.get("progress") or ws.progress
         ws.last_bulk, ws.last_seed = res.get("last_bulk"), res.get("last_seed")
         self.imported(res.get("scan"))
@@ -171,21 +152,13 @@ class Snapshots:
 
     def wait(self, ws, timeout: float | None = None) -> bool:
         """Wait for this workspace's background snapshot; True when none is running."""
-        with self._bg_lock:
-            job = self._bg.get(ws.id)
-        if job is not None:
-            job["thread"].join(timeout)
-            return not job["thread"].is_alive()
-        return True
+        return self.core.jobs.wait(_key(ws), timeout)
 
     def background_state(self, ws) -> dict | None:
-        with self._bg_lock:
-            job = self._bg.get(ws.id)
+        job = self.core.jobs.get(_key(ws))
         if job is None:
             return None
-        return {"kind": job["kind"], "running": job["thread"].is_alive(), "started": job["started"],
-                "finished": job.get("finished"), "error": job.get("error"), "progress": ws.progress,
-                "runs_in": job.get("runs_in")}
+        return {**job.state().model_dump(), "progress": ws.progress}
 
     def turn_checkpoint(self, workspace: str, *, session_id: str | None = None,
                         turn_id: str | None = None) -> dict:
@@ -214,3 +187,7 @@ class Snapshots:
                 ws.flush_index()
             except Exception:
                 pass
+
+
+def _key(ws) -> str:
+    return f"snapshot:{ws.id}"

@@ -30,7 +30,6 @@ class Startup:
         self._maintenance, self._remotes = maintenance, remotes
         self._lock = threading.Lock()
         self._started = False
-        self._verifier: threading.Thread | None = None
         self.report: dict = {}
 
     @property
@@ -91,9 +90,7 @@ class Startup:
                     journal.full_verify_due() or checkpoints.full_check_due(self.core.store)):
                 # a long-lived host re-verifies the whole chain at most once a day, off every
                 # call's path: damage below the last verified head is found without an operator
-                self._verifier = threading.Thread(target=self._full_verify, name="chronos-git-verify",
-                                                  daemon=True)
-                self._verifier.start()
+                self.core.jobs.start("verify", "verify", self._full_verify)
             if self.core.background and journal.integrity == "ok":
                 self._maintenance.consolidate_in_background()     # what a previous process left
             self._started = True
@@ -187,15 +184,10 @@ class Startup:
 
     def wait_for_full_verify(self, timeout: float | None = None) -> bool:
         """Wait for the background full verification start() began; True when none is running."""
-        t = getattr(self, "_verifier", None)
-        if t is not None:
-            t.join(timeout)
-            return not t.is_alive()
-        return True
+        return self.core.jobs.wait("verify", timeout)
 
-    def _full_verify(self) -> None:
-        try:
-            self._reconcile.verify()
-            self.check_store(full=True)         # every operator act's signature, not only the newest
-        except Exception:          # the result (and any alarm) is in the journal's state
-            pass
+    def _full_verify(self, job) -> None:
+        """The whole chain, and every operator act's signature, not only the newest (what it
+        finds is in the journal's state and the gate; the job records nothing else)."""
+        self._reconcile.verify()
+        self.check_store(full=True)

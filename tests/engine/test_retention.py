@@ -350,7 +350,7 @@ def test_after_a_turn_the_check_and_the_compaction_run_on_a_thread(svc, ws, tmp_
     s = svc(orphan_days=1)
     s.snapshot(str(ws), "mine")
     assert s.maintenance.compact_in_background_if_due()          # a check started: not due
-    s.maintenance._compactor.join(30)
+    s.core.jobs.wait("compact", 30)
     assert not [e for e in s.core.journal.events(None) if e.get("action") == "prune_orphans"]
     gone = tmp_path / "gone3"
     gone.mkdir()
@@ -359,7 +359,7 @@ def test_after_a_turn_the_check_and_the_compaction_run_on_a_thread(svc, ws, tmp_
     shutil.rmtree(gone)
     retention.note_missing(s.core.store, now=time.time() - 2 * 86400)
     assert s.maintenance.compact_in_background_if_due()
-    s.maintenance._compactor.join(60)
+    s.core.jobs.wait("compact", 60)
     ev = [e for e in s.core.journal.events(None) if e.get("action") == "prune_orphans"]
     assert len(ev) == 1 and ev[0]["pruned"][0]["workspace"] == str(gone)
 
