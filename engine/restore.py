@@ -41,9 +41,9 @@ from .diff import working_tree
 from .errors import ChronosError, WorkspaceRefused
 from .ignore import is_ignored
 from .paths import same
-from .restore_plan import PlanItem, digest, plan
+from .restore_plan import RestoreStep, digest, plan
 
-__all__ = ["PlanItem", "Prepared", "apply", "digest", "evidence", "plan", "prepare", "preview", "preview_of",
+__all__ = ["Prepared", "RestoreStep", "apply", "digest", "evidence", "plan", "prepare", "preview", "preview_of",
            "previewed", "restore"]     # digest: the plan token's, as service/timemachine.py reads it
 
 LINK = pygit2.GIT_FILEMODE_LINK
@@ -55,7 +55,7 @@ class Prepared:
     """A validated restore whose safety checkpoint exists and nothing is written yet."""
     target: Checkpoint
     safety: Checkpoint
-    items: list[PlanItem]
+    items: list[RestoreStep]
     clean: bool
     foreign: bool = True             # not on this workspace's chain: its permission record is masked
 
@@ -90,7 +90,7 @@ def preview(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True
 
 
 def previewed(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True, force: bool = False,
-              paths_must_exist: bool = False, foreign_ok: bool = False) -> tuple[dict, list[PlanItem]]:
+              paths_must_exist: bool = False, foreign_ok: bool = False) -> tuple[dict, list[RestoreStep]]:
     """`preview`, with the plan's items (for `digest`)."""
     target, _ = _target(ws, spec, foreign_ok)
     rels = _rels(ws, paths)
@@ -99,7 +99,7 @@ def previewed(ws, spec: str, *, paths: list[str] | None = None, clean: bool = Tr
     return preview_of(target, items, clean), items
 
 
-def preview_of(target: Checkpoint, items: list[PlanItem], clean: bool) -> dict:
+def preview_of(target: Checkpoint, items: list[RestoreStep], clean: bool) -> dict:
     """A plan as a dry run's result."""
     return _result(target, None, items, clean, dry_run=True)
 
@@ -107,7 +107,7 @@ def preview_of(target: Checkpoint, items: list[PlanItem], clean: bool) -> dict:
 def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True, force: bool = False,
             meta: CheckpointMeta | None = None, paths_must_exist: bool = False,
             foreign_ok: bool = False,
-            approve: Callable[[Checkpoint, list[PlanItem]], None] | None = None) -> Prepared:
+            approve: Callable[[Checkpoint, list[RestoreStep]], None] | None = None) -> Prepared:
     """Steps 1-5: validate, scan, plan, capture check, safety checkpoint.  `approve(target,
     items)` sees the plan before anything is committed; raising there refuses the restore
     with nothing changed (a plan that differs from the one a person confirmed).
@@ -179,16 +179,16 @@ def _is_ignore_rules(path: str) -> bool:
     return path == ".gitignore" or path.endswith("/.gitignore")
 
 
-def _apply(ws, target: Checkpoint, items: list[PlanItem], mask: int = 0) -> None:
+def _apply(ws, target: Checkpoint, items: list[RestoreStep], mask: int = 0) -> None:
     """`mask`: bits a foreign checkpoint's permission record may not grant (the umask)."""
     repo = ws.store.repo()
     record = perms.expand(target.meta.modes)
     deletes = sorted((i for i in items if i.action == "delete"), key=lambda i: -i.path.count("/"))
     writes = [i for i in items if i.action in ("restore", "create")]
     dirs = {os.path.dirname(i.path) for i in deletes + writes}
-    done: list[PlanItem] = []
+    done: list[RestoreStep] = []
 
-    def failed(it: PlanItem, exc: BaseException) -> None:
+    def failed(it: RestoreStep, exc: BaseException) -> None:
         if isinstance(exc, ChangedMeanwhile):     # new bytes nobody captured: never replaced
             it.action, it.reason = "keep", f"{exc}; left untouched"
             return
@@ -199,7 +199,7 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem], mask: int = 0) -> None
         it.reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
         it.reason += "; left as it was"
 
-    def delete(it: PlanItem) -> None:
+    def delete(it: RestoreStep) -> None:
         try:
             disk.unlink(it.path, expect=it.expect)
         except (OSError, ChronosError) as exc:
@@ -211,7 +211,7 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem], mask: int = 0) -> None
     def dir_perm(rel: str) -> int:
         return perms.dir_perm(record, rel, mask=mask)
 
-    def write(it: PlanItem) -> None:
+    def write(it: RestoreStep) -> None:
         try:
             try:
                 data = repo[it.blob].data
@@ -252,7 +252,7 @@ def _apply(ws, target: Checkpoint, items: list[PlanItem], mask: int = 0) -> None
                          [i.path for i in done if i.action != "delete"])
 
 
-def _restore_dir_perms(disk: Confined, record: dict | None, items: list[PlanItem], mask: int = 0) -> None:
+def _restore_dir_perms(disk: Confined, record: dict | None, items: list[RestoreStep], mask: int = 0) -> None:
     """Directories the checkpoint recorded with narrower bits get them back (below what was restored)."""
     if not record:
         return
@@ -272,7 +272,7 @@ def _restore_dir_perms(disk: Confined, record: dict | None, items: list[PlanItem
                 pass
 
 
-def evidence(ws, items: list[PlanItem]) -> list[dict]:
+def evidence(ws, items: list[RestoreStep]) -> list[dict]:
     """Each attempted path read back: at its post-image (done), its pre-image (not done), or neither."""
     out = []
     with Confined(ws.root_bytes) as disk:

@@ -30,7 +30,7 @@ NOT_IN_SAFETY = ("not captured by the safety checkpoint (ignored, too large or s
 
 
 @dataclass
-class PlanItem:
+class RestoreStep:
     path: str
     action: str                      # restore | create | delete | skip | keep | failed
     reason: str | None = None
@@ -138,7 +138,7 @@ def _is_tree(tree, path: str) -> bool:
 
 
 def plan(ws, target: Checkpoint, current_tree_id: str, *, rels: list[str] | None = None,
-         clean: bool = True, force: bool = False, paths_must_exist: bool = False) -> list[PlanItem]:
+         clean: bool = True, force: bool = False, paths_must_exist: bool = False) -> list[RestoreStep]:
     """What a restore of `target` over the tree `current_tree_id` would do, path by path.
 
     Raises UnsafePath (naming every offending entry) when the target holds
@@ -164,7 +164,7 @@ def plan(ws, target: Checkpoint, current_tree_id: str, *, rels: list[str] | None
                          f"not restored: " + "; ".join(unsafe[:20])
                          + (f" (and {len(unsafe) - 20} more)" if len(unsafe) > 20 else ""))
     deleting = {ch.path for ch in changes if ch.status == "deleted"} if clean else set()
-    items: list[PlanItem] = []
+    items: list[RestoreStep] = []
     seen: set[str] = set()
     with Confined(ws.root_bytes) as disk:
         for ch in changes:
@@ -176,14 +176,14 @@ def plan(ws, target: Checkpoint, current_tree_id: str, *, rels: list[str] | None
 
 
 def _decide(ws, disk: Confined, ch: _Change, current, uncaptured: dict, deleting: set,
-            clean: bool, force: bool) -> PlanItem:
+            clean: bool, force: bool) -> RestoreStep:
     item = _decide_item(ws, disk, ch, current, uncaptured, deleting, clean, force)
     item.bound = (None if ch.status == "added" else (ch.old_id, ch.old_mode),
                   None if ch.status == "deleted" else (ch.new_id, ch.new_mode))
     return item
 
 
-def digest(items: list[PlanItem]) -> str:
+def digest(items: list[RestoreStep]) -> str:
     """What a plan token binds: every path, its action and the content it holds now and will
     hold.  A workspace that changed after a dry run plans differently, so its token no longer
     fits (a preview showing no deletions must not confirm twenty)."""
@@ -191,15 +191,15 @@ def digest(items: list[PlanItem]) -> str:
 
 
 def _decide_item(ws, disk: Confined, ch: _Change, current, uncaptured: dict, deleting: set,
-                 clean: bool, force: bool) -> PlanItem:
+                 clean: bool, force: bool) -> RestoreStep:
     path = ch.path
     if ch.status != "deleted" and ch.new_mode == GITLINK:
-        return PlanItem(path, "skip", reason="a submodule entry (not restored)")
+        return RestoreStep(path, "skip", reason="a submodule entry (not restored)")
     if ws.nested_ancestor(path.split("/")):
-        return PlanItem(path, "skip", reason="inside a nested repository")
+        return RestoreStep(path, "skip", reason="inside a nested repository")
     now = disk.entry(path)
     if now.kind == "unreadable":
-        return PlanItem(path, "keep", reason=f"{now.why}; left untouched", current_blob=ch.old_id)
+        return RestoreStep(path, "keep", reason=f"{now.why}; left untouched", current_blob=ch.old_id)
     item = _decide_kind(ws, disk, ch, now, current, uncaptured, deleting, clean, force)
     if item.writes and not force:
         item.expect = signature(now.st) if now.st is not None else ABSENT
@@ -207,32 +207,32 @@ def _decide_item(ws, disk: Confined, ch: _Change, current, uncaptured: dict, del
 
 
 def _decide_kind(ws, disk: Confined, ch: _Change, now, current, uncaptured: dict, deleting: set,
-                 clean: bool, force: bool) -> PlanItem:
+                 clean: bool, force: bool) -> RestoreStep:
     path = ch.path
     if now.kind == "blocked":
         blocker = now.blocker
         if blocker not in deleting:
-            return PlanItem(path, "skip", current_blob=ch.old_id,
+            return RestoreStep(path, "skip", current_blob=ch.old_id,
                             reason=f"{now.why}; left untouched" + (
                                 "" if clean or blocker is None or _entry(current, blocker) is None
                                 else " (a clean restore replaces it)"))
     if ch.status == "deleted":
         if path in uncaptured:
-            return PlanItem(path, "skip", current_blob=ch.old_id,
+            return RestoreStep(path, "skip", current_blob=ch.old_id,
                             reason=f"not captured by the checkpoint ({uncaptured[path]}); left untouched")
         if not clean:
-            return PlanItem(path, "skip", reason="not in the checkpoint; kept because clean is off",
+            return RestoreStep(path, "skip", reason="not in the checkpoint; kept because clean is off",
                             current_blob=ch.old_id)
         if now.kind == "absent":
-            return PlanItem(path, "skip", reason="already absent", current_blob=ch.old_id)
+            return RestoreStep(path, "skip", reason="already absent", current_blob=ch.old_id)
         if not force and disk.content_id(path) != ch.old_id:
-            return PlanItem(path, "keep", reason=NOT_CAPTURED, current_blob=ch.old_id)
-        return PlanItem(path, "delete", current_blob=ch.old_id)
+            return RestoreStep(path, "keep", reason=NOT_CAPTURED, current_blob=ch.old_id)
+        return RestoreStep(path, "delete", current_blob=ch.old_id)
     if ch.status == "added":
         # a captured directory in the way is emptied by this plan's deletes
         if now.kind not in ("absent", "blocked") and not _is_tree(current, path) and not force:
-            return PlanItem(path, "keep", reason=NOT_IN_SAFETY)
-        return PlanItem(path, "create", blob=ch.new_id, mode=ch.new_mode)
+            return RestoreStep(path, "keep", reason=NOT_IN_SAFETY)
+        return RestoreStep(path, "create", blob=ch.new_id, mode=ch.new_mode)
     if now.kind != "absent" and not force and disk.content_id(path) != ch.old_id:
-        return PlanItem(path, "keep", reason=NOT_CAPTURED, current_blob=ch.old_id)
-    return PlanItem(path, "restore", blob=ch.new_id, mode=ch.new_mode, current_blob=ch.old_id)
+        return RestoreStep(path, "keep", reason=NOT_CAPTURED, current_blob=ch.old_id)
+    return RestoreStep(path, "restore", blob=ch.new_id, mode=ch.new_mode, current_blob=ch.old_id)

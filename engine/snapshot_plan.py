@@ -96,7 +96,7 @@ def choose(facts: CacheFacts, watcher: Watch | None) -> SnapshotPlan:
 
 
 @dataclass
-class SnapshotResult:
+class TakenSnapshot:
     checkpoint: Checkpoint | None      # None only for commit=False
     tree_id: str
     created: bool

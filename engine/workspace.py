@@ -23,7 +23,7 @@ from .errors import PathError, StoreError, StoreUnwritable, WorkspaceRefused
 from .ignore import is_ignored
 from .layout import GitDir, refuse_bad_root, workspace_id
 from .scan import Scanner, align, find_omissions, forget, nested_ancestor, update_all, update_paths
-from .snapshot_plan import CacheFacts, SnapshotPlan, SnapshotResult, Strategy, choose, snapshot_kind
+from .snapshot_plan import CacheFacts, SnapshotPlan, Strategy, TakenSnapshot, choose, snapshot_kind
 from .stat_cache import StatCache, entries_of
 from .treepatch import patched_tree
 
@@ -120,7 +120,7 @@ class Workspace:
     # ------------------------------------------------------------- snapshots
     def snapshot(self, meta: CheckpointMeta, *, paths: list[str] | None = None,
                  deadline: float | None = None, commit: bool = True,
-                 force_scan: bool = False, progress=None) -> SnapshotResult:
+                 force_scan: bool = False, progress=None) -> TakenSnapshot:
         """Commit the workspace (or just `paths`) as a checkpoint.
 
         `paths` is the declared-path fast path: only those entries are refreshed,
@@ -170,7 +170,7 @@ class Workspace:
             self._watcher.untrust(why)
 
     def _snapshot(self, meta: CheckpointMeta, *, paths, deadline, commit, force_scan,
-                  progress=None, took: list[bool] | None = None) -> SnapshotResult:
+                  progress=None, took: list[bool] | None = None) -> TakenSnapshot:
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo, index = self._read_index()
             tip = self._chain.tip(repo).commit
@@ -305,7 +305,7 @@ class Workspace:
         return index.write_tree()   # before index.write(): the TREE cache lands in the file
 
     def _result(self, meta: CheckpointMeta, plan: SnapshotPlan, tip, repo, index, tree, rels, report,
-                commit: bool) -> SnapshotResult:
+                commit: bool) -> TakenSnapshot:
         """The checkpoint's metadata (in `meta`) and the snapshot's result, not yet committed."""
         partial = report.aborted
         meta.kind = snapshot_kind(meta, rels if plan.strategy is Strategy.DECLARED else None)
@@ -324,7 +324,7 @@ class Workspace:
                 "files": len(index), "kind": meta.kind, "scan": plan.strategy.value}
         if report.fallback:
             info["fallback"] = True
-        return SnapshotResult(None, str(tree), False, partial, info)
+        return TakenSnapshot(None, str(tree), False, partial, info)
 
     def ignore_reach(self, sources: list[str]) -> narrowing.IgnoreChange:
         """What of the stat cache the current rules under `sources` ignore (a recheck of a
@@ -335,28 +335,28 @@ class Workspace:
             index.read(False)
             return narrowing.reach(repo, [e.path for e in index], sources)
 
-    def _unchanged_result(self, tip, paths, meta: CheckpointMeta) -> SnapshotResult:
+    def _unchanged_result(self, tip, paths, meta: CheckpointMeta) -> TakenSnapshot:
         """The newest checkpoint, as a snapshot that found nothing to record (no walk)."""
         cp = Checkpoint.from_commit(tip)
         info = {"skipped": cp.meta.skipped, "nested_repos": cp.meta.nested_repos,
                 "files": cp.meta.files, "kind": snapshot_kind(meta, paths), "scan": "unchanged"}
-        return SnapshotResult(cp, cp.tree_id, False, False, info)
+        return TakenSnapshot(cp, cp.tree_id, False, False, info)
 
-    def commit_scan(self, result: SnapshotResult, meta: CheckpointMeta) -> SnapshotResult:
+    def commit_scan(self, result: TakenSnapshot, meta: CheckpointMeta) -> TakenSnapshot:
         """Make a `commit=False` snapshot a checkpoint (the newest one if its tree is unchanged)."""
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo = self._open_repo()
             state = self._chain.tip(repo)
             tip = state.commit
             if tip is not None and str(tip.tree_id) == result.tree_id and state.problem is None:
-                return SnapshotResult(Checkpoint.from_commit(tip), result.tree_id, False, result.partial,
+                return TakenSnapshot(Checkpoint.from_commit(tip), result.tree_id, False, result.partial,
                                       result.report)
             cid = self._chain.advance(repo, pygit2.Oid(hex=result.tree_id), meta, state)
             report = result.report
             if state.problem:          # the service journals it: the chain moved without a call
                 report = {**report, "damaged_tip": {"reason": state.problem, "parent": str(tip.id) if tip else None,
                                                     "was": str(state.target) if state.target else None}}
-            return SnapshotResult(Checkpoint.from_commit(repo[cid]),   # type: ignore[arg-type]  # the commit just written
+            return TakenSnapshot(Checkpoint.from_commit(repo[cid]),   # type: ignore[arg-type]  # the commit just written
                                   result.tree_id, True, result.partial, report)
 
     def _bulk_import(self, repo, scanner: Scanner, progress=None) -> bool:

@@ -5,6 +5,6 @@ about Hermes, HTTP or how tools are run.
 """
 from . import events
 from .journal import IntegrityError, Journal, JournalError, TransitionError
-from .operation import Operation
+from .operation import OpenOperation
 
-__all__ = ["Journal", "IntegrityError", "JournalError", "TransitionError", "Operation", "events"]
+__all__ = ["Journal", "IntegrityError", "JournalError", "TransitionError", "OpenOperation", "events"]

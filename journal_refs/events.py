@@ -20,13 +20,13 @@ STATE_SCHEMA = "chronos-git.journal-state.v1"
 WITNESS_SCHEMA = "chronos-git.journal-checkpoint.v1"   # the witness file and exported heads
 OUTCOMES = ("completed", "not_applied", "rolled_back")
 
-__all__ = ["Event", "Genesis", "Started", "Returned", "Uncertain", "Recovered", "Resolved", "Replayed",
-           "Maintenance", "Refused", "TYPES", "parse", "canonical", "message", "parse_message", "sha256_hex",
-           "args_hash", "fingerprint"]
+__all__ = ["JournalEvent", "Genesis", "Started", "Returned", "Uncertain", "Recovered", "Resolved",
+           "ReplayedEvent", "Maintenance", "Refused", "TYPES", "parse", "canonical", "message", "parse_message",
+           "sha256_hex", "args_hash", "fingerprint"]
 
 
 @dataclass(frozen=True)
-class Event:
+class JournalEvent:
     """Common to every event; `payload` is the stored dict, verbatim."""
     kind: ClassVar[str]
     required: ClassVar[tuple[str, ...]] = ()
@@ -35,7 +35,7 @@ class Event:
     payload: dict = field(repr=False)
 
     @classmethod
-    def from_payload(cls, payload: dict) -> Event:
+    def from_payload(cls, payload: dict) -> JournalEvent:
         missing = [k for k in cls.required if payload.get(k) is None]
         if missing:
             raise ValueError(f"{cls.kind} event without {', '.join(missing)}")
@@ -46,14 +46,14 @@ class Event:
 
 
 @dataclass(frozen=True)
-class Genesis(Event):
+class Genesis(JournalEvent):
     kind = "genesis"
     required = ("journal_id",)
     journal_id: str | None = None
 
 
 @dataclass(frozen=True)
-class Started(Event):
+class Started(JournalEvent):
     """Durable intent: written and fsynced before the tool is dispatched."""
     kind = "started"
     required = ("operation_id",)
@@ -70,7 +70,7 @@ class Started(Event):
 
 
 @dataclass(frozen=True)
-class Returned(Event):
+class Returned(JournalEvent):
     """The tool returned: a known outcome (`status` ok, error, or partial for a restore)."""
     kind = "returned"
     required = ("operation_id",)
@@ -79,7 +79,7 @@ class Returned(Event):
 
 
 @dataclass(frozen=True)
-class Uncertain(Event):
+class Uncertain(JournalEvent):
     """The outcome is unknown (exception, timeout, a crash settled as partial)."""
     kind = "uncertain"
     required = ("operation_id",)
@@ -88,7 +88,7 @@ class Uncertain(Event):
 
 
 @dataclass(frozen=True)
-class Recovered(Event):
+class Recovered(JournalEvent):
     """Settled by evidence at a later start (only a crashed call that was still running)."""
     kind = "recovered"
     required = ("operation_id", "outcome")
@@ -98,7 +98,7 @@ class Recovered(Event):
 
 
 @dataclass(frozen=True)
-class Resolved(Event):
+class Resolved(JournalEvent):
     """Settled by an operator, with evidence."""
     kind = "resolved"
     required = ("operation_id", "outcome")
@@ -107,7 +107,7 @@ class Resolved(Event):
 
 
 @dataclass(frozen=True)
-class Replayed(Event):
+class ReplayedEvent(JournalEvent):
     """A not-applied file call was applied once, as operation `replay_operation_id`."""
     kind = "replayed"
     required = ("operation_id",)
@@ -115,14 +115,14 @@ class Replayed(Event):
 
 
 @dataclass(frozen=True)
-class Maintenance(Event):
+class Maintenance(JournalEvent):
     """Retention decisions and compactions (no operation)."""
     kind = "maintenance"
     action: str | None = None
 
 
 @dataclass(frozen=True)
-class Refused(Event):
+class Refused(JournalEvent):
     """A call refused before dispatch, nothing run and no operation opened: its target is
     chronos-git's own (the store, the witness, the plugin's files; `code` protected_path).
     Journals written before this kind existed never hold one; their verification is unchanged."""
@@ -133,11 +133,11 @@ class Refused(Event):
     paths: list | None = None                 # [{"path", "resolved", "what"}]
 
 
-TYPES: dict[str, type[Event]] = {t.kind: t for t in (Genesis, Started, Returned, Uncertain, Recovered,
-                                                      Resolved, Replayed, Maintenance, Refused)}
+TYPES: dict[str, type[JournalEvent]] = {t.kind: t for t in (Genesis, Started, Returned, Uncertain, Recovered,
+                                                             Resolved, ReplayedEvent, Maintenance, Refused)}
 
 
-def parse(payload: dict) -> Event:
+def parse(payload: dict) -> JournalEvent:
     """The typed view of a stored payload; ValueError for an unknown kind or missing fields."""
     try:
         cls = TYPES[payload["kind"]]

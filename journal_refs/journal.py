@@ -52,9 +52,9 @@ from ..engine.owner import ProcessIdentity
 from ..engine.powercut import current_boot
 from . import carried, query
 from .commits import REF, AlarmRaised, IntegrityError, JournalError, descends, load_state
-from .events import SCHEMA, WITNESS_SCHEMA, Event, Genesis, canonical, message
+from .events import SCHEMA, WITNESS_SCHEMA, Genesis, JournalEvent, canonical, message
 from .heal import reconcile, ref_tip_or_damaged
-from .operation import Operation
+from .operation import OpenOperation
 from .state import JournalState, TransitionError
 from .verify import FULL_VERIFY_EVERY_S, AlarmFile, VerifiedHead, verify_chain, verify_new_events
 from .witness import WitnessFile, witness_path_for
@@ -253,7 +253,7 @@ class Journal:
         self.head, self.state = tip, state
 
     # ---------------------------------------------------------------- append
-    def append(self, kind: type[Event], fields: dict, *, blobs: dict[str, str] | None = None,
+    def append(self, kind: type[JournalEvent], fields: dict, *, blobs: dict[str, str] | None = None,
                while_running: bool = False) -> dict:
         """Append one event of type `kind` (events.Started, ...) durably; returns the payload
         with `id` (the event's commit) added.  `while_running`: only if its operation is still
@@ -409,15 +409,15 @@ class Journal:
             raise JournalError(f"could not move {REF} in {self.store.root}: {self.unwritable}") from None
 
     # ----------------------------------------------- queries (journal_refs/query.py)
-    def operations(self) -> list[Operation]:
+    def operations(self) -> list[OpenOperation]:
         """Every open operation, oldest first."""
         return query.operations(self)
 
-    def unresolved(self) -> list[Operation]:
+    def unresolved(self) -> list[OpenOperation]:
         """Operations that close the gate: uncertain, or started by a dead owner."""
         return query.unresolved(self)
 
-    def running(self) -> list[Operation]:
+    def running(self) -> list[OpenOperation]:
         return query.running(self)
 
     def pinned_checkpoints(self) -> set[str]:
@@ -427,11 +427,12 @@ class Journal:
     def event(self, commit_id: str) -> dict:
         return query.event(self, commit_id)
 
-    def events(self, limit: int | None = 50, *, kinds: set[type[Event]] | None = None) -> list[dict]:
+    def events(self, limit: int | None = 50, *, kinds: set[type[JournalEvent]] | None = None) -> list[dict]:
         """Payloads (with `id`), newest first; `kinds`: only events of these types."""
         return query.events(self, limit, kinds=kinds)
 
-    def typed_events(self, limit: int | None = 50, *, kinds: set[type[Event]] | None = None) -> list[Event]:
+    def typed_events(self, limit: int | None = 50, *,
+                     kinds: set[type[JournalEvent]] | None = None) -> list[JournalEvent]:
         """`events` as typed views (events.py)."""
         return query.typed_events(self, limit, kinds=kinds)
 

@@ -7,7 +7,7 @@ from ..engine.owner import ProcessIdentity
 
 
 @dataclass(frozen=True)
-class Operation:
+class OpenOperation:
     """An open operation.  `state`: running (its owner is alive), pending (its owner died
     before the outcome: a crash), uncertain (the outcome is known to be unknown)."""
     operation_id: str
@@ -25,7 +25,7 @@ class Operation:
     boundary_checkpoint: str | None = None            # a crashed shell call: the workspace as it was found
 
     @classmethod
-    def from_state(cls, operation_id: str, info: dict) -> Operation:
+    def from_state(cls, operation_id: str, info: dict) -> OpenOperation:
         """From the journal state's record; a running one whose owner is gone is pending."""
         state = info["state"]
         if state == "running":

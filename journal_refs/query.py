@@ -11,8 +11,8 @@ import time
 from typing import TYPE_CHECKING
 
 from .commits import read_commit
-from .events import WITNESS_SCHEMA, Event, parse, parse_message
-from .operation import Operation
+from .events import WITNESS_SCHEMA, JournalEvent, parse, parse_message
+from .operation import OpenOperation
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -21,19 +21,19 @@ __all__ = ["operations", "unresolved", "running", "pinned_checkpoints", "event",
            "payloads_since", "last_boot", "export_head", "status"]
 
 
-def operations(journal: Journal) -> list[Operation]:
+def operations(journal: Journal) -> list[OpenOperation]:
     """Every open operation, oldest first."""
     journal.refresh()
-    return [Operation.from_state(op, info)
+    return [OpenOperation.from_state(op, info)
             for op, info in sorted(journal.state.open.items(), key=lambda kv: kv[1].get("started_seq", 0))]
 
 
-def unresolved(journal: Journal) -> list[Operation]:
+def unresolved(journal: Journal) -> list[OpenOperation]:
     """Operations that close the gate: uncertain, or started by a dead owner."""
     return [op for op in journal.operations() if op.state != "running"]
 
 
-def running(journal: Journal) -> list[Operation]:
+def running(journal: Journal) -> list[OpenOperation]:
     return [op for op in journal.operations() if op.state == "running"]
 
 
@@ -53,7 +53,7 @@ def event(journal: Journal, commit_id: str) -> dict:
     return {**payload, "id": str(commit.id)}
 
 
-def events(journal: Journal, limit: int | None = 50, *, kinds: set[type[Event]] | None = None) -> list[dict]:
+def events(journal: Journal, limit: int | None = 50, *, kinds: set[type[JournalEvent]] | None = None) -> list[dict]:
     """Payloads (with `id`), newest first; `kinds`: only events of these types."""
     names = {k.kind for k in kinds} if kinds else None
     journal.refresh()
@@ -69,7 +69,8 @@ def events(journal: Journal, limit: int | None = 50, *, kinds: set[type[Event]] 
     return out
 
 
-def typed_events(journal: Journal, limit: int | None = 50, *, kinds: set[type[Event]] | None = None) -> list[Event]:
+def typed_events(journal: Journal, limit: int | None = 50, *,
+                 kinds: set[type[JournalEvent]] | None = None) -> list[JournalEvent]:
     """`events`, as typed views (`ev.payload["id"]` is the event's commit); ValueError for an
     event of a kind this version does not know."""
     return [parse(p) for p in journal.events(limit, kinds=kinds)]

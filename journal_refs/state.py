@@ -17,12 +17,12 @@ from typing import Any
 from .events import (
     OUTCOMES,
     STATE_SCHEMA,
-    Event,
     Genesis,
+    JournalEvent,
     Maintenance,
     Recovered,
     Refused,
-    Replayed,
+    ReplayedEvent,
     Resolved,
     Returned,
     Started,
@@ -143,7 +143,7 @@ def _refused(old: JournalState, new: JournalState, ev: Refused) -> None:
         raise TransitionError(f"operation {ev.operation_id} is in use; a refused call has an id of its own")
 
 
-def _open_op(new: JournalState, ev: Event) -> dict:
+def _open_op(new: JournalState, ev: JournalEvent) -> dict:
     cur = new.open.get(ev.operation_id)
     if cur is None:
         raise TransitionError(f"operation {ev.operation_id} is not open")
@@ -199,14 +199,14 @@ def _resolved(old: JournalState, new: JournalState, ev: Resolved) -> None:
     _settled(new, ev)
 
 
-def _replayed(old: JournalState, new: JournalState, ev: Replayed) -> None:
+def _replayed(old: JournalState, new: JournalState, ev: ReplayedEvent) -> None:
     if ev.operation_id not in new.replayable:
         raise TransitionError(f"operation {ev.operation_id} is not replayable (never settled as not "
                               "applied, or already replayed)")
     del new.replayable[ev.operation_id]
 
 
-TRANSITIONS: dict[type[Event], Callable[[JournalState, JournalState, Any], None]] = {
+TRANSITIONS: dict[type[JournalEvent], Callable[[JournalState, JournalState, Any], None]] = {
                Genesis: _genesis, Started: _started, Returned: _returned, Uncertain: _uncertain,
-               Recovered: _recovered, Resolved: _resolved, Replayed: _replayed, Maintenance: _maintenance,
+               Recovered: _recovered, Resolved: _resolved, ReplayedEvent: _replayed, Maintenance: _maintenance,
                Refused: _refused}

@@ -33,7 +33,7 @@ from .calls import Call, Declared, Outcome, Ticket
 from .core import Core
 from .errors import Blocked
 from .gate import Gate
-from .maintenance import Maintenance
+from .maintenance import Upkeep
 from .operator_key import OperatorKey
 from .reconcile import Reconciler
 from .remotes import Remotes
@@ -61,7 +61,7 @@ class Chronos:
         self.gate = Gate(self.core, self.start)
         self.snapshots = Snapshots(self.core)
         self.calls = ProtectedCalls(self.core, self.gate, self.snapshots, self.start)
-        self.maintenance = Maintenance(self.core, self.start)
+        self.maintenance = Upkeep(self.core, self.start)
         self.time = TimeMachine(self.core, self.gate, self.calls, self.snapshots, self.start,
                                 self.maintenance.maybe_compact)
         self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.protection, self.start)

@@ -40,7 +40,7 @@ def _existing_parent(path: Path) -> Path:
     return path
 
 
-class Maintenance:
+class Upkeep:
     def __init__(self, core: Core, start):
         self.core = core
         self._start = start

@@ -286,7 +286,7 @@ class Reconciler:
                 "only writes inside it. Apply it by hand: "
                 + "; ".join(_manual_recipe(store.root, {"path": d["path"], "pre": d["post"]}) for d in outside))
         signed = operators.authorize(self.core, "journal recover --replay",
-                                     {"kind": events.Replayed.kind, "operation_id": op}, op)
+                                     {"kind": events.ReplayedEvent.kind, "operation_id": op}, op)
         repo = store.repo()
         files = [Declared(d["path"], None if d["post"] is None else repo[d["post"]].data)   # type: ignore[attr-defined]  # a blob id
                  for d in declared]
@@ -294,7 +294,7 @@ class Reconciler:
         with self.calls.protect(Call(tool=info.get("tool") or "replay", args={"replay_of": op},
                                      workspace=workspace, session_id=info.get("session_id"), declared=files,
                                      replay_of=op, actor=actor), gate=False) as t:
-            journal.append(events.Replayed, {"operation_id": op, "replay_operation_id": t.ticket.operation_id,
+            journal.append(events.ReplayedEvent, {"operation_id": op, "replay_operation_id": t.ticket.operation_id,
                                              "actor": actor, **signed})
             faults.hit("replay_after_marker")
             try:

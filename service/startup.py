@@ -15,7 +15,7 @@ from ..engine.errors import ChronosError, explain
 from ..journal_refs import JournalError, checkpoints, events
 from . import storecheck
 from .core import Core
-from .maintenance import Maintenance
+from .maintenance import Upkeep
 from .operator_key import OperatorKey
 from .reconcile import Reconciler
 from .remotes import Remotes
@@ -24,7 +24,7 @@ from .settings_watch import SettingsWatch
 
 class Startup:
     def __init__(self, core: Core, settings_watch: SettingsWatch, reconcile: Reconciler,
-                 maintenance: Maintenance, remotes: Remotes):
+                 maintenance: Upkeep, remotes: Remotes):
         self.core = core
         self._settings_watch, self._reconcile = settings_watch, reconcile
         self._maintenance, self._remotes = maintenance, remotes

@@ -22,7 +22,7 @@ import time
 
 import pygit2
 
-from .scenario import Outcome, Scenario
+from .scenario import Findings, Scenario
 from .workload import ATTACK
 
 KINDS = ("file_tool_into_store", "file_tool_into_witness", "planted_pager", "replace_ref", "url_rewrite",
@@ -47,7 +47,7 @@ def _py(code: str) -> dict:
     return {"kind": "shell", "argv": [sys.executable, "-c", textwrap.dedent(code)]}
 
 
-def _detected(out: Outcome, s: Scenario, what: str, *, gate: bool = False) -> None:
+def _detected(out: Findings, s: Scenario, what: str, *, gate: bool = False) -> None:
     """The next start and `journal verify` name it; `gate`: the gate is closed as well."""
     svc = s.next_start()
     v = svc.journal_verify()
@@ -61,7 +61,7 @@ def _detected(out: Outcome, s: Scenario, what: str, *, gate: bool = False) -> No
         out.breach("integrity", f"{what} was detected but the gate stayed open")
 
 
-def _attributed(out: Outcome, s: Scenario, what: str, path: str) -> None:
+def _attributed(out: Findings, s: Scenario, what: str, path: str) -> None:
     """The shell call that did it names what it changed in its outcome."""
     svc = s.next_start()
     for ev in svc.core.journal.events(10):
@@ -70,8 +70,8 @@ def _attributed(out: Outcome, s: Scenario, what: str, path: str) -> None:
     out.breach("integrity", f"{what}: no call's outcome names {path} as changed")
 
 
-def run(s: Scenario, kind: str, rng) -> Outcome:
-    out = Outcome()
+def run(s: Scenario, kind: str, rng) -> Findings:
+    out = Findings()
     s.child(ops=3, first=["write", "shell"])              # a store, a journal, checkpoints
     s.next_start()
     store = s.store

@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 
 from ..service.errors import envelope
-from .scenario import Outcome, Scenario
+from .scenario import Findings, Scenario
 
 DEADLINE = 30.0     # seconds for one operation; a hang is a breach, not a stuck run
 
@@ -26,7 +26,7 @@ DEADLINE = 30.0     # seconds for one operation; a hang is a breach, not a stuck
 class Probe:
     """The service plus the bookkeeping of one class."""
 
-    def __init__(self, s: Scenario, out: Outcome):
+    def __init__(self, s: Scenario, out: Findings):
         self.s, self.out = s, out
         self.ws = str(s.ws)
         self.outside = s.root / "outside"
@@ -291,8 +291,8 @@ CLASSES: dict[str, Callable[[Probe], None]] = {
 PLANTED = {"crafted checkpoint tree"}
 
 
-def run(s: Scenario, name: str) -> Outcome:
-    out = Outcome()
+def run(s: Scenario, name: str) -> Findings:
+    out = Findings()
     p = Probe(s, out)
     before = p.outside_fingerprint()
     CLASSES[name](p)

@@ -25,7 +25,7 @@ from ..journal_refs.carried import loose_bytes
 from ..journal_refs.events import canonical
 from ..journal_refs.journal import REF
 from ..journal_refs.witness import WitnessFile, read_doc, witness_path_for
-from .scenario import Outcome, Scenario
+from .scenario import Findings, Scenario
 
 
 def _journal_objects(store: Path) -> set[str]:
@@ -168,9 +168,9 @@ def _pack_objects(idx: Path) -> set[str]:
     return {line.split()[1] for line in out.splitlines() if len(line.split()) >= 2}
 
 
-def full_tmpfs(s: Scenario, rng) -> Outcome:
+def full_tmpfs(s: Scenario, rng) -> Findings:
     """A store on a real 3 MiB tmpfs, filled by the victim until writes fail (ENOSPC)."""
-    out = Outcome()
+    out = Findings()
     mnt = Path(tempfile.mkdtemp(prefix="chronos-windtunnel-tmpfs-"))
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
                              capture_output=True, text=True)

@@ -47,7 +47,7 @@ class Child:
 
 
 @dataclass
-class Outcome:
+class Findings:
     """What one run found: a count per invariant, and the breaches in words.
 
     `unreached` is a breach of the tunnel itself: a case that did not get where it
@@ -61,7 +61,7 @@ class Outcome:
         self.counts[invariant] += 1
         self.breaches.append(f"{invariant}: {what}")
 
-    def merge(self, other: Outcome) -> None:
+    def merge(self, other: Findings) -> None:
         for k, v in other.counts.items():
             self.counts[k] += v
         self.breaches += other.breaches
@@ -184,8 +184,8 @@ class Scenario:
 
     # ------------------------------------------------------------- invariants
     def check(self, svc, *, expect_integrity: bool = True, next_operation: bool = True,
-              fsck: bool = True) -> Outcome:
-        out = Outcome()
+              fsck: bool = True) -> Findings:
+        out = Findings()
         j = svc.core.journal
         acks = self.acknowledged()
         # the store is never reset silently; no acknowledged event is lost

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 
-from .scenario import Outcome, Scenario
+from .scenario import Findings, Scenario
 
 DEADLINE_S = 3.0
 SLACK_S = 15.0                   # a child's start, a loaded machine
@@ -96,11 +96,11 @@ def _failed_after(svc, since: float, within: float) -> dict | None:
     return None
 
 
-def run(s: Scenario, kind: str) -> Outcome:
+def run(s: Scenario, kind: str) -> Findings:
     from ..service import Chronos
     from ..service.remote_anchor import gate_reason
     from ..settings import Settings
-    out = Outcome()
+    out = Findings()
     s.child(ops=2, first=["write"])                          # a journal worth anchoring
     server = TrickleServer(hang=kind == "hang").start()
     try:

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..engine.faults import POINTS
-from .scenario import Outcome, Scenario
+from .scenario import Findings, Scenario
 
 SUITES = ("crash", "power", "io", "tamper", "concurrency", "input", "adversary")
 
@@ -69,7 +69,7 @@ def crash_cases(seeds: range, kills: int) -> list[Case]:
     return out
 
 
-def run_crash(case: Case, s: Scenario) -> Outcome:
+def run_crash(case: Case, s: Scenario) -> Findings:
     rng = random.Random(case.seed)
     if case.spec.get("random"):
         # a random operation, then a random moment inside it (ops take a few to tens of ms);
@@ -87,14 +87,14 @@ def run_crash(case: Case, s: Scenario) -> Outcome:
         fault, first = r["prep"]
         prep = s.child(fault=fault, first=first, ops=0)
         if not prep.killed:
-            out = Outcome()
+            out = Findings()
             out.breach("unreached", f"the preparing crash at {fault} did not happen (rc {prep.rc})")
             return out
     nth = 1 if case.seed == 0 else rng.randint(1, r.get("nth", 1))    # seed 0 (--quick): the first hit
     c = s.child(fault=f"{point}@{nth}", first=r.get("first", ()), ops=r.get("ops", 6),
                 background=r.get("background", False))
     if c.rc == -1:
-        out = Outcome()
+        out = Findings()
         out.breach("stuck_locks", f"the victim hung: {c.stderr[-300:]}")
         return out
     out = s.check(s.next_start())
@@ -125,7 +125,7 @@ def power_cases(seeds: range) -> list[Case]:
             for d, targets in POWER_TARGETS.items() for t in targets for seed in seeds]
 
 
-def run_power(case: Case, s: Scenario) -> Outcome:
+def run_power(case: Case, s: Scenario) -> Findings:
     from . import power
     if case.spec["target"].startswith("pack"):     # no file call links (and so fsyncs) the bulk pack
         s.child(ops=6, first=["shell"], only=("shell", "snapshot"), durable=case.spec["durable"])
@@ -136,7 +136,7 @@ def run_power(case: Case, s: Scenario) -> Outcome:
         # end on fresh snapshot objects (a random compaction last would leave nothing loose)
         s.child(ops=0, first=["shell", "write"], durable=case.spec["durable"])
     damaged = power.cut(s, case.spec["target"], random.Random(case.seed))
-    out = Outcome()
+    out = Findings()
     out.note = f"damaged {len(damaged)} file(s)"
     if not damaged:
         out.breach("unreached", f"nothing to damage for {case.spec['target']}")
@@ -188,7 +188,7 @@ def io_cases(seeds: range, quick: bool) -> list[Case]:
     return out
 
 
-def run_io(case: Case, s: Scenario) -> Outcome:
+def run_io(case: Case, s: Scenario) -> Findings:
     if case.spec.get("slow_remote"):
         from . import slowremote
         return slowremote.run(s, case.spec["slow_remote"])
@@ -217,7 +217,7 @@ def tamper_cases(seeds: range) -> list[Case]:
     return [Case("tamper", kind, seed, {"kind": kind}) for kind in KINDS for seed in seeds]
 
 
-def run_tamper(case: Case, s: Scenario) -> Outcome:
+def run_tamper(case: Case, s: Scenario) -> Findings:
     from . import tamper
     return tamper.run(s, case.spec["kind"], random.Random(case.seed))
 
@@ -234,7 +234,7 @@ def concurrency_cases(quick: bool) -> list[Case]:
                  {"kind": "race", "calls": calls // 4, "deadline": deadline})]
 
 
-def run_concurrency(case: Case, s: Scenario) -> Outcome:
+def run_concurrency(case: Case, s: Scenario) -> Findings:
     n, kind = case.spec["calls"], case.spec["kind"]
     s.child(ops=0, first=["write"])                     # the baseline, so nobody races the bulk import
     if kind == "calls":
@@ -244,7 +244,7 @@ def run_concurrency(case: Case, s: Scenario) -> Outcome:
     else:
         plans = [dict(only=("restore", "write")), dict(only=("snapshot", "write")), dict(only=("compact",))]
     procs = [s.child(ops=n, wait=False, acks=s.root / f"acks-{k}.jsonl", **p) for k, p in enumerate(plans)]
-    out = Outcome()
+    out = Findings()
     for proc in procs:
         try:
             _, err = proc.communicate(timeout=1800)
@@ -267,7 +267,7 @@ def input_cases() -> list[Case]:
     return [Case("input", name, 1, {"class": name}) for name in CLASSES]
 
 
-def run_input(case: Case, s: Scenario) -> Outcome:
+def run_input(case: Case, s: Scenario) -> Findings:
     from . import hostile
     return hostile.run(s, case.spec["class"])
 
@@ -278,7 +278,7 @@ def adversary_cases(seeds: range) -> list[Case]:
     return [Case("adversary", kind, seed, {"kind": kind}) for kind in KINDS for seed in seeds]
 
 
-def run_adversary(case: Case, s: Scenario) -> Outcome:
+def run_adversary(case: Case, s: Scenario) -> Findings:
     from . import adversary
     return adversary.run(s, case.spec["kind"], random.Random(case.seed))
 
@@ -318,7 +318,7 @@ def run_case(case: Case) -> dict:
     try:
         out = _RUN[case.suite](case, s)
     except Exception as exc:                 # a bug of the wind tunnel or of chronos-git: a breach either way
-        out = Outcome()
+        out = Findings()
         out.breach("unclear_errors", f"the case raised {type(exc).__name__}: {exc}")
     finally:
         s.cleanup()

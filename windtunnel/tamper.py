@@ -22,7 +22,7 @@ import pygit2
 
 from ..journal_refs.journal import REF
 from ..journal_refs.witness import read_doc, witness_path_for, write_doc
-from .scenario import Outcome, Scenario
+from .scenario import Findings, Scenario
 
 KINDS = ("event_edited_loose", "event_edited_in_pack", "pack_deleted", "ref_rolled_back", "ref_forged_chain",
          "witness_deleted", "witness_edited", "witness_moved_back", "store_deleted")
@@ -126,8 +126,8 @@ def tamper(s: Scenario, kind: str, older_witness: bytes) -> str:
     raise ValueError(kind)
 
 
-def run(s: Scenario, kind: str, rng) -> Outcome:
-    out = Outcome()
+def run(s: Scenario, kind: str, rng) -> Findings:
+    out = Findings()
     s.child(ops=4, first=["write", "write"])
     older = witness_path_for(s.store).read_bytes()
     if kind == "event_edited_loose":           # packed history, then loose events after it

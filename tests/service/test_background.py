@@ -3,14 +3,12 @@ never blocked on it beyond the budget, declared paths stay protected by their
 pre-images in the journal, and `health` reports its state and progress."""
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-
 import pytest
 
 from chronos_git.service.calls import Call, Declared, Outcome
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
+from support.helpers import held_by_another_thread
 
 
 @pytest.fixture
@@ -23,32 +21,12 @@ def big_ws(tmp_path):
     return ws
 
 
-@contextmanager
-def _held_by_another_thread(lock):
-    """`lock()` held by another thread until the block ends (the main thread holding it itself
-    would take the store's locks inside it, against engine/metadir.py's order)."""
-    taken, release = threading.Event(), threading.Event()
-
-    def hold():
-        with lock():
-            taken.set()
-            release.wait(120)
-    t = threading.Thread(target=hold, daemon=True)
-    t.start()
-    assert taken.wait(60)
-    try:
-        yield
-    finally:
-        release.set()
-        t.join(60)
-
-
 def test_calls_go_ahead_while_the_first_snapshot_runs(tmp_path, big_ws):
     svc = Chronos.get(tmp_path / "store", Settings(snapshot_budget_s=0.05))
     svc.background = True
     ws = svc.core.store.workspace(big_ws)
     target = big_ws / "d0" / "f0.txt"
-    with _held_by_another_thread(ws.lock):     # a busy workspace: the background import must wait
+    with held_by_another_thread(ws.lock):     # a busy workspace: the background import must wait
         t = svc.begin(Call(tool="write_file", args={"path": str(target), "content": "new\n"},
                            workspace=str(big_ws), declared=[Declared(str(target), b"new\n")]))
         assert t.snapshot["kind"] == "none" and t.snapshot["pending_baseline"] is True

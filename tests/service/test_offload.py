@@ -20,7 +20,7 @@ from chronos_git.cli import render
 from chronos_git.engine import offload
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
-from support.helpers import wait_for
+from support.helpers import held_by_another_thread, wait_for
 
 pytestmark = pytest.mark.process          # the first import's child process is the point
 
@@ -56,7 +56,7 @@ def test_the_first_import_and_its_consolidation_run_in_a_child(tmp_path, tree, m
         raise AssertionError("the bulk import ran in the host's process")
     monkeypatch.setattr(Workspace, "_bulk_import", not_here)
     svc = _host(tmp_path)
-    with svc.core.store.workspace(tree).lock():         # the child waits for this: health sees it run
+    with held_by_another_thread(svc.core.store.workspace(tree).lock):   # the child waits: health sees it run
         assert svc.turn_checkpoint(str(tree)) == {"kind": "background"}
         wait_for(lambda: "first snapshot running in a child process" in render.text(svc.health(str(tree))),
                  message=lambda: render.text(svc.health(str(tree))))

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,3 +189,24 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.01, message="
             said = message() if callable(message) else message
             raise AssertionError(f"not within {timeout:g} s: {said or predicate}")
         time.sleep(interval)
+
+
+@contextmanager
+def held_by_another_thread(lock):
+    """`lock()` held by another thread until the block ends: a busy workspace, as a background
+    job holds it.  Held by the test's own thread instead, the store's locks the block takes
+    would come after it, against engine/metadir.py's lock order (a LockOrderError)."""
+    taken, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock():
+            taken.set()
+            release.wait(300)
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    assert taken.wait(60), "the lock was never taken"
+    try:
+        yield
+    finally:
+        release.set()
+        t.join(60)
