@@ -49,12 +49,22 @@ class IgnoreChange:
                 "complete": self.complete, "large": self.large}
 
 
+def changed_at(path) -> float:
+    """When `path` last changed (ctime: no tool can set it back), a symlink and its target alike:
+    libgit2 follows a `.gitignore` that is a link, so a rule written into its target counts."""
+    t = os.lstat(path).st_ctime
+    try:
+        return max(t, os.stat(path).st_ctime)
+    except OSError:
+        return t                     # a dangling link: its own change is all there is
+
+
 def changed_since(paths: list[bytes], since: float) -> list[bytes]:
     """Those of `paths` whose inode changed at or after `since` (ctime: no tool can set it back)."""
     out = []
     for p in paths:
         try:
-            if os.lstat(p).st_ctime >= since:
+            if changed_at(p) >= since:
                 out.append(p)
         except OSError:
             pass
@@ -179,6 +189,14 @@ class RulesWatch:
 
     def _ctime(self, src: str) -> int | None:
         try:
-            return os.lstat(os.path.join(self.root_bytes, os.fsencode(src))).st_ctime_ns
+            path = os.path.join(self.root_bytes, os.fsencode(src))
+            return max(os.lstat(path).st_ctime_ns, _target_ctime_ns(path))
         except OSError:
             return None
+
+
+def _target_ctime_ns(path) -> int:
+    try:
+        return os.stat(path).st_ctime_ns
+    except OSError:
+        return 0

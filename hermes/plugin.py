@@ -19,6 +19,7 @@ import sys
 import threading
 from pathlib import Path
 
+from ..engine.codec import human
 from ..engine.wording import plural
 from ..settings import PLUGIN_KEY, Loaded, Settings, hermes_home, store_location
 from ..settings import load as load_settings
@@ -81,6 +82,8 @@ def store_dir_for(settings: Settings) -> Path:
     return store_location(settings)
 
 
+NARROWED_FOR_MODEL = ("chronos-git: the workspace's ignore rules now leave files out of its checkpoints; the person "
+                      "was told. Do not change ignore files to keep work out of checkpoints.")
 HELD_FOR_MODEL = ("chronos-git: a change to its settings is waiting for the operator's approval; the previous "
                   "settings stay in force. Do not try to change, accept or work around it yourself.")
 
@@ -101,6 +104,7 @@ class Plugin:
         self._gate_told: dict[str, tuple] = {}    # session -> (operation ids, message) of the closed gate told
         self._footers: dict[str, list[str]] = {}  # session -> notices for the answer's end (stderr unseen)
         self._held_keys: tuple = ()                # the held settings changes the person was told of
+        self._narrowed_told: tuple = ()            # the narrowings of capture the person was told of
 
     # ------------------------------------------------------------- plumbing
     def store_dir(self) -> Path:
@@ -320,6 +324,8 @@ class Plugin:
                 parts.append(alert)
             if self._tell_held(svc, session_id, kwargs.get("platform")) or (is_first_turn and self._held_keys):
                 parts.append(HELD_FOR_MODEL)
+            if self._tell_narrowed(svc, session_id, kwargs.get("platform")) or (is_first_turn and self._narrowed_told):
+                parts.append(NARROWED_FOR_MODEL)
             return {"context": "\n\n".join(parts)} if parts else None
         except Exception as exc:
             log.warning("chronos-git pre_llm_call failed: %s", exc)
@@ -370,6 +376,22 @@ class Plugin:
                       f"If you made it, run `hermes {PLUGIN_KEY} settings accept {' '.join(h.key for h in held)}` "
                       "in your own terminal; if not, "
                       "undo it in config.yaml.", session_id or "", platform)
+        return news
+
+    def _tell_narrowed(self, svc, session_id, platform=None) -> bool:
+        """Ignore rules that now leave much of a workspace out of its checkpoints: the person is
+        told what and how to accept it (once per change), the model only that it happened."""
+        found = svc.capture_narrowed()
+        keys = tuple((n.workspace, n.since_seq) for n in found)
+        with self._person_lock:
+            news, self._narrowed_told = keys != self._narrowed_told and bool(keys), keys
+        if news:
+            for n in found:
+                self._say(f"⚠ chronos-git: ignore rules changed in {human(n.workspace)} ("
+                          f"{', '.join(human(x) for x in n.sources)}) now leave out {n.count} of its {n.files} "
+                          "captured paths; files created there from now on are in no checkpoint. If you made "
+                          f"them: `hermes {PLUGIN_KEY} capture accept --workspace {human(n.workspace)}` in your "
+                          "own terminal; if not, undo them.", session_id or "", platform)
         return news
 
     def _tell_person(self, settled, session_id, platform=None) -> None:

@@ -38,6 +38,7 @@ import pygit2
 from ..engine.codec import canonical
 from ..engine.fsutil import atomic_write
 from ..engine.powercut import loose_object_ok, refused as power_cut_refused
+from .commits import full_due
 
 MARKER = "checkpoints-verified.json"
 SCHEMA = 1
@@ -333,8 +334,7 @@ def _check_once(journal, store, *, full: bool) -> Result:
 def full_check_due(store, max_age_s: float = 24 * 3600.0) -> bool:
     """Whether the whole journal was last checked against the refs longer ago than `max_age_s`
     (or never, or the record is gone: then the next check replays everything anyway)."""
-    full_at = read_marker(store).get("full_at")
-    return not isinstance(full_at, (int, float)) or time.time() - full_at > max_age_s
+    return full_due(read_marker(store).get("full_at"), max_age_s)
 
 
 def note_checked(store, result: Result) -> None:

@@ -5,6 +5,7 @@ an import cycle (each of them reads the chain through these, never through `Jour
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pygit2
@@ -14,7 +15,7 @@ from .state import JournalState
 
 REF = "refs/chronos/journal"
 
-__all__ = ["REF", "JournalError", "IntegrityError", "AlarmRaised", "read_object", "read_commit", "descends",
+__all__ = ["full_due", "REF", "JournalError", "IntegrityError", "AlarmRaised", "read_object", "read_commit", "descends",
            "load_state"]
 
 
@@ -65,3 +66,16 @@ def load_state(repo, commit_id: str) -> JournalState:
         return JournalState.from_json(blob.data)
     except (KeyError, ValueError, pygit2.GitError) as exc:
         raise IntegrityError(f"journal event {commit_id[:12]} is unreadable or corrupt ({exc})") from None
+
+
+FUTURE_SLACK_S = 3600.0      # clocks disagree a little; a record from further ahead is not believed
+
+
+def full_due(full_at, max_age_s: float) -> bool:
+    """Whether a full check recorded at `full_at` (seconds) is older than `max_age_s`, or never
+    ran.  A time in the future (a record the agent set years ahead, to switch the daily check
+    off) counts as never."""
+    if not isinstance(full_at, (int, float)) or isinstance(full_at, bool):
+        return True
+    age = time.time() - full_at
+    return age > max_age_s or age < -FUTURE_SLACK_S

@@ -24,7 +24,7 @@ from ..engine.errors import explain
 from ..engine.fsutil import atomic_write
 from ..engine.owner import ProcessIdentity
 from . import checkpoints
-from .commits import AlarmRaised, IntegrityError, load_state, read_commit, read_object
+from .commits import AlarmRaised, IntegrityError, full_due, load_state, read_commit, read_object
 from .events import SCHEMA, WITNESS_SCHEMA, Genesis, canonical, parse_message
 from .heal import reconcile
 from .state import JournalState, TransitionError
@@ -92,8 +92,7 @@ class VerifiedHead:
 
     def full_verify_due(self, max_age_s: float = FULL_VERIFY_EVERY_S) -> bool:
         """Whether the whole chain was last verified longer ago than `max_age_s` (or never)."""
-        full_at = self.read().get("full_at")
-        return not isinstance(full_at, (int, float)) or time.time() - full_at > max_age_s
+        return full_due(self.read().get("full_at"), max_age_s)
 
     def lost(self, marker: dict) -> str:
         """The problem of a chain that no longer holds the head `marker` names."""

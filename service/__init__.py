@@ -334,6 +334,13 @@ class Chronos:
     def settings_held(self) -> list[results.HeldSetting]:
         return self.settings_watch.held() if self.store_exists() else []
 
+    def capture_narrowed(self) -> list[results.NarrowedCapture]:
+        """Large narrowings of what is captured that nobody accepted (service/capture.py)."""
+        if not self.store_exists():
+            return []
+        self.start()
+        return capture.reported(self.core)
+
     def check_protected(self, call: Call) -> None:
         """ProtectedPath when a file call targets chronos-git's own files (journaled as refused)."""
         self.calls.check_protected(call)

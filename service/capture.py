@@ -12,6 +12,7 @@ import os
 
 import pygit2
 
+from ..engine import narrowing
 from ..engine.errors import ChronosError
 from ..journal_refs import JournalError, events
 from ..journal_refs.journal import REF
@@ -66,7 +67,7 @@ def _sources_changed(ws, prev: dict) -> bool:
     for src in prev.get("sources") or ():
         path = src if os.path.isabs(src) else os.path.join(ws.root_bytes, os.fsencode(src))
         try:
-            if os.lstat(path).st_ctime >= since:
+            if narrowing.changed_at(path) >= since:
                 return True
         except OSError:
             return True

@@ -82,13 +82,14 @@ class Walk:
 
     def to_json(self) -> str:
         return canonical({"schema": SCHEMA, "head": self.head, "key": asdict(self.key) if self.key else None,
-                          "open": self.open, "in_force": self.in_force})
+                          "open": self.open, "in_force": self.in_force, "nonces": sorted(self.nonces)})
 
     @classmethod
     def from_marker(cls, d: dict) -> Walk:
         key = d.get("key")
         return cls(head=d.get("head"), key=Key(**key) if isinstance(key, dict) else None,
-                   open=list(d.get("open") or []), in_force=d.get("in_force"))
+                   open=list(d.get("open") or []), in_force=d.get("in_force"),
+                   nonces={str(n) for n in d.get("nonces") or ()})
 
 
 class OperatorKey:
@@ -108,7 +109,11 @@ class OperatorKey:
         head, payloads = got or (None, [])
         jid = journal.state.journal_id
         for ev in payloads:
-            self._feed(w, ev, jid)
+            try:
+                self._feed(w, ev, jid)
+            except Exception as exc:     # a forged event must not blind the check: it is a finding
+                w.open.append(_problem(ev, f"an event the operator-act check cannot read "
+                                           f"({type(exc).__name__}: {str(exc)[:200]})"))
         w.head = head
         if payloads or full:
             try:
@@ -292,14 +297,23 @@ def _describe(ev: dict) -> str:
     return str(action or kind)
 
 
+def _kind(v) -> str:
+    return "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float)) else type(v).__name__
+
+
 def _weakened(old: dict, new: dict) -> list[str]:
+    """The keys whose value in `new` is weaker than in `old`.  A value of another type (`"yes"`
+    for true, `"0"` for 0) is weaker too: the settings refuse it and fall back to the defaults."""
     out = []
     for k in sorted(set(old) | set(new)):
         if old.get(k) == new.get(k):
             continue
+        if old.get(k) is not None and new.get(k) is not None and _kind(old[k]) != _kind(new[k]):
+            out.append(k)
+            continue
         try:
             if setting_effects.classify(k, old.get(k), new.get(k)) == "weakening":
                 out.append(k)
-        except KeyError:
-            out.append(k)        # a key no effect is written down for is not trusted
+        except (KeyError, TypeError, ValueError):
+            out.append(k)        # a key no effect is written down for, or a value off its scale: not trusted
     return out

@@ -163,3 +163,18 @@ def test_a_rule_written_before_file_calls_is_still_found(cli, ws):
     change = cli("snapshot", "--json", "--workspace", ws).json["ignore_change"]
     assert change["count"] == 32 and change["sources"] == [".gitignore"]
     assert len(_events(cli, "capture_narrowed")) == 1
+
+
+def test_a_gitignore_that_is_a_symlink_is_followed(cli, ws, tmp_path):
+    """Red team: a `.gitignore` linked to a file outside the workspace, `*` written into the
+    target; the link itself never changes, libgit2 follows it."""
+    _fill(ws)
+    target = tmp_path / "rules-elsewhere"
+    target.write_text("# nothing\n")
+    (ws / ".gitignore").symlink_to(target)
+    cli("snapshot", "--json", "--workspace", ws)
+    target.write_text("*\n")
+    (ws / "new.txt").write_text("left out\n")
+    cli("snapshot", "--json", "--workspace", ws)
+    h = _health(cli, ws)
+    assert h["protection"]["state"] == "degraded" and h["capture_narrowed"], h["protection"]

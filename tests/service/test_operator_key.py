@@ -262,3 +262,37 @@ def test_a_signed_accept_of_a_held_setting_verifies(cli, ws, store_dir, tmp_path
     assert r.rc == 0 and r.json["accepted"] == ["gate_mode"], r.stdout + r.stderr
     v = cli("journal", "verify", "--json", env=env).json
     assert v["status"] == "ok" and not v.get("tampering"), v
+
+
+def test_a_forged_event_the_check_cannot_read_is_a_finding_not_a_blind_spot(store_dir, ws, key):
+    registered(store_dir, key)
+    agent = process(store_dir)
+    agent.start()
+    rec = agent.core.journal.state.settings
+    base = dict(rec["in_force"]) if rec else {"gate_mode": "block"}
+    agent.core.journal.append(ev.Maintenance, {"operation_id": None, "action": "settings", "in_force": base,
+                                               "held": {}, "fingerprint": "x"})
+    agent.core.journal.append(ev.Maintenance, {"operation_id": None, "action": "settings", "held": {},
+                                               "in_force": {**base, "max_checkpoints": {"not": "a number"}},
+                                               "fingerprint": "y"})
+    s = process(store_dir)
+    s.start()
+    (found,) = signature_findings(s)
+    assert "max_checkpoints" in found.why
+    assert s.gate.state() is not None
+
+
+def test_an_unsigned_settings_record_that_changes_a_values_type_is_caught(store_dir, ws, key):
+    """Red team: `"yes"` for true or `"0"` for 0 compares as no weaker, yet the settings refuse
+    the value and fall back to the defaults."""
+    registered(store_dir, key)
+    agent = process(store_dir)
+    agent.start()
+    base = {"strict_errors": True, "max_checkpoints": 0, "gate_mode": "block"}
+    agent.core.journal.append(ev.Maintenance, {"operation_id": None, "action": "settings", "in_force": base,
+                                               "held": {}, "fingerprint": "x"})
+    agent.core.journal.append(ev.Maintenance, {"operation_id": None, "action": "settings", "held": {},
+                                               "in_force": {**base, "strict_errors": "yes", "max_checkpoints": "0"},
+                                               "fingerprint": "y"})
+    whys = [f.why for f in signature_findings(process(store_dir))]
+    assert len(whys) == 1 and "max_checkpoints" in whys[0] and "strict_errors" in whys[0], whys

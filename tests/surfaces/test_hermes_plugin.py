@@ -508,3 +508,35 @@ def test_a_weakening_edit_of_config_yaml_mid_session_is_held_and_told(tmp_path, 
     assert [e["tool"] for e in events if e["kind"] == "started"][0] == "terminal"
     context = p.on_pre_llm_call(session_id="s2", is_first_turn=True)["context"]
     assert hermes_glue.HELD_FOR_MODEL in context and "settings accept" not in context
+
+
+def test_ignore_rules_that_narrow_capture_are_told_to_the_person_and_the_model(tmp_path, monkeypatch, capsys):
+    """Issue 32, capture that narrows, inside Hermes: a call writes a `*` .gitignore; the next turn
+    tells the person what and how to accept it (once), the model only that it happened."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    home.mkdir()
+    (ws / "lib").mkdir(parents=True)
+    for i in range(30):
+        (ws / "lib" / f"m{i}.py").write_text(f"x = {i}\n")
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("TERMINAL_CWD", str(ws))
+    (home / "config.yaml").write_text(yaml.safe_dump({"plugins": {"enabled": ["chronos-git"], "entries": {
+        "chronos-git": {"settings": {"store_dir": str(tmp_path / "store")}}}}}))
+    ctx = RecordingContext()
+    chronos_git.register(ctx)
+    p = hermes_glue._plugins[-1]
+    _mw(p, "write_file", {"path": str(ws / "a.txt"), "content": "a"}, lambda a: json.dumps({"ok": 1}))
+    assert p.svc().snapshots.wait(p.svc().core.store.workspace(str(ws)), 60)    # the first checkpoint
+    _mw(p, "write_file", {"path": str(ws / ".gitignore"), "content": "*\n"}, lambda a: (
+        (ws / ".gitignore").write_text("*\n"), json.dumps({"ok": 1}))[1], call_id="call_2")
+    p.llm_execution(request={}, next_call=lambda r: "the model's answer")     # the outcome is written
+    p.svc().flush()
+    capsys.readouterr()
+    context = (p.on_pre_llm_call(session_id="s1", is_first_turn=False) or {}).get("context", "")
+    told = capsys.readouterr().err
+    assert "now leave out" in told and "capture accept --workspace" in told
+    assert hermes_glue.NARROWED_FOR_MODEL in context and "capture accept" not in context
+    assert p.on_pre_llm_call(session_id="s1", is_first_turn=False) is None or \
+        hermes_glue.NARROWED_FOR_MODEL not in p.on_pre_llm_call(session_id="s1", is_first_turn=False)["context"]
+    assert "now leave out" not in capsys.readouterr().err                 # once
