@@ -220,7 +220,10 @@ class Workspace:
                 return result
             result = self.commit_scan(result, meta)
             if tip is not None and plan.strategy is not Strategy.BULK:
-                change = self._rules.change(repo, index, tip, tree, rels, report.ignore_files)
+                try:        # the checkpoint is made: a failure to judge the rules must not undo it
+                    change = self._rules.change(repo, index, tip, tree, rels, report.ignore_files)
+                except Exception as exc:                      # noqa: BLE001
+                    change, result.report["ignore_change_error"] = None, f"{type(exc).__name__}: {exc}"
                 if change is not None:
                     result.report["ignore_change"] = change.to_dict()
             done = not report.aborted and result.checkpoint is not None

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import os
 
-import pygit2
-
 from ..engine import narrowing
-from ..engine.errors import ChronosError
-from ..journal_refs import JournalError, events
+from ..journal_refs import events
 from ..journal_refs.journal import REF
 from ..journal_refs.state import ACCEPTED, NARROWED, RESTORED
 from . import operators
@@ -55,7 +52,7 @@ def noted(core: Core, ws, res) -> str | None:
             return None          # the same finding again, its ignore files untouched since: recorded once
         journal.append(events.Maintenance, {"operation_id": None, "action": NARROWED, "workspace": root,
                                             "checkpoint": checkpoint, **change})
-    except (JournalError, ChronosError, OSError, pygit2.GitError) as exc:
+    except Exception as exc:         # noqa: BLE001 (after a snapshot: never in the way of the call)
         return str(exc)
     return None
 

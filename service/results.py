@@ -165,6 +165,8 @@ class SnapshotResult(Result):
     damaged_tip: DamagedTip | None = None
     ignore_change: IgnoreChange | None = Field(
         None, description="the ignore rules changed since the previous checkpoint: what they now ignore")
+    ignore_change_error: str | None = Field(
+        None, description="the checkpoint is made, but whether its ignore rules changed could not be judged")
 
 
 class LogResult(Result):

@@ -203,8 +203,14 @@ class SettingsWatch:
 
     # ---------------------------------------------------------------- in force
     def _elsewhere(self) -> bool:
+        """The host runs on another store than the profile names because its environment says
+        so (CHRONOS_GIT_STORE): not an edit of config.yaml's store_dir, which is compared as
+        written."""
         assert self.reader is not None
-        return os.path.realpath(profile_store(self.reader().settings)) != os.path.realpath(self.core.store_dir)
+        here = os.path.realpath(self.core.store_dir)
+        env = os.environ.get("CHRONOS_GIT_STORE") or ""
+        return bool(env) and os.path.realpath(os.path.expanduser(env)) == here and \
+            os.path.realpath(profile_store(self.reader().settings)) != here
 
     def _written(self) -> dict:
         assert self.reader is not None

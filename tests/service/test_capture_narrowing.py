@@ -178,3 +178,20 @@ def test_a_gitignore_that_is_a_symlink_is_followed(cli, ws, tmp_path):
     cli("snapshot", "--json", "--workspace", ws)
     h = _health(cli, ws)
     assert h["protection"]["state"] == "degraded" and h["capture_narrowed"], h["protection"]
+
+
+def test_a_failure_to_judge_the_rules_does_not_undo_the_checkpoint(svc, ws, monkeypatch):
+    """Review: the narrowing check runs after the checkpoint is committed; an error in it (a
+    damaged store, say) must not turn a made checkpoint into a failed one."""
+    from chronos_git.engine import narrowing
+
+    def broken(*_a, **_k):
+        raise KeyError("a missing subtree")
+    s = svc()
+    _fill(ws)
+    s.snapshot(str(ws), "first")
+    monkeypatch.setattr(narrowing.RulesWatch, "change", broken)
+    (ws / ".gitignore").write_text("*\n")
+    (ws / "lib" / "m0.py").write_text("changed\n")
+    res = s.snapshot(str(ws), "second")
+    assert res.created and res.checkpoint

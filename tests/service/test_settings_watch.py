@@ -181,6 +181,10 @@ def test_a_host_started_on_another_store_than_the_profile_names_says_so_until_ac
 
     def host(store):
         Chronos.forget_instances()
+        if store == old:
+            monkeypatch.delenv("CHRONOS_GIT_STORE", raising=False)
+        else:
+            monkeypatch.setenv("CHRONOS_GIT_STORE", str(store))      # as Hermes' environment says
         s = Chronos.get(store, Settings(store_dir=str(old)))
         s.watch_settings(lambda: settings_mod.load(env=False), home / "config.yaml")
         s.write_file(str(ws), "a.txt", b"x")
@@ -195,6 +199,31 @@ def test_a_host_started_on_another_store_than_the_profile_names_says_so_until_ac
     for _ in range(2):
         h = host(new).health(str(ws))
         assert h.settings_held is None and h.protection.state == "on", h.protection
+
+
+def test_store_dir_edited_under_a_running_host_is_held(tmp_path, ws, monkeypatch):
+    """Review: the host runs on its profile's store and the agent points config.yaml's store_dir
+    elsewhere (the next start would use a fresh store): held and DEGRADED at once."""
+    from chronos_git import settings as settings_mod
+    from chronos_git.service import Chronos
+    from chronos_git.settings import Settings
+    home = tmp_path / "home"
+    home.mkdir()
+    old, new = tmp_path / "old", tmp_path / "new"
+
+    def config(where):
+        (home / "config.yaml").write_text(yaml.safe_dump({"plugins": {"enabled": ["chronos-git"], "entries": {
+            "chronos-git": {"settings": {"store_dir": str(where)}}}}}))
+    config(old)
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.delenv("CHRONOS_GIT_STORE", raising=False)
+    s = Chronos.get(old, Settings(store_dir=str(old)))
+    s.watch_settings(lambda: settings_mod.load(env=False), home / "config.yaml")
+    s.write_file(str(ws), "a.txt", b"x")
+    config(new)
+    s.settings_check()
+    (held,) = s.health(str(ws)).settings_held
+    assert (held.key, held.in_force, held.written) == ("store_dir", str(old), str(new))
 
 
 def test_accept_takes_only_what_the_operator_named(cli, ws, profile):
