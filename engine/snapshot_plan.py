@@ -84,9 +84,13 @@ def choose(facts: CacheFacts, watcher: Watch | None) -> SnapshotPlan:
         return SnapshotPlan(Strategy.DECLARED, "the caller named its paths; the rest is the newest checkpoint's")
     trusted, dirty, why = watcher.take() if watcher is not None else (False, set[str](), "no watcher")
     took = watcher is not None
-    after = Strategy.WATCHED if trusted and not facts.force_scan else Strategy.SCAN
+    # the watcher's list is complete only against a stat cache that holds the last whole picture:
+    # refreshed into an empty one (a dropped index), it would commit the changed paths alone
+    after = Strategy.WATCHED if trusted and not facts.force_scan and not facts.index_empty else Strategy.SCAN
     after_why = ("the watcher's list of changes is complete" if after is Strategy.WATCHED
-                 else "a walk was asked for" if facts.force_scan and trusted else f"the watcher cannot vouch: {why}")
+                 else "a walk was asked for" if facts.force_scan and trusted
+                 else "the stat cache is empty: only a walk sees every file" if trusted
+                 else f"the watcher cannot vouch: {why}")
     paths = tuple(sorted(dirty)) if after is Strategy.WATCHED else ()
     if not facts.has_tip and facts.index_empty and not facts.budgeted:
         return SnapshotPlan(Strategy.BULK, "the first snapshot: " + after_why, paths, after, took)

@@ -259,3 +259,14 @@ def test_the_plan_takes_the_watchers_set_only_for_a_whole_refresh():
     assert first.fall_back().strategy is Strategy.SCAN and first.fall_back().took_watch
     assert choose(_facts(has_tip=False, index_empty=True, budgeted=True), None).strategy is Strategy.SCAN
     assert not choose(_facts(settled=False), None).took_watch
+
+
+def test_a_trusted_watcher_never_refreshes_into_an_empty_stat_cache():
+    """Its list is complete only against the last whole picture: into an empty stat cache (a
+    dropped index, a bulk import that failed) it would commit the changed paths alone."""
+    w = _Watch(quiet=False, trusted=True)
+    plan = choose(_facts(index_empty=True, settled=False, index_holds_tip=False), w)
+    assert plan.strategy is Strategy.SCAN and plan.took_watch and "empty" in plan.why
+    first = choose(_facts(has_tip=False, index_empty=True), _Watch(False, True))
+    assert (first.strategy, first.fallback) == (Strategy.BULK, Strategy.SCAN)
+    assert choose(_facts(settled=False), _Watch(False, True)).strategy is Strategy.WATCHED
