@@ -73,6 +73,9 @@ def _ordered(path: Path):
     """Keeps this thread's held locks; with CHRONOS_GIT_LOCK_ORDER=strict, a lock taken after
     one that comes later in metadir.LOCK_ORDER raises LockOrderError before it waits.
     CHRONOS_GIT_LOCK_TRACE=FILE appends each (held, taken) pair of kinds (to derive the order)."""
+    if not (os.environ.get("CHRONOS_GIT_LOCK_ORDER") or os.environ.get("CHRONOS_GIT_LOCK_TRACE")):
+        yield                            # in production: nothing kept, nothing checked
+        return
     held: list[tuple[int | None, str]] = _mine.__dict__.setdefault("stack", [])
     key = str(path)
     if any(k == key for _r, k in held):

@@ -231,12 +231,11 @@ def witness_path_for(store_root: Path) -> Path:
     used).  A store whose witness has its older name keeps that one: an upgrade never finds it
     missing, and a file of the new name planted beside it is not read instead."""
     given, real = Path(store_root), Path(os.path.realpath(store_root))
-    for suffix in (OLD_WITNESS_SUFFIX, WITNESS_SUFFIX):
+
+    def existing(suffix: str) -> Path | None:
         ours = real.parent / (real.name + suffix)
-        if real != given:
-            beside_link = given.parent / (given.name + suffix)
-            if beside_link.exists() and not ours.exists():
-                return beside_link
-        if ours.exists() or suffix == WITNESS_SUFFIX:
-            return ours
-    raise AssertionError("unreachable")
+        beside_link = given.parent / (given.name + suffix)
+        if real != given and beside_link.exists() and not ours.exists():
+            return beside_link
+        return ours if ours.exists() else None
+    return existing(OLD_WITNESS_SUFFIX) or existing(WITNESS_SUFFIX) or real.parent / (real.name + WITNESS_SUFFIX)

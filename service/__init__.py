@@ -178,9 +178,8 @@ class Chronos:
         if not self.store_exists():
             return results.OperatorKeyInfo(registered=False, note=NO_OPERATOR_KEY)
         self.start()
-        keys = OperatorKey(self.core)
-        key = keys.key()
-        unsigned = storecheck.as_results(keys.findings()) or []
+        key, found = OperatorKey(self.core).check()
+        unsigned = storecheck.as_results(found) or []
         if key is None:
             return results.OperatorKeyInfo(registered=False, unsigned_acts=unsigned, note=NO_OPERATOR_KEY)
         return results.OperatorKeyInfo(registered=True, fingerprint=key.fingerprint, key_file=key.key_file,
@@ -276,9 +275,8 @@ class Chronos:
         """The whole chain; with `remote`, also that this host's journal there is ours or an ancestor."""
         self.calls.settle_behind()
         res = self.reconcile.verify(checkpoint)
-        found = storecheck.findings(self.core, self.remotes)      # the store is examined, never obeyed
+        found, _key = self._startup.tampering(full=True)         # the store is examined, never obeyed
         found += storecheck.record_findings(self.core, self.remotes)
-        found += self._startup.unsigned_acts(full=True)
         if found:
             res.tampering = storecheck.as_results(found)
             if res.status == "ok":
@@ -438,8 +436,7 @@ class Chronos:
         if self.store_exists():
             remotes = self.remotes.list().remotes
             out.remotes = remotes or None
-            found = storecheck.findings(self.core, self.remotes) + self._startup.unsigned_acts()
-            key = self._startup.operator_key()
+            found, key = self._startup.tampering()
             out.operator_key, out.operator_key_note = (key.fingerprint, None) if key else (None, NO_OPERATOR_KEY)
             if found:
                 out.tampering = storecheck.as_results(found)

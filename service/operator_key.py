@@ -122,14 +122,18 @@ class OperatorKey:
                 pass                 # a read-only store: the next walk starts from further back
         return w
 
-    def findings(self, *, full: bool = False) -> list[Finding]:
+    def check(self, *, full: bool = False) -> tuple[Key | None, list[Finding]]:
+        """The key in force and the acts without a valid signature by it, from one walk."""
         if not self.core.store_exists():
-            return []
+            return None, []
         w = self.walk(full=full)
-        return [Finding("signature", f"journal event {p['seq']}", p["what"], p["why"],
+        return w.key, [Finding("signature", f"journal event {p['seq']}", p["what"], p["why"],
                         f"if it was yours: `chronos-git journal countersign {p['seq']}` from your terminal; "
                         "otherwise it was not an operator's act (`chronos-git journal log` shows what it did)")
-                for p in w.open]
+                       for p in w.open]
+
+    def findings(self, *, full: bool = False) -> list[Finding]:
+        return self.check(full=full)[1]
 
     def _feed(self, w: Walk, ev: dict, jid: str | None) -> None:
         prev = w.in_force

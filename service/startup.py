@@ -16,7 +16,7 @@ from ..journal_refs import JournalError, checkpoints, events
 from . import storecheck
 from .core import Core
 from .maintenance import Upkeep
-from .operator_key import OperatorKey
+from .operator_key import Key, OperatorKey
 from .reconcile import Reconciler
 from .remotes import Remotes
 from .settings_watch import SettingsWatch
@@ -150,25 +150,24 @@ class Startup:
         Not the journal alarm: the journal is intact, and a call in flight in another process
         must still record its outcome."""
         try:
-            found = storecheck.findings(self.core, self._remotes) + self.unsigned_acts(full=full)
+            found, _key = self.tampering(full=full)
         except (OSError, ValueError, pygit2.GitError):
             return                   # unreadable: health and verify say what
         self.core.tampered = storecheck.summary(found) if found else None
 
-    def operator_key(self):
-        try:
-            return OperatorKey(self.core).key()
-        except (JournalError, OSError, ValueError, KeyError, pygit2.GitError):
-            return None
+    def tampering(self, *, full: bool = False) -> tuple[list, Key | None]:
+        """What the store audit finds and the operator acts without a valid signature (one walk,
+        which also names the operator key in force)."""
+        key, unsigned = self._acts(full=full)
+        return storecheck.findings(self.core, self._remotes) + unsigned, key
 
-    def unsigned_acts(self, *, full: bool = False) -> list:
-        """Operator acts without a valid signature by the operator key (service/operator_key.py)."""
+    def _acts(self, *, full: bool = False) -> tuple[Key | None, list]:
         try:
-            return OperatorKey(self.core).findings(full=full)
+            return OperatorKey(self.core).check(full=full)
         except (JournalError, pygit2.GitError, OSError, ValueError, KeyError):
             # the chain itself unreadable (a damaged event): the journal's own checks say so and
             # close the gate; an event the walk cannot judge is a finding of its own (operator_key)
-            return []
+            return None, []
 
     def _check_checkpoints(self):
         """What the journal names against the checkpoint refs, from the last checked head on
