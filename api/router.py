@@ -2,8 +2,9 @@
 dashboard at /api/plugins/chronos-git/ (dashboard/plugin_api.py) and served
 standalone by `python -m chronos_git.api` (api/__init__.create_app).
 
-Routes live per resource in api/routes/, each declaring its `response_model`
-(service.results), so the OpenAPI schema is the contract the panes follow.
+The routes are built from the command table (api/routes/commands.py), each
+declaring its `response_model` (service.results), so the OpenAPI schema is the
+contract the panes follow.
 api/deps.py holds the guard (Host check, JSON-only changes), the workspace
 check and the answer; every error is the envelope {"status": "error",
 "error": ...} with the status service.errors maps it to, never a bare error
@@ -12,12 +13,12 @@ thread pool (plain `def` endpoints).
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from fastapi import APIRouter, Depends
 
 from .deps import Deps, EnvelopeRoute, allowed_hosts, guard
-from .routes import checkpoints, journal, report, store
+from .routes import commands, store
 
 
 def build_router(get_service: Callable, default_workspace: Callable[[], str | None] | None = None, *,
@@ -27,6 +28,6 @@ def build_router(get_service: Callable, default_workspace: Callable[[], str | No
     accepted besides loopback and the environment's."""
     deps = Deps(get_service, default_workspace)
     api = APIRouter(route_class=EnvelopeRoute, dependencies=[Depends(guard(allowed_hosts(extra_hosts)))])
-    for resource in (store, checkpoints, journal, report):
-        api.include_router(resource.router(deps))
+    api.include_router(store.router())
+    api.include_router(commands.router(deps))
     return api

@@ -10,36 +10,20 @@ output goes to stderr).  Exit codes: 0 ok, 1 error (`{"status":"error",...}`),
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import stat
 import sys
-from pathlib import Path
 
 from .. import settings as settings_mod
+from ..commands import COMMANDS, Context
 from ..engine.codec import dumps
 from ..service import Chronos
 from ..service.errors import EXIT_ERROR, EXIT_NOT_RECORDED, envelope
 from ..service.operator_key import at_terminal
-from ..service.results import ErrorResult, Result
+from ..service.results import ErrorResult, GitRun, Result, RunResult
 from . import deps, render
 
-READ_ONLY = {"log", "show", "diff", "health", "report", "git"}     # never create a store (`journal status`
-                                                  # opens, and so starts, the journal)
-
-
-READ_ONLY_SUB = {("journal", "verify"), ("journal", "log"), ("journal", "show"), ("journal", "export"),
-                 ("journal", "checkpoint"),
-                 ("remote", "list")}
-
-
-def _reads_only(args) -> bool:
-    """Whether the command only reads the journal: then it makes no store where none was (a
-    mistyped --store must not be answered with a new, empty and "verified" one)."""
-    cmd = args.chronos_cmd
-    sub = getattr(args, "journal_cmd", None) or getattr(args, "remote_cmd", None)
-    return (cmd, sub) in READ_ONLY_SUB or (cmd == "compact" and bool(getattr(args, "dry_run", False)))
+LOCAL = ("windtunnel", "setup")           # tools around the service, not service commands
 
 
 def _positive(text: str) -> int:
@@ -59,154 +43,76 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document")
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
+def _add_arg(p: argparse.ArgumentParser, a) -> None:
+    """One Arg of the command table as argparse spells it."""
+    kw: dict = {"help": a.help or None}
+    if a.metavar:
+        kw["metavar"] = a.metavar
+    if a.kind == "remainder":
+        p.add_argument(a.name, nargs=argparse.REMAINDER, **kw)
+        return
+    if a.kind == "int":
+        kw["type"] = _positive if a.ge == 1 else int
+    if a.choices:
+        kw["choices"] = a.choices
+    if a.positional:
+        if a.nargs:
+            kw["nargs"] = a.nargs
+        if a.default is not None:
+            kw["default"] = a.default
+        p.add_argument(a.name, **kw)
+        return
+    flags = a.flags or ("--" + a.name.replace("_", "-"),)
+    if a.kind == "bool":
+        p.add_argument(*flags, dest=a.name, action="store_true", **kw)
+    elif a.kind == "names":
+        p.add_argument(*flags, dest=a.name, action="append", default=None, **kw)
+    else:
+        p.add_argument(*flags, dest=a.name, default=a.default, required=a.required, **kw)
+
+
+def _add_command(sub, cmd, word: str) -> None:
+    p = sub.add_parser(word, aliases=list(cmd.cli_aliases), help=cmd.help, description=cmd.description)
+    p.set_defaults(chronos_command=cmd.name)
+    for a in cmd.args:
+        if a.cli:
+            _add_arg(p, a)
+    if cmd.name != "git":                  # git's arguments are git's own: --json does not apply
+        _common(p)
+
+
+def configure(parser: argparse.ArgumentParser, table=COMMANDS) -> None:
+    """The parser, built from the command table (commands/entries.py) plus the local tools."""
     parser.add_argument("--store", default=None,
                         help="store directory (default: $CHRONOS_GIT_STORE, store_dir, or "
                              "<HERMES_HOME>/plugin-data/chronos-git)")
     parser.add_argument("--workspace", "-w", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", default=False, help="print one JSON document")
     sub = parser.add_subparsers(dest="chronos_cmd", metavar="COMMAND")
+    groups = table.groups()
+    for word in table.top_words():
+        if word in groups:
+            g = sub.add_parser(word, help=GROUP_HELP.get(word))
+            _common(g)
+            gs = g.add_subparsers(dest="sub_cmd", metavar="SUBCOMMAND")
+            for cmd in groups[word]:
+                if cmd.cli:
+                    _add_command(gs, cmd, cmd.words[1])
+        else:
+            _add_command(sub, table.get(word), word)
+        if word == "report":               # the local tools, where `--help` has always listed them
+            from ..windtunnel import runner as windtunnel
+            p = sub.add_parser("windtunnel", help="crash / power-cut / I/O / tamper / concurrency / hostile-input "
+                                                  "suites against throwaway stores",
+                               description=windtunnel.DESCRIPTION)
+            windtunnel.configure(p)
+            p = sub.add_parser("setup", help="install chronos-git's dependencies into the Python that runs this")
+            deps.configure_setup_parser(p)
+            p.add_argument("--workspace", "-w", default=argparse.SUPPRESS, help=argparse.SUPPRESS)   # unused
 
-    p = sub.add_parser("snapshot", help="take a checkpoint now")
-    p.add_argument("-m", "--message", default="manual checkpoint")
-    p.add_argument("--path", action="append", default=None, help="only refresh these paths (declared-path snapshot)")
-    _common(p)
-    p = sub.add_parser("log", help="list checkpoints, newest first")
-    p.add_argument("--limit", "-n", type=_positive, default=20)
-    _common(p)
-    p = sub.add_parser("show", help="one checkpoint with the changes it recorded")
-    p.add_argument("checkpoint")
-    _common(p)
-    p = sub.add_parser("diff", help="diff FROM (default newest) against TO (default the working tree)")
-    p.add_argument("from_", nargs="?", metavar="FROM")
-    p.add_argument("to", nargs="?", metavar="TO")
-    p.add_argument("--stat", action="store_true", help="file list only, no patch")
-    p.add_argument("--path", action="append", default=None)
-    _common(p)
-    p = sub.add_parser("restore", help="restore a checkpoint (a safety checkpoint is taken first)")
-    p.add_argument("checkpoint")
-    p.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
-    p.add_argument("--path", action="append", default=None, help="restore only these paths")
-    p.add_argument("--no-clean", action="store_true", help="keep files that are absent from the checkpoint")
-    p.add_argument("--force", action="store_true",
-                   help="also overwrite or delete files whose current bytes the safety checkpoint could not "
-                        "capture (they are lost for good)")
-    _common(p)
-    p = sub.add_parser("compact", help="apply retention and pack the store")
-    p.add_argument("--dry-run", action="store_true")
-    _common(p)
-    p = sub.add_parser("health", help="store, journal and workspace state")
-    _common(p)
-    p = sub.add_parser("settings", help="the settings in force; `settings accept` applies the changes held "
-                                        "for the operator")
-    p.add_argument("settings_cmd", nargs="?", choices=("show", "accept"), default="show", metavar="show|accept")
-    p.add_argument("keys", nargs="*", metavar="KEY", help="accept: the held settings you accept (`all`: every one)")
-    _common(p)
-    p = sub.add_parser("capture", help="`capture accept`: accept a workspace's narrowing of what is captured "
-                                       "(ignore rules that now leave out much of it)")
-    p.add_argument("capture_cmd", choices=("accept",), metavar="accept")
-    _common(p)
-    p = sub.add_parser("report", help="write the self-contained HTML forensic report of the store")
-    p.add_argument("--out", "-o", default=None,
-                   help="file or folder to write (default: the folder chronos-git-reports beside the store, "
-                        "outside every workspace; a dated file name)")
-    p.add_argument("--limit", type=_positive, default=500, help="newest journal events in the timeline")
-    p.add_argument("--checkpoints", type=_positive, default=20, help="newest checkpoints per workspace")
-    _common(p)
-    from ..windtunnel import runner as windtunnel
-    p = sub.add_parser("windtunnel", help="crash / power-cut / I/O / tamper / concurrency / hostile-input "
-                                          "suites against throwaway stores", description=windtunnel.DESCRIPTION)
-    windtunnel.configure(p)
-    p = sub.add_parser("setup", help="install chronos-git's dependencies into the Python that runs this")
-    deps.configure_setup_parser(p)
-    p.add_argument("--workspace", "-w", default=argparse.SUPPRESS, help=argparse.SUPPRESS)   # the contract; unused
-    p = sub.add_parser("run", help="run a command as a protected call: run [opts] -- CMD ARGS...")
-    p.add_argument("--tool", default="terminal", help="tool name recorded in the journal")
-    p.add_argument("run_argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
-    _common(p)
-    p = sub.add_parser("write", help="a protected write_file")
-    p.add_argument("path")
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--content")
-    g.add_argument("--from", dest="from_file")
-    _common(p)
 
-    p = sub.add_parser("remote", help="git remotes that hold this host's journal (and, opt-in, checkpoints)")
-    _common(p)
-    rs = p.add_subparsers(dest="remote_cmd", metavar="SUBCOMMAND")
-    q = rs.add_parser("add", help="add a remote: a path, file://, ssh://, git://, https:// or user@host:path")
-    q.add_argument("name")
-    q.add_argument("url")
-    q.add_argument("--snapshots", action="store_true",
-                   help="also push checkpoints: file contents leave the machine (default: journal only)")
-    _common(q)
-    q = rs.add_parser("list", help="remotes with their last push and last error")
-    _common(q)
-    q = rs.add_parser("remove", help="forget a remote (what it holds stays there)")
-    q.add_argument("name")
-    _common(q)
-    p = sub.add_parser("push", help="push the journal (and checkpoints, for --snapshots remotes) now")
-    p.add_argument("name", nargs="?", help="remote (default: the only one)")
-    p.add_argument("--allow-excluded", action="store_true",
-                   help="also push checkpoints that hold files matching remote_exclude")
-    _common(p)
-    p = sub.add_parser("fetch", help="fetch every host's journal and checkpoints from a remote")
-    p.add_argument("name")
-    _common(p)
-
-    p = sub.add_parser(
-        "git", help="read the store with stock git: git ARGS... (refused while the store holds anything "
-                    "chronos-git never writes)",
-        description="Runs `git --git-dir STORE --no-pager --no-replace-objects ARGS...` with no global or "
-                    "system config, no GIT_* variables of yours, no pager, hooks, fsmonitor or network, once "
-                    "the store's config, refs and hooks hold nothing chronos-git did not write (stock git "
-                    "would run a pager or hook planted there, or show a history a replace ref forged). "
-                    "The output is git's own and the exit code git's; --json does not apply.")
-    p.add_argument("git_argv", nargs=argparse.REMAINDER, metavar="ARGS", help="git's own arguments, e.g. log --oneline "
-                   "refs/chronos/journal")
-
-    p = sub.add_parser("operator-key", help="the SSH key operator acts are signed with: `operator-key set PATH` "
-                                            "registers it (once, from your own terminal)")
-    p.add_argument("key_cmd", nargs="?", choices=("show", "set"), default="show", metavar="show|set")
-    p.add_argument("key_file", nargs="?", metavar="PATH", help="set: the private key (its .pub beside it)")
-    _common(p)
-    j = sub.add_parser("journal", help="the tool-call journal")
-    _common(j)
-    js = j.add_subparsers(dest="journal_cmd", metavar="SUBCOMMAND")
-    q = js.add_parser("status", help="integrity and unresolved operations")
-    _common(q)
-    q = js.add_parser("verify", help="re-hash and replay the whole chain")
-    q.add_argument("--head", "--checkpoint", dest="checkpoint", default=None, metavar="FILE",
-                   help="an exported journal head (`journal export`) that must be an ancestor")
-    q.add_argument("--remote", default=None, metavar="NAME",
-                   help="also check this host's journal on remote NAME: it must be the local head or an ancestor")
-    _common(q)
-    q = js.add_parser("export", aliases=["checkpoint"],     # `checkpoint`: its older name, still taken
-                      help="print the journal head to keep elsewhere (verify against it later)")
-    _common(q)
-    q = js.add_parser("log", help="events, newest first")
-    q.add_argument("--limit", "-n", type=_positive, default=50)
-    _common(q)
-    q = js.add_parser("show", help="every event of one operation")
-    q.add_argument("operation")
-    _common(q)
-    q = js.add_parser("resolve", help="record the outcome of an unresolved operation")
-    q.add_argument("operation")
-    q.add_argument("--outcome", required=True, choices=["completed", "not_applied"])
-    q.add_argument("--evidence", required=True)
-    _common(q)
-    q = js.add_parser("countersign", help="own an operator act that carries no valid signature (it was yours)")
-    q.add_argument("seq", type=_positive, metavar="SEQ", help="its journal event number (health names it)")
-    _common(q)
-    q = js.add_parser("recover", help="settle crashed file operations by evidence; replay or roll back")
-    q.add_argument("operation", nargs="?")
-    g = q.add_mutually_exclusive_group()
-    g.add_argument("--replay", action="store_true", help="apply a not-applied file operation exactly once")
-    g.add_argument("--rollback", action="store_true",
-                   help="put back what the operation changed (up to the checkpoint taken when its crash was "
-                        "found; later changes are kept), record rolled_back")
-    q.add_argument("--dry-run", action="store_true", help="with --rollback: show the plan, change nothing")
-    _common(q)
+GROUP_HELP = {"remote": "git remotes that hold this host's journal (and, opt-in, checkpoints)",
+              "journal": "the tool-call journal"}
 
 
 class _ArgumentError(Exception):
@@ -239,23 +145,73 @@ def dispatch(args: argparse.Namespace, *, loaded: settings_mod.Loaded | None = N
     try:
         if not command:
             raise ValueError("no command given: try snapshot, log, diff, restore, run, write, journal status")
+        cmd = _command(args)
         from_env = loaded is None             # the standalone tool: CHRONOS_GIT_SETTINGS rules this process
         loaded = loaded or settings_mod.load()
         if loaded.problems and command != "health":
             raise ValueError("the chronos-git configuration has problems, so nothing was done: "
                              + "; ".join(loaded.problems) + " (fix them; `chronos-git health` shows them too)")
-        svc = Chronos.get(args.store or store, loaded.settings, create=command not in READ_ONLY,
-                          reads_only=_reads_only(args),
+        params = _params(cmd, args)
+        reads_only = cmd.reads_only if isinstance(cmd.reads_only, bool) else bool(params.get(cmd.reads_only))
+        svc = Chronos.get(args.store or store, loaded.settings, create=cmd.creates_store, reads_only=reads_only,
                           problems=loaded.problems)
         stores = [str(svc.store_dir)]
         svc.watch_profile(env_overrides=from_env)     # weakening edits of config.yaml are held
-        workspace = _workspace(getattr(args, "workspace", None))
+        given = getattr(args, "workspace", None)
+        ctx = Context("cli", actor="operator-cli", user="operator-cli",
+                      workspace=_workspace(given) if cmd.workspace else None,
+                      progress=_progress(None if as_json else err), steps=_steps(None if as_json else err),
+                      output=err if as_json else None, extra={"workspace_named": given is not None})
         with at_terminal():                    # an operator key's passphrase is asked here
-            rc, result = _run(svc, args, workspace, as_json, err)
+            result = cmd.run(svc, ctx, params)
+        rc = _exit_code(result)
     except Exception as exc:               # never a traceback for the operator
         result, rc, _ = envelope(exc, *stores)
     _emit(result, as_json, out, err, command, prog)
     return EXIT_ERROR if rc == 0 and result.status == "error" else rc
+
+
+def _command(args):
+    name = getattr(args, "chronos_command", None)
+    if name is None:                       # a group word alone: `journal`, `remote`
+        raise ValueError(f"{args.chronos_cmd} needs a subcommand: "
+                         + ", ".join(c.words[1] for c in COMMANDS.groups()[args.chronos_cmd]))
+    return COMMANDS.get(name)
+
+
+def _params(cmd, args) -> dict:
+    """The table's arguments from the parsed command line (a file the operator named is read)."""
+    params = {}
+    for a in cmd.args:
+        if not a.cli:
+            continue
+        value = getattr(args, a.name, a.default)
+        if value is not None and a.cli_read is not None:
+            value = a.cli_read(value)
+        params[a.name] = value
+    return params
+
+
+def _exit_code(result: Result) -> int:
+    """A protected command's own exit code (`run`, `git`); 127 for a command that could not start."""
+    if isinstance(result, RunResult):
+        if result.exit_code is None:
+            return 127
+        return EXIT_NOT_RECORDED if result.recorded is False else result.exit_code
+    if isinstance(result, GitRun):
+        return result.exit_code
+    return 0
+
+
+def _progress(stream):
+    def progress(what):
+        label, unit = what or ("first snapshot", "files")
+        return render.import_progress(stream, label, unit)
+    return progress
+
+
+def _steps(stream):
+    return lambda what: render.steps(stream, what)
 
 
 def _cwd() -> str:
@@ -272,171 +228,6 @@ def _workspace(given: str | None) -> str:
         return os.path.normpath(given)
     return os.path.normpath(os.path.join(settings_mod.current_folder(
         f"the workspace path {given!r} is relative: give an absolute path"), given))
-
-
-def _run(svc: Chronos, args, workspace: str, as_json: bool, err) -> tuple[int, Result]:
-    cmd = args.chronos_cmd
-    if cmd == "snapshot":
-        with render.import_progress(None if as_json else err) as progress:
-            res = svc.snapshot(workspace, args.message, paths=args.path, progress=progress)
-        if svc.consolidation_due():
-            # a first import was written for speed: compress it now (a Hermes host does it in the background)
-            with render.import_progress(None if as_json else err, "compressing the first import",
-                                        "objects") as progress:
-                svc.consolidate(progress=progress)
-        return 0, res
-    if cmd == "log":
-        return 0, svc.log(workspace, args.limit)
-    if cmd == "show":
-        return 0, svc.show(workspace, args.checkpoint)
-    if cmd == "diff":
-        return 0, svc.diff(workspace, args.from_, args.to, patch=not args.stat, paths=args.path)
-    if cmd == "restore":
-        return 0, svc.restore(workspace, args.checkpoint, paths=args.path, clean=not args.no_clean,
-                              dry_run=args.dry_run, force=args.force, actor="operator-cli")
-    if cmd == "compact":
-        with render.steps(None if as_json else err, "compacting the store") as progress:
-            return 0, svc.compact(dry_run=args.dry_run, progress=progress)
-    if cmd == "health":
-        return 0, svc.health(workspace)
-    if cmd == "settings":
-        if args.settings_cmd == "accept":
-            return 0, svc.settings_accept(args.keys, actor="operator-cli")
-        if args.keys:
-            raise ValueError("`settings` takes keys only with `accept`")
-        return 0, svc.settings_show()
-    if cmd == "operator-key":
-        if args.key_cmd == "set":
-            if not args.key_file:
-                raise ValueError("`operator-key set` needs the private key's path (make one with `ssh-keygen -t "
-                                 "ed25519 -f ~/.ssh/chronos-operator`, with a passphrase)")
-            return 0, svc.operator_key_set(args.key_file, actor="operator-cli")
-        if args.key_file:
-            raise ValueError("`operator-key` takes a path only with `set`")
-        return 0, svc.operator_key_show()
-    if cmd == "capture":
-        return 0, svc.capture_accept(workspace, actor="operator-cli")
-    if cmd == "report":
-        from ..report import written          # jinja2 only when a report is asked for
-        return 0, written(svc, Path(args.out) if args.out else None, limit=args.limit,
-                          checkpoints=args.checkpoints,
-                          workspace=workspace if getattr(args, "workspace", None) else None)
-    if cmd == "run":
-        argv = list(args.run_argv)
-        if argv and argv[0] == "--":
-            argv = argv[1:]
-        if not argv:
-            raise ValueError("run needs a command after --, e.g. chronos-git run -- make test")
-        res = svc.run_command(workspace, argv, tool=args.tool, stdout=err if as_json else None)
-        if res.exit_code is None:
-            return 127, res
-        if res.recorded is False:
-            res.status = "error"
-            res.error = (f"the command ran (exit code {res.exit_code}) but its outcome could not be recorded: "
-                         f"{res.error}; protected calls stay refused until an operator checks "
-                         "`chronos-git journal status`")
-            return EXIT_NOT_RECORDED, res
-        return res.exit_code, res
-    if cmd == "write":
-        content = (_source(args.from_file, svc.settings.max_file_size_mb) if args.from_file is not None
-                   else os.fsencode(args.content))
-        return 0, svc.write_file(workspace, args.path, content)
-    if cmd == "remote":
-        rc = getattr(args, "remote_cmd", None)
-        if rc == "add":
-            return 0, svc.remote_add(args.name, args.url, snapshots=args.snapshots)
-        if rc == "list":
-            return 0, svc.remote_list()
-        if rc == "remove":
-            return 0, svc.remote_remove(args.name)
-        raise ValueError("remote needs a subcommand: add, list, remove")
-    if cmd == "push":
-        return 0, svc.push(args.name, allow_excluded=args.allow_excluded)
-    if cmd == "fetch":
-        return 0, svc.fetch(args.name)
-    if cmd == "git":
-        argv = list(args.git_argv)
-        if argv and argv[0] == "--":
-            argv = argv[1:]
-        if not argv:
-            raise ValueError("git needs git's arguments, e.g. chronos-git git log --oneline refs/chronos/journal")
-        res = svc.git_passthrough(argv)
-        return res.exit_code, res
-    if cmd == "journal":
-        jc = getattr(args, "journal_cmd", None)
-        if jc == "status":
-            return 0, svc.journal_status()
-        if jc == "verify":
-            return 0, svc.journal_verify(_exported_head(args.checkpoint) if args.checkpoint else None,
-                                         remote=args.remote)
-        if jc in ("export", "checkpoint"):
-            return 0, svc.journal_export()
-        if jc == "log":
-            return 0, svc.journal_log(args.limit)
-        if jc == "show":
-            return 0, svc.journal_show(args.operation)
-        if jc == "resolve":
-            return 0, svc.resolve(args.operation, args.outcome, args.evidence, actor="operator-cli")
-        if jc == "countersign":
-            return 0, svc.journal_countersign(args.seq, actor="operator-cli")
-        if jc == "recover":
-            return 0, svc.recover(args.operation, replay=args.replay, rollback=args.rollback,
-                                  dry_run=args.dry_run, actor="operator-cli")
-        raise ValueError("journal needs a subcommand: status, verify, checkpoint, log, show, resolve, recover, "
-                         "countersign")
-    raise ValueError(f"unknown command {cmd!r}")
-
-
-def _source(path: str, limit_mb: float) -> bytes:
-    """What `write --from` writes, at most max_file_size_mb (a checkpoint would skip a larger
-    file; `/dev/zero` had been read until memory ran out)."""
-    limit = int(limit_mb * 1024 * 1024) if limit_mb else None
-    with open(path, "rb") as fh:
-        if stat.S_ISCHR(os.fstat(fh.fileno()).st_mode) or stat.S_ISBLK(os.fstat(fh.fileno()).st_mode):
-            raise ValueError(f"{path} is a device, not a file or a pipe: nothing was written")
-        data = fh.read() if limit is None else fh.read(limit + 1)
-    if limit is not None and len(data) > limit:
-        raise ValueError(f"{path} holds more than max_file_size_mb ({limit_mb:g} MB), above which checkpoints "
-                         "skip a file: nothing was written (raise max_file_size_mb to write it)")
-    return data
-
-
-HEAD_MAX_BYTES = 1 << 20      # an exported journal head is a few hundred bytes
-
-
-def _read_head_file(path: str) -> bytes:
-    """The bytes of `path`, a regular file of at most HEAD_MAX_BYTES: `/dev/zero` had been read
-    until memory ran out and a FIFO blocked forever.  Checked before opening (opening a device
-    can have effects of its own) and again on the open descriptor (the name may be swapped
-    meanwhile); O_NONBLOCK so that even then a FIFO cannot block the open."""
-    what = (f"cannot read the journal head {path}: it is not a regular file (a device, a FIFO, a socket or "
-            "a folder); give the file `journal export --json` wrote")
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise ValueError(what)
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY), "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise ValueError(what)
-            data = fh.read(HEAD_MAX_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"cannot read the journal head {path}: {exc.strerror or exc}") from None
-    if len(data) > HEAD_MAX_BYTES:
-        raise ValueError(f"cannot read the journal head {path}: it holds more than {HEAD_MAX_BYTES // 1024} KiB, "
-                         "so it is not one (`journal export --json` writes a few hundred bytes)")
-    return data
-
-
-def _exported_head(path: str) -> dict:
-    data = _read_head_file(path)
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:
-        raise ValueError(f"{path} is not a JSON journal head: {exc}") from None
-    if isinstance(doc, dict) and isinstance(doc.get("checkpoint"), dict):
-        doc = doc["checkpoint"]            # the whole `journal export --json` output
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path} does not hold a journal head object")
-    return doc
 
 
 def _emit(result: Result, as_json: bool, out, err, command: str | None, prog: str = render.PROG) -> None:

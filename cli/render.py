@@ -22,6 +22,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ..commands import COMMANDS as TABLE
 from ..engine.codec import human
 from ..engine.wording import plural
 from ..service import results as r
@@ -31,9 +32,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_KEEP_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
 PROG = "chronos-git"             # the standalone command; inside Hermes it is `hermes chronos-git`
-COMMANDS = ("snapshot", "log", "show", "diff", "restore", "compact", "health", "report", "windtunnel", "setup",
-            "run", "write", "remote", "push", "fetch", "journal", "git", "settings",
-            "capture", "operator-key")   # tests: the parser's own list
+COMMANDS = (*TABLE.top_words(), "windtunnel", "setup")   # the parser's own words (a test checks)
 _INVOCATION = re.compile(r"(?<![\w./-])(?<!hermes )chronos-git(?= (?:%s)\b)" % "|".join(COMMANDS))
 
 
@@ -215,6 +214,16 @@ def _checkpoint(c: r.CheckpointInfo | None, cid: str | None = None) -> str:
     return f'{_short(c.id)} ("{_name(c.description)}", {_when(c.time)})'
 
 
+ROLE_LABELS = {"baseline": "first", "before_call": "before call", "after_call": "after call",
+               "turn_start": "turn start", "safety": "safety", "manual": "manual", "restored": "restored",
+               "boundary": "crash found"}
+
+
+def _role(c: r.CheckpointInfo) -> str:
+    label = ROLE_LABELS.get(c.role or "", c.kind)
+    return f"{label} (partial)" if c.kind == "partial" and c.role else label
+
+
 def _table(*columns, header: bool = True) -> Table:
     t = Table(show_edge=False, box=None, pad_edge=False, header_style="bold", show_header=header)
     for c in columns:
@@ -283,16 +292,20 @@ def _log(res: r.LogResult):
         yield Text(f"no checkpoints yet for {_name(res.workspace)}" + (f" ({res.note})" if res.note else ""))
         yield from _damaged(res.damaged)
         return
-    yield Text(f"checkpoints of {_name(res.workspace)}, newest first:")
-    t = _table(("#", "right"), "id", "when", "kind", ("files", "right"), "what")
+    yield Text(f"checkpoints of {_name(res.workspace)}, newest first (#: 1 = newest, shifts as checkpoints are "
+               "added; @N: the checkpoint's own number, never changes):")
+    t = _table(("#", "right"), ("@", "right"), "id", "when", "role", ("files", "right"), "what")
     for c in res.checkpoints:
-        what = Text(_name(c.description) + (f" [{_name(c.tool)}]" if c.tool else ""))
+        tool = c.tool if c.tool and c.tool != "turn start" else None      # a turn start is not a tool
+        what = Text(_name(c.description) + (f" [{_name(tool)}]" if tool else ""))
+        if c.restored_from:
+            what.append(f" (restored {_short(c.restored_from)})")
         if c.skipped:
             what.append(f" ({len(c.skipped)} not captured)")
         if c.damaged:
             what.append(f" ({_name(c.damaged)})", style="bold red")
-        t.add_row(str(c.index or ""), _short(c.id), _when(c.time),
-                  Text(c.kind, style="yellow" if c.kind == "partial" else ""), str(c.files), what)
+        t.add_row(str(c.index or ""), f"@{c.number}" if c.number else "", _short(c.id), _when(c.time),
+                  Text(_role(c), style="yellow" if c.kind == "partial" else ""), str(c.files), what)
     yield _indent(t)
     yield from _damaged(res.damaged)
     if res.note:

@@ -32,6 +32,7 @@ from .fsutil import read_all
 from .import_index import CachedTrees, cached_trees, write_index, write_trees
 from .pack_writer import PACK_BYTES, PackWriter, pack_entry
 from .scan import ScanReport, find_omissions, special_kind
+from .worktree import is_nested
 
 BLOB, TREE = 3, 2
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_DIR = 0o100644, 0o100755, 0o120000, 0o40000
@@ -94,7 +95,7 @@ def _list_files(diff, root: bytes, cap: int, report: ScanReport,
         f = delta.new_file
         p = f.raw_path
         if p.endswith(b"/"):
-            if os.path.lexists(prefix + p + b".git"):
+            if is_nested(prefix + p):
                 report.nested(os.fsdecode(p[:-1]))
             continue
         st = stats.get(p)

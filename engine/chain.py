@@ -48,6 +48,23 @@ def commit_at(repo, objects: Path, oid) -> tuple[pygit2.Commit | None, str | Non
     return obj, None
 
 
+def _count_up(rest: list[tuple]) -> list[tuple]:
+    """Number a chain's newest checkpoints that have none: from the first numbered one below
+    them, else from the oldest (1)."""
+    base = 0
+    for i, (_c, cp) in enumerate(rest):
+        if cp.number is not None:
+            base = cp.number + i
+            break
+    else:
+        base = len(rest)
+    above = base + 1
+    for _c, cp in rest:
+        cp.number = cp.number if cp.number is not None else max(above - 1, 1)
+        above = cp.number
+    return rest
+
+
 class Chain:
     """The checkpoints of one workspace (`root`), newest first, and the move of its ref."""
 
@@ -89,7 +106,9 @@ class Chain:
 
     def advance(self, repo, tree, meta: CheckpointMeta, state: Tip) -> pygit2.Oid:
         """Commit on the tip (a fresh chain when the ref names nothing that can serve: the
-        HEAD's checkpoint, else none) and move the ref, only from the value `state` read."""
+        HEAD's checkpoint, else none) and move the ref, only from the value `state` read.
+        The commit gets the next number (the tip's plus one)."""
+        meta.number = self._next_number(state.commit)
         sig = signature(meta.time)
         parents = [state.commit.id] if state.commit is not None else []
         # not create_commit: it freshens the tree's pack (write_commit says why)
@@ -114,6 +133,32 @@ class Chain:
         repo.set_head(cid)             # detached at the newest checkpoint: restore baseline, fsck-clean
         return cid
 
+    def _next_number(self, tip: pygit2.Commit | None) -> int:
+        if tip is None:
+            return 1
+        n = Checkpoint.from_commit(tip).number
+        if n is None:                      # a chain written before numbers: numbered once, oldest first
+            n = next(self.numbered())[1].number or 0
+        return n + 1
+
+    def numbered(self, damage: list[dict] | None = None):
+        """(commit, Checkpoint) newest first, every one with its number: its own, or for a
+        checkpoint written before numbers (or whose metadata lost it) the one below its newer
+        neighbour's; a chain whose newest ones have none counts them from the oldest (that
+        is the upgrade's numbering: 1 = the oldest kept, and the next checkpoint continues it)."""
+        above: int | None = None
+        it = self.iter_commits(damage)
+        for c in it:
+            cp = Checkpoint.from_commit(c)
+            if cp.number is None and above is None:
+                rest = [(c, cp), *((x, Checkpoint.from_commit(x)) for x in it)]
+                yield from _count_up(rest)
+                return
+            if cp.number is None and above is not None:
+                cp.number = max(above - 1, 1)
+            above = cp.number
+            yield c, cp
+
     def has_checkpoint(self) -> bool:
         """Whether a baseline exists (one ref lookup; newest() also parses the metadata)."""
         repo = self.store.repo()
@@ -123,8 +168,7 @@ class Chain:
             return self.head_checkpoint(repo) is not None
 
     def newest(self) -> Checkpoint | None:
-        c = self.tip(self.store.repo()).commit
-        return Checkpoint.from_commit(c) if c is not None else None
+        return next((cp for _c, cp in self.numbered()), None)
 
     def iter_commits(self, damage: list[dict] | None = None):
         """The checkpoint chain, newest first.  It ends where a commit cannot be read (or
@@ -164,14 +208,15 @@ class Chain:
 
     def checkpoints(self, limit: int | None = None, damage: list[dict] | None = None) -> list[Checkpoint]:
         out = []
-        for c in self.iter_commits(damage):
-            out.append(Checkpoint.from_commit(c))
+        for _c, cp in self.numbered(damage):
+            out.append(cp)
             if limit is not None and len(out) >= limit:
                 break
         return out
 
     def resolve(self, spec: str) -> Checkpoint:
-        """A full id, a unique prefix (>= 7 hex digits), a 1-based index (1 = newest) or `latest`."""
+        """A full id, a unique prefix (>= 7 hex digits), `@N` (its number), a 1-based index (1 =
+        newest) or `latest`."""
         spec = (spec or "").strip()
         if not spec:
             raise CheckpointNotFound("no checkpoint given")
@@ -181,26 +226,42 @@ class Chain:
             if tip is None:
                 raise CheckpointNotFound(f"workspace {self.root} has no checkpoints yet")
             return tip
+        if spec.startswith("@"):
+            return self._by_number(spec)
         if spec.isdigit() and len(spec) < MIN_PREFIX:
             n = int(spec)
             if n < 1:
                 raise CheckpointNotFound("checkpoint indexes start at 1 (1 = newest)")
-            for i, c in enumerate(self.iter_commits(), 1):
+            for i, (_c, cp) in enumerate(self.numbered(), 1):
                 if i == n:
-                    return Checkpoint.from_commit(c)
-            raise CheckpointNotFound(f"there is no checkpoint #{n} (the workspace has fewer)")
+                    return cp
+            raise CheckpointNotFound(f"there is no checkpoint {n} (1 = newest; the workspace has fewer)")
         if not all(ch in "0123456789abcdef" for ch in low):
             raise CheckpointNotFound(
                 f"{spec!r} is not a checkpoint: use a full id, a prefix of at least {MIN_PREFIX} hex "
-                "digits, an index (1 = newest) or 'latest'")
+                "digits, @N (its number), an index (1 = newest) or 'latest'")
         if len(low) < MIN_PREFIX:
             raise CheckpointNotFound(f"checkpoint prefix {spec!r} is too short (need {MIN_PREFIX}+ hex digits)")
-        matches = [c for c in self.iter_commits() if str(c.id).startswith(low)]
+        matches = [cp for c, cp in self.numbered() if str(c.id).startswith(low)]
         if not matches:
             return self._off_chain(spec, low)
         if len(matches) > 1:
             raise CheckpointNotFound(f"checkpoint prefix {spec!r} is ambiguous ({len(matches)} matches)")
-        return Checkpoint.from_commit(matches[0])
+        return matches[0]
+
+    def _by_number(self, spec: str) -> Checkpoint:
+        """`@N`: the checkpoint numbered N (numbers never change; 1 = the oldest ever)."""
+        text = spec[1:]
+        if not text.isdigit() or int(text) < 1:
+            raise CheckpointNotFound(f"{spec!r} is not a checkpoint number: @ and a number from 1, e.g. @12")
+        n = int(text)
+        for _c, cp in self.numbered():
+            if cp.number == n:
+                return cp
+            if cp.number is not None and cp.number < n:
+                break
+        raise CheckpointNotFound(f"there is no checkpoint @{n} in workspace {self.root} (dropped by retention, "
+                                 "or not made yet)")
 
     def _off_chain(self, spec: str, low: str) -> Checkpoint:
         """A checkpoint of this workspace that fell off the chain (e.g. referenced by the journal)."""

@@ -52,6 +52,9 @@ class CheckpointMeta:
     files: int = 0
     note: str | None = None      # why a checkpoint is partial, what a safety checkpoint guards
     modes: dict | None = None    # permission bits beyond 644/755 (engine.perms); None: not recorded
+    number: int | None = None    # per workspace, given once by the chain (engine/chain.py); never changes
+    role: str | None = None      # what it is for (ROLES); older checkpoints: derived (`role_of`)
+    restored_from: str | None = None   # the checkpoint a time-machine operation put back: a branch point
 
     def to_message(self) -> str:
         subject = display(f"chronos checkpoint: {self.description}").replace("\n", " ")[:200]
@@ -72,7 +75,7 @@ class CheckpointMeta:
                                  + ", ".join(self.nested_repos[:10])).replace("\n", " "))
         lines.append("")
         payload = {"schema": SCHEMA, **{k: v for k, v in self.__dict__.items()
-                                        if not (k == "modes" and v is None)}}
+                                        if not (k in OPTIONAL and v is None)}}
         lines.append(canonical(payload))
         return "\n".join(lines) + "\n"
 
@@ -100,7 +103,7 @@ class CheckpointMeta:
         known: dict = {}
         for name, (ok, what) in _FIELDS.items():
             if name not in data:
-                if name != "modes":             # None is left out when written
+                if name not in OPTIONAL:        # None is left out when written
                     problems.append(f"no {name}")
             elif ok(data[name]):
                 known[name] = data[name]
@@ -138,6 +141,22 @@ def _modes(v) -> bool:
         isinstance(k, str) and isinstance(ps, list) and all(isinstance(p, str) for p in ps) for k, ps in v.items()))
 
 
+# fields written only when set (older versions wrote none of them)
+OPTIONAL = frozenset({"modes", "number", "role", "restored_from"})
+
+# what a checkpoint is for, as `log` and the report label it
+ROLES = {
+    "baseline": "first checkpoint",
+    "before_call": "before a call",
+    "after_call": "after a call",
+    "turn_start": "turn start",
+    "safety": "safety (undo point)",
+    "manual": "taken by hand",
+    "restored": "after a time-machine operation",
+    "boundary": "as a crash was found",
+}
+
+
 # each field of the JSON line: (valid?, what it must be)
 _FIELDS = {
     "description": (_text, "text"), "kind": (_text, "text"),
@@ -149,7 +168,29 @@ _FIELDS = {
     "nested_repos": ((lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v)), "a list of paths"),
     "added_bytes": (_count, "a count"), "files": (_count, "a count"),
     "modes": (_modes, "a permission record (mode: [paths])"),
+    "number": ((lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1), "a number from 1"),
+    "role": ((lambda v: v in ROLES), "one of " + ", ".join(ROLES)),
+    "restored_from": ((lambda v: isinstance(v, str) and len(v) == 40), "a checkpoint id"),
 }
+def role_of(meta: CheckpointMeta) -> str | None:
+    """The role, also of a checkpoint written before roles were (from its kind, tool and
+    description, as those versions wrote them)."""
+    if meta.role:
+        return meta.role
+    if meta.kind in ("safety", "manual"):
+        return meta.kind
+    if meta.tool == "turn start":
+        return "turn_start"
+    d = meta.description
+    if d.startswith("before "):
+        return "before_call"
+    if d.startswith("after "):
+        return "after_call"
+    if d.startswith("first checkpoint"):
+        return "baseline"
+    if d.startswith("as the crash of operation"):
+        return "boundary"
+    return None
 
 
 def message_of(commit: pygit2.Commit) -> str:
@@ -172,6 +213,7 @@ class Checkpoint:
     parent_id: str | None
     meta: CheckpointMeta
     damage: str | None = None      # why its metadata cannot be trusted (fields it lacked: defaults)
+    number: int | None = None      # its number (meta.number, or given by the chain to an older one)
 
     @classmethod
     def from_commit(cls, commit: pygit2.Commit) -> Checkpoint:
@@ -181,7 +223,7 @@ class Checkpoint:
         problems += odd
         return cls(id=str(commit.id), tree_id=str(commit.tree_id),
                    parent_id=str(commit.parent_ids[0]) if commit.parent_ids else None, meta=meta,
-                   damage=f"damaged metadata: {'; '.join(problems)}" if problems else None)
+                   damage=f"damaged metadata: {'; '.join(problems)}" if problems else None, number=meta.number)
 
     def summary(self, index: int | None = None) -> dict:
         m = self.meta
@@ -203,6 +245,10 @@ class Checkpoint:
         }
         if m.note:
             out["note"] = m.note
+        out["number"] = self.number
+        out["role"] = role_of(m)
+        if m.restored_from:
+            out["restored_from"] = m.restored_from
         if self.damage:
             out["damaged"] = self.damage
         if index is not None:

@@ -32,7 +32,6 @@ point leaves extra objects, never missing ones, and the next start resumes.
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -44,12 +43,13 @@ from pathlib import Path
 
 import pygit2
 
-from . import faults, locking, metadir
+from . import faults
 from .compaction import compaction_lock
-from .fsutil import atomic_write, fsync_dir
+from .fsutil import fsync_dir
 from .pack_list import note_compacted_packs
 from .pack_writer import PackWriter, pack_entry
 from .reachability import roots, walk
+from .state_file import REMOVE, StateFile
 from .usergit import Unusable, read_idx
 
 LEVEL = 1                     # git's own loose-object level: ~4x smaller than stored, fast
@@ -64,19 +64,24 @@ DEFER_MAX_S = 300.0           # ... but not once the packs have been pending thi
                               # agent leaves the store uncompressed for minutes, never for good
 
 
+def _list_file(store) -> StateFile:
+    return StateFile(store.meta_dir, "unconsolidated.json")
+
+
 def _list_path(store) -> Path:
-    return store.meta_dir / "unconsolidated.json"
+    return _list_file(store).path
 
 
 def _read_list(store) -> dict[str, list[str]]:
-    try:
-        data = json.loads(_list_path(store).read_text())
-    except (OSError, ValueError):
-        return {"fast": [], "linked": []}
+    """The pending packs that still exist; a missing, unreadable or damaged list: none."""
+    return _existing(store, _list_file(store).read({}, expect=dict))
+
+
+def _existing(store, data: dict) -> dict[str, list[str]]:
     pack_dir = store.root / "objects" / "pack"
     out = {}
     for kind in ("fast", "linked"):
-        names = data.get(kind, []) if isinstance(data, dict) else []
+        names = data.get(kind, [])
         out[kind] = [n for n in names if isinstance(n, str) and n.startswith("pack-") and "/" not in n
                      and (pack_dir / f"{n}.idx").exists()]
     return out
@@ -93,21 +98,18 @@ def mark(store, *, fast: Sequence[str] = (), linked: Sequence[str] = ()) -> None
     own uncompressed packs; `linked`: packs linked in from a user's repository."""
     if not fast and not linked:
         return
-    with locking.exclusive(metadir.lock_path(store.meta_dir, "unconsolidated")):
-        lists = _read_list(store)
-        data = {"fast": sorted(set(lists["fast"]) | set(fast)),
+    def add(data: dict) -> dict:
+        lists = _existing(store, data)
+        return {"fast": sorted(set(lists["fast"]) | set(fast)),
                 "linked": sorted(set(lists["linked"]) | set(linked))}
-        atomic_write(_list_path(store), json.dumps(data).encode(), mode=0o600)
+    _list_file(store).update(add, {}, expect=dict)
 
 
 def _forget(store, done: set[str]) -> None:
-    with locking.exclusive(metadir.lock_path(store.meta_dir, "unconsolidated")):
-        lists = _read_list(store)
-        left = {k: [n for n in v if n not in done] for k, v in lists.items()}
-        if left["fast"] or left["linked"]:
-            atomic_write(_list_path(store), json.dumps(left).encode(), mode=0o600)
-        else:
-            _list_path(store).unlink(missing_ok=True)
+    def drop(data: dict):
+        left = {k: [n for n in v if n not in done] for k, v in _existing(store, data).items()}
+        return left if left["fast"] or left["linked"] else REMOVE
+    _list_file(store).update(drop, {}, expect=dict)
 
 
 BACKGROUND_NICE = 10
@@ -259,7 +261,7 @@ def consolidate(store, progress=None, quiet: Quiet | None = None) -> dict:
         lists = _read_list(store)
         stems = sorted(set(lists["fast"]) | set(lists["linked"]))
         if not stems:
-            _list_path(store).unlink(missing_ok=True)
+            _list_file(store).remove()
             return out
         pack_dir = store.root / "objects" / "pack"
         ids: dict[str, set[bytes]] = {}

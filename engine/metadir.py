@@ -6,10 +6,15 @@ another takes them in LOCK_ORDER (outermost first); two threads or processes tha
 other way round could wait for each other forever (the wind tunnel once found such a
 deadlock).  locking.py checks every acquisition against this order when
 CHRONOS_GIT_LOCK_ORDER=strict (the tests set it) and raises LockOrderError on a breach.
+
+The JSON state files among FILES are read and written only through engine/state_file.py
+(StateFile): JSON_FILES says, for each, the lock its read-modify-write takes, whether its
+writes are fsynced and how it is serialised.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 # outermost first: a thread holding a lock may take only locks after it in this list
@@ -51,6 +56,30 @@ FILES = {
     "remotes.json": "service/remote_record.py",
     "host-id": "service/remotes.py",
     "windtunnel-last.json": "windtunnel/runner.py",
+}
+
+
+@dataclass(frozen=True)
+class JsonFile:
+    """How a JSON state file under `<store>/chronos/` is kept (engine/state_file.py)."""
+    lock: str | None   # the lock of its read-modify-write (None: one writer, or its caller holds one)
+    durable: bool      # fsynced (False: a lost write only makes the next run do more)
+    format: str        # "json" (json.dumps), "sorted" (sort_keys) or "canonical" (engine/codec.py)
+
+
+JSON_FILES = {
+    "boot.json": JsonFile(None, True, "json"),                      # under maintenance, exclusive
+    "power-cut-refused.json": JsonFile(None, True, "json"),         # under maintenance, exclusive
+    "unconsolidated.json": JsonFile("unconsolidated", True, "json"),
+    "packs.json": JsonFile(None, True, "json"),                     # under the compact lock
+    "missing.json": JsonFile(None, False, "json"),                  # lost: the clock restarts (later, safer)
+    "journal-alarm.json": JsonFile(None, True, "canonical"),        # the journal's verify
+    "journal-verified.json": JsonFile(None, False, "canonical"),
+    "checkpoints-verified.json": JsonFile(None, False, "canonical"),
+    "operator-acts.json": JsonFile(None, False, "canonical"),
+    "pending-alerts.json": JsonFile("alerts", True, "canonical"),
+    "protected-changes.json": JsonFile("protected-changes", True, "canonical"),
+    "remotes.json": JsonFile("remotes", True, "sorted"),
 }
 
 

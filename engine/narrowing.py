@@ -5,9 +5,10 @@ Git keeps what it tracks, so a new `*` rule takes nothing out of later checkpoin
 leaves out every file created after it, silently.  Counting the rule's reach over what was
 captured when the rule changes makes that visible.  Found without a walk of its own: a
 `.gitignore` among the paths a snapshot refreshed (declared or watched), among the tree's
-changes, or seen by the scan's own walk (`find_omissions`) and changed (ctime) since the
-previous checkpoint began; the store's exclude files (settings `ignored_patterns`, and
-`<store>/info/exclude`, which libgit2 reads for every workspace) by one stat each.
+changes, or passed by the scan's walk of the work tree (`find_omissions`, engine/worktree.py)
+and changed (ctime) since the previous checkpoint began; the store's exclude files (settings
+`ignored_patterns`, and `<store>/info/exclude`, which libgit2 reads for every workspace) by one
+stat each.
 """
 from __future__ import annotations
 

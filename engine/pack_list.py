@@ -8,13 +8,12 @@ is deleted; a damaged one keeps nothing (the packs are packed again).
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pygit2
 
-from .fsutil import atomic_write
+from .state_file import StateFile
 from .usergit import Unusable, read_idx
 
 KEEP_BYTES = 16 << 20        # smaller packs are merged into the next one,
@@ -22,16 +21,17 @@ PART_KEEP_BYTES = 1 << 20    # unless one of the parts of a big packing (and not
 KEEP_REACHABLE = 0.8         # below this share of reachable objects a pack is rewritten
 
 
-def packs_list_path(store) -> Path:
+def _packs_file(store) -> StateFile:
     """`chronos/packs.json`: {"compacted": [stems], "parts": [stems]}."""
-    return store.meta_dir / "packs.json"
+    return StateFile(store.meta_dir, "packs.json")
+
+
+def packs_list_path(store) -> Path:
+    return _packs_file(store).path
 
 
 def _listed(store, key: str) -> set[str]:
-    try:
-        names = json.loads(packs_list_path(store).read_text()).get(key, [])
-    except (OSError, ValueError, AttributeError):
-        return set()
+    names = _packs_file(store).read({}, expect=dict).get(key, [])   # missing or damaged: none
     if not isinstance(names, list):
         return set()                # a damaged list keeps nothing: the packs are packed again
     return {n for n in names if isinstance(n, str) and n.startswith("pack-") and "/" not in n}
@@ -66,7 +66,7 @@ def note_compacted_packs(store, stems: set[str], *, only: bool = False,
     pack_dir = store.root / "objects" / "pack"
     names = {n for n in names if (pack_dir / f"{n}.idx").exists()}
     doc = {"compacted": sorted(names), "parts": sorted((_listed(store, "parts") | set(parts)) & names)}
-    atomic_write(packs_list_path(store), json.dumps(doc).encode(), mode=0o600)
+    _packs_file(store).write(doc)          # the caller holds the compact lock
 
 
 def packs_to_keep(store, old_packs: list[Path], reachable: list[pygit2.Oid]) -> tuple[set[str], set[bytes]]:

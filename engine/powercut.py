@@ -19,7 +19,6 @@ checkpoint chain back at its newest complete checkpoint, and says what it did.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 import zlib
@@ -29,6 +28,7 @@ import pygit2
 
 from .checkpoint import message_of
 from .fsutil import atomic_write
+from .state_file import StateFile
 from .wording import plural
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -235,10 +235,8 @@ def _repair_chain(store, repo, ws, target, readable, journal_checkpoints: dict) 
 
 
 def _seen_boot(store) -> str | None:
-    try:
-        return json.loads((store.meta_dir / MARKER).read_text()).get("boot_id")
-    except (OSError, ValueError, AttributeError):
-        return None
+    """The boot the last sweep ran in; None when its record is missing or damaged (asked again)."""
+    return StateFile(store.meta_dir, MARKER).read({}, expect=dict).get("boot_id")
 
 
 REFUSED = "power-cut-refused.json"
@@ -246,16 +244,18 @@ REFUSED = "power-cut-refused.json"
 
 def refused(store) -> str | None:
     """Why the last power-cut check refused to repair (kept until a check goes through), or None."""
-    try:
-        raw = (store.meta_dir / REFUSED).read_text()
-    except FileNotFoundError:
+    record = StateFile(store.meta_dir, REFUSED)
+    got = record.load()              # unreadable or damaged is a finding: the refusal stands
+    if got.state == "missing":
         return None
-    except OSError as exc:
-        return f"the record of a refused power-cut repair ({store.meta_dir / REFUSED}) is unreadable: {exc}"
+    if got.state == "unreadable":
+        return f"the record of a refused power-cut repair ({record.path}) is unreadable: {got.error}"
     try:
-        return str(json.loads(raw)["problem"])
-    except (ValueError, KeyError, TypeError):
-        return f"the record of a refused power-cut repair ({store.meta_dir / REFUSED}) is damaged"
+        if got.state == "ok":
+            return str(got.doc["problem"])
+    except (KeyError, TypeError):
+        pass
+    return f"the record of a refused power-cut repair ({record.path}) is damaged"
 
 
 def repaired(report: dict | None) -> bool:
@@ -278,7 +278,6 @@ def after_reboot(store, *, journal_checkpoints=None, same_boot=None, always: boo
     not written (every start asks again) and `refused(store)` keeps saying why until a sweep
     goes through."""
     boot = current_boot()
-    marker = store.meta_dir / MARKER
     if boot is not None and _seen_boot(store) == boot:
         return None
     if store.maintenance.held_here():            # started from inside an operation of this
@@ -301,12 +300,12 @@ def after_reboot(store, *, journal_checkpoints=None, same_boot=None, always: boo
                      f"{plural(len(report.get('refs_not_repaired') or ()), 'checkpoint chain')} whose tip "
                      "is incomplete"]
             report["refused"] = f"{report['refused']}; the check found {', '.join(found)}; nothing was repaired"
-            atomic_write(store.meta_dir / REFUSED, json.dumps(
-                {"problem": report["refused"], "boot_id": boot, "at": time.time()}).encode())
+            StateFile(store.meta_dir, REFUSED).write(
+                {"problem": report["refused"], "boot_id": boot, "at": time.time()})
             report["seconds"] = round(time.monotonic() - t0, 3)
             return report
-        (store.meta_dir / REFUSED).unlink(missing_ok=True)
-        atomic_write(marker, json.dumps({"boot_id": boot, "checked_at": time.time()}).encode())
+        StateFile(store.meta_dir, REFUSED).remove()
+        StateFile(store.meta_dir, MARKER).write({"boot_id": boot, "checked_at": time.time()})
     if not repaired(report) and not always:
         return None
     report["seconds"] = round(time.monotonic() - t0, 3)

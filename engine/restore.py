@@ -43,8 +43,9 @@ from .ignore import is_ignored
 from .paths import same
 from .restore_plan import RestoreStep, digest, plan
 
-__all__ = ["Prepared", "RestoreStep", "apply", "digest", "evidence", "plan", "prepare", "preview", "preview_of",
-           "previewed", "restore"]     # digest: the plan token's, as service/timemachine.py reads it
+# digest: the plan token's, as service/timemachine.py reads it
+__all__ = ["Merge", "MergeTarget", "Prepared", "RestoreStep", "apply", "digest", "evidence", "plan", "prepare",
+           "prepare_merge", "preview", "preview_of", "previewed", "previewed_merge", "restore"]
 
 LINK = pygit2.GIT_FILEMODE_LINK
 EXEC = pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
@@ -104,6 +105,48 @@ def preview_of(target: Checkpoint, items: list[RestoreStep], clean: bool) -> dic
     return _result(target, None, items, clean, dry_run=True)
 
 
+@dataclass
+class MergeTarget:
+    """What a merged restore puts in place (engine/agent_merge.py computed it over the tree
+    the workspace has now): `target`, a commit of the merged tree (off every chain), and the
+    paths left as they are, each a `conflict` step saying what each side did."""
+    target: Checkpoint
+    conflicts: list[RestoreStep]
+
+
+Merge = Callable[[str], MergeTarget]      # the workspace's tree now -> what to put in place
+
+
+def previewed_merge(ws, merge: Merge, *, force: bool = False) -> tuple[dict, list[RestoreStep]]:
+    """A merged restore's dry run: its plan against the working tree, nothing written."""
+    mt = merge(working_tree(ws))
+    items = plan(ws, mt.target, working_tree(ws), clean=True, force=force) + mt.conflicts
+    return preview_of(mt.target, items, True), items
+
+
+def prepare_merge(ws, merge: Merge, *, force: bool = False, meta: CheckpointMeta | None = None,
+                  approve: Callable[[Checkpoint, list[RestoreStep]], None] | None = None) -> Prepared:
+    """`prepare` for a target computed from the workspace as scanned (an agent-only restore,
+    a revert, an undo): the merge runs over exactly the tree the safety checkpoint commits, so
+    nothing changed between the two can be overwritten unseen.  The caller holds
+    `ws.exclusive()` until `apply` returns."""
+    ws.root.mkdir(parents=True, exist_ok=True)
+    safety_meta = meta or CheckpointMeta(description="")
+    safety_meta.kind = safety_meta.role = "safety"
+    scan = ws.snapshot(safety_meta, commit=False)
+    mt = merge(scan.tree_id)
+    safety_meta.description = safety_meta.description or "safety checkpoint before a time-machine operation"
+    safety_meta.note = "state before it; restore this to undo"
+    items = plan(ws, mt.target, scan.tree_id, clean=True, force=force) + mt.conflicts
+    if approve is not None:
+        approve(mt.target, items)
+    safety = ws.commit_scan(scan, safety_meta).checkpoint
+    faults.hit("restore_after_safety")
+    for it in items:
+        it.declared = it.writes
+    return Prepared(mt.target, safety, items, True, foreign=False)
+
+
 def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True, force: bool = False,
             meta: CheckpointMeta | None = None, paths_must_exist: bool = False,
             foreign_ok: bool = False,
@@ -118,6 +161,7 @@ def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True
     ws.root.mkdir(parents=True, exist_ok=True)
     safety_meta = meta or CheckpointMeta(description="")
     safety_meta.kind = "safety"
+    safety_meta.role = "safety"
     safety_meta.description = safety_meta.description or f"safety checkpoint before restoring {target.id[:8]}"
     safety_meta.note = f"state before restoring {target.id}; restore this to undo"
     scan = ws.snapshot(safety_meta, commit=False)
@@ -171,6 +215,7 @@ def _result(target, safety_id, items, clean, *, dry_run) -> dict:
         "skipped": count("skip"),
         "kept": count("keep"),
         "failed": count("failed"),
+        "conflicts": count("conflict"),
         "plan": [i.to_dict() for i in items],
     }
 

@@ -32,7 +32,7 @@ NOT_IN_SAFETY = ("not captured by the safety checkpoint (ignored, too large or s
 @dataclass
 class RestoreStep:
     path: str
-    action: str                      # restore | create | delete | skip | keep | failed
+    action: str                      # restore | create | delete | skip | keep | failed | conflict
     reason: str | None = None
     blob: str | None = None          # target content (restore/create)
     mode: int | None = None          # target git file mode
@@ -40,11 +40,14 @@ class RestoreStep:
     declared: bool = False           # part of the journaled intent (its outcome is read back)
     expect: object = None            # confine.signature of the path when planned (None: unchecked)
     bound: tuple = ()                # (id, mode) now, (id, mode) in the target (None: absent): see digest()
+    agent: str | None = None         # a conflict: what the agent's call did
+    person: str | None = None        # a conflict: what changed the path afterwards
 
     def to_dict(self) -> dict:
         out = {"path": self.path, "action": self.action}
-        if self.reason:
-            out["reason"] = self.reason
+        for key in ("reason", "agent", "person"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
         return out
 
     @property

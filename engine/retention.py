@@ -18,7 +18,6 @@ compaction (engine/compaction.py) carries it out and packs what is left.
 from __future__ import annotations
 
 import heapq
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ import pygit2
 from . import faults
 from .checkpoint import CheckpointMeta, message_of
 from .fsutil import atomic_write
+from .state_file import StateFile
 
 
 def _shallow_path(store) -> Path:
@@ -72,12 +72,11 @@ def added_bytes(c: pygit2.Commit) -> int:
 def note_missing(store, now: float | None = None, *, write: bool = True) -> dict[str, float]:
     """Workspace id -> when its folder was first seen missing (updated and returned; with
     `write=False`, for read-only commands, only returned)."""
-    path = store.meta_dir / "missing.json"
+    record = StateFile(store.meta_dir, "missing.json")
     try:
-        seen = json.loads(path.read_text())
-        seen = {k: float(v) for k, v in seen.items()} if isinstance(seen, dict) else {}
-    except (OSError, ValueError, TypeError):
-        seen = {}
+        seen = {k: float(v) for k, v in record.read({}, expect=dict).items()}
+    except (ValueError, TypeError):
+        seen = {}                    # missing or damaged: every clock starts now
     now = time.time() if now is None else now
     out = {}
     for ws in store.workspaces():
@@ -85,7 +84,7 @@ def note_missing(store, now: float | None = None, *, write: bool = True) -> dict
             out[ws.id] = seen.get(ws.id, now)
     if out != seen and write:
         try:
-            atomic_write(path, json.dumps(out).encode(), durable=False)   # lost: the clock restarts (later, safer)
+            record.write(out)        # not synced (metadir.JSON_FILES): lost, the clock restarts (later, safer)
         except OSError:
             pass                     # a read-only or full store: noted next time
     return out

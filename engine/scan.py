@@ -28,6 +28,7 @@ from pygit2.enums import DeltaStatus, DiffOption
 
 from .ignore import is_ignored
 from .paths import delta_path, within
+from .worktree import IGNORE_FILE, ignored_dirs, in_git_dir, is_nested, nested_ancestor, special_kind, walk
 
 DIFF_FLAGS = DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
 RETRIES = 3
@@ -66,19 +67,6 @@ class ScanReport:
             self.skip(path, f"unreadable: {exc.strerror or exc}")
 
 
-def special_kind(mode: int) -> str:
-    """What a non-regular, non-link, non-directory file is (for `skipped` reasons)."""
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISBLK(mode):
-        return "block_device"
-    if stat.S_ISCHR(mode):
-        return "char_device"
-    return "unknown"
-
-
 def note_perms(report: ScanReport, root: bytes, rel: str, st: os.stat_result) -> None:
     """Remember a file's permission bits, and those of its directories not seen yet."""
     perms = report.perms
@@ -115,7 +103,7 @@ class Scanner:
             return -1
         if rel.endswith("/"):
             d = rel[:-1]
-            if os.path.lexists(os.path.join(self.full(d), b".git")):
+            if is_nested(self.full(d)):
                 self.report.nested(d)
                 return 1
             return 0
@@ -138,7 +126,7 @@ class Scanner:
         if stat.S_ISLNK(mode):
             return 0
         if stat.S_ISDIR(mode):
-            if os.path.lexists(os.path.join(full, b".git")):
+            if is_nested(full):
                 self.report.nested(rel)
                 return 1
             return 0
@@ -146,45 +134,29 @@ class Scanner:
         return 1
 
 
-PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
-
-
 def find_omissions(repo: pygit2.Repository, root: bytes, report: ScanReport) -> None:
     """What libgit2's walk leaves out without a word: FIFOs, sockets and devices (its work-tree
-    iterator skips them) and directories too deep to name (it skips those too).  A scandir
-    walk of non-ignored directories that never stats a regular file (d_type tells); it notes
-    the `.gitignore` files it passes (a self-ignoring one is in no tree diff)."""
-    stack = [b""]
-    while stack:
-        rel = stack.pop()
-        full = os.path.join(root, rel) if rel else root
-        try:
-            with os.scandir(full) as it:
-                entries = list(it)
-        except OSError as exc:
-            report.omit(os.fsdecode(rel) or ".", exc)
+    iterator skips them) and directories too deep to name (it skips those too), from the work
+    tree's walk of non-ignored directories (engine/worktree.py: no regular file is stat'ed).
+    It notes the `.gitignore` files it passes (a self-ignoring one is in no tree diff)."""
+    for d in walk(root, prune=ignored_dirs(repo)):
+        if d.error is not None:
+            report.omit(os.fsdecode(d.rel) or ".", d.error)
             continue
-        for e in entries:
-            sub = rel + b"/" + e.name if rel else e.name
+        if d.gitignore:                # engine/narrowing.py: did the rules change?
+            report.ignore_files.append(os.fsdecode(os.path.join(d.rel, IGNORE_FILE)))
+        for sub, exc in d.errors:
+            report.omit(os.fsdecode(sub), exc)
+        for sub in d.too_deep:
+            report.skip(os.fsdecode(sub), "path_too_long")
+        for e in d.specials:
+            name = os.fsdecode(os.path.join(d.rel, e.name))
             try:
-                if e.is_symlink() or e.is_file(follow_symlinks=False):
-                    if e.name == b".gitignore":      # engine/narrowing.py: did the rules change?
-                        report.ignore_files.append(os.fsdecode(sub))
-                    continue
-                name = os.fsdecode(sub)    # decoded only for what is looked at further
-                if e.is_dir(follow_symlinks=False):
-                    if e.name == b".git" or is_ignored(repo, name + "/"):
-                        continue
-                    if len(root) + 1 + len(sub) >= PATH_MAX - 1:
-                        report.skip(name, "path_too_long")
-                    elif not os.path.lexists(os.path.join(e.path, b".git")):
-                        stack.append(sub)
-                    continue
                 st = e.stat(follow_symlinks=False)
                 if not is_ignored(repo, name):
                     report.skip(name, f"special_file: {special_kind(st.st_mode)}")
             except OSError as exc:
-                report.omit(os.fsdecode(sub), exc)
+                report.omit(name, exc)
 
 
 def update_all(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
@@ -295,15 +267,6 @@ def _drop_uncapturable(index: pygit2.Index, report: ScanReport) -> None:
             pass
 
 
-def nested_ancestor(root: bytes, parts: list[str]) -> str | None:
-    """The nearest directory above `parts` (a path's components) that holds a `.git`."""
-    for i in range(1, len(parts)):
-        d = "/".join(parts[:i])
-        if os.path.lexists(os.path.join(root, os.fsencode(d), b".git")):
-            return d
-    return None
-
-
 def update_paths(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner, rels: list[str], *,
                  watched: bool = False) -> None:
     """Bring just these entries up to date: a file call's declared paths, or the watcher's
@@ -311,12 +274,11 @@ def update_paths(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
     root = scanner.root
     todo = []
     for rel in rels:
-        parts = rel.split("/")
-        if ".git" in parts:
+        if in_git_dir(rel):
             if not watched:
                 scanner.report.skip(rel, "inside_git_dir")
             continue
-        nested = nested_ancestor(root, parts)
+        nested = nested_ancestor(root, rel.split("/"))
         if nested:
             scanner.report.nested(nested)
             if not watched:
@@ -339,7 +301,7 @@ def update_paths(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
             continue
         if stat.S_ISDIR(st.st_mode):
             scanner.report.whole_dirs = True
-            if os.path.lexists(os.path.join(full, b".git")):
+            if is_nested(full):
                 scanner.report.nested(rel)
                 _forget_tree(index, rel)
                 continue
@@ -371,36 +333,20 @@ def _update_file(repo, index, scanner: Scanner, rel: str, full: bytes, *, report
 
 
 def _update_dir(repo, index, scanner: Scanner, rel: str) -> None:
-    """A directory that appeared or changed as a whole: walk just that subtree."""
+    """A directory that appeared or changed as a whole: walk just that subtree.  It reports
+    the nested repositories it meets (the full scan has libgit2's diff name them); what it
+    cannot list was either removed meanwhile or is reported by the next full scan."""
     if is_ignored(repo, rel + "/"):
         return
     seen = set()
-    stack = [rel]
-    while stack:
-        cur = stack.pop()
-        try:
-            it = os.scandir(scanner.full(cur))
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                name = os.fsdecode(e.name)
-                sub = f"{cur}/{name}"
-                try:
-                    is_dir = e.is_dir(follow_symlinks=False)
-                except OSError:
-                    continue
-                if is_dir:
-                    if name == ".git":
-                        continue
-                    if os.path.lexists(os.path.join(e.path, b".git")):
-                        scanner.report.nested(sub)
-                        continue
-                    if not is_ignored(repo, sub + "/"):
-                        stack.append(sub)
-                    continue
-                seen.add(sub)
-                _update_file(repo, index, scanner, sub, e.path)
+    for d in walk(scanner.root, os.fsencode(rel), prune=ignored_dirs(repo), max_path=None):
+        for repo_dir in d.nested:
+            scanner.report.nested(os.fsdecode(repo_dir))
+        cur = os.fsdecode(d.rel)
+        for e in d.entries:
+            sub = f"{cur}/{os.fsdecode(e.name)}"
+            seen.add(sub)
+            _update_file(repo, index, scanner, sub, e.path)
     prefix = rel + "/"
     for entry in [e.path for e in index if e.path.startswith(prefix)]:
         if entry not in seen and not os.path.lexists(scanner.full(entry)):

@@ -53,9 +53,12 @@ def patched_tree(repo: pygit2.Repository, base: pygit2.Tree, index: pygit2.Index
 
 
 def _entries(repo, tree_id: str | None) -> dict[bytes, tuple[int, bytes]]:
-    """name -> (mode, raw id) of a stored tree, read from its bytes."""
-    if tree_id is None:
-        return {}
+    return {} if tree_id is None else read_entries(repo, tree_id)
+
+
+def read_entries(repo, tree_id) -> dict[bytes, tuple[int, bytes]]:
+    """name -> (mode, raw id) of a stored tree, read from its bytes (any name bytes: pygit2's
+    own tree objects refuse names that are not UTF-8)."""
     kind, data = repo.odb.read(tree_id)
     if kind != pygit2.GIT_OBJECT_TREE:
         raise ValueError(f"{tree_id} is not a tree")
@@ -68,7 +71,7 @@ def _entries(repo, tree_id: str | None) -> dict[bytes, tuple[int, bytes]]:
     return out
 
 
-def _order(item) -> bytes:
+def order(item) -> bytes:
     """git's tree order: a directory sorts as if its name ended in "/"."""
     name, (mode, _) = item
     return name + b"/" if mode == TREE else name
@@ -98,5 +101,5 @@ def _build(repo, objects_dir, tree_id: str | None, changes: dict):
                 entries[key] = (change[1], change[0].raw)
     if not entries:
         return None
-    data = b"".join(b"%o %s\0%s" % (mode, name, oid) for name, (mode, oid) in sorted(entries.items(), key=_order))
+    data = b"".join(b"%o %s\0%s" % (mode, name, oid) for name, (mode, oid) in sorted(entries.items(), key=order))
     return loose.write(objects_dir, pygit2.GIT_OBJECT_TREE, data, repo=repo)[0]

@@ -45,6 +45,7 @@ from .inotify import (
     IN_Q_OVERFLOW,
     lib as _lib,
 )
+from .worktree import in_git_dir, walk
 
 MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
@@ -60,7 +61,8 @@ def available() -> bool:
 
 class Watcher:
     def __init__(self, root: bytes, skip_dir=None):
-        """`skip_dir(rel: str) -> bool` says which directories not to watch (ignored ones)."""
+        """`skip_dir(rel: str) -> bool` says which directories not to watch (ignored ones; the
+        walk never watches `.git` or nested repositories below a watched directory)."""
         self.root = root.rstrip(b"/") or b"/"
         self.skip_dir = skip_dir or (lambda rel: False)
         self._lock = threading.RLock()
@@ -191,28 +193,17 @@ class Watcher:
         return True
 
     def _watch_tree(self, rel: bytes) -> bool:
-        ok = self._add_watch(rel)
-        stack = [rel]
-        while stack and ok:
-            cur = stack.pop()
-            try:
-                it = os.scandir(self._full(cur))
-            except OSError:
-                continue
-            with it:
-                for e in it:
-                    try:
-                        if not e.is_dir(follow_symlinks=False):
-                            continue
-                    except OSError:
-                        continue
-                    if e.name == b".git":
-                        continue
-                    sub = os.path.join(cur, e.name) if cur else e.name
-                    if self.skip_dir(os.fsdecode(sub)):
-                        continue
-                    ok = self._add_watch(sub) and ok
-                    stack.append(sub)
+        """Watch `rel` and every directory below it the work tree's walk lists (engine/worktree.py),
+        each before it is listed.  No depth limit: a directory too deep to watch makes the
+        watcher untrusted, and snapshots walk (and name it) instead."""
+        if not self._add_watch(rel):
+            return False
+        ok = True
+        for d in walk(self.root, rel, prune=self.skip_dir, max_path=None):
+            for sub in d.dirs:
+                ok = self._add_watch(sub) and ok
+            if not ok:
+                break
         return ok
 
     def _run(self) -> None:
@@ -273,7 +264,7 @@ class Watcher:
                 rel = base
             else:
                 rel = os.path.join(base, name) if base else name
-            if name == b".git" or b"/.git/" in b"/" + rel + b"/":
+            if in_git_dir(rel):
                 continue
             srel = os.fsdecode(rel)
             if name == b".gitignore":

@@ -26,6 +26,7 @@ from .scan import Scanner, align, find_omissions, forget, nested_ancestor, updat
 from .snapshot_plan import CacheFacts, SnapshotPlan, Strategy, TakenSnapshot, choose, snapshot_kind
 from .stat_cache import StatCache, entries_of
 from .treepatch import patched_tree
+from .worktree import is_nested
 
 if TYPE_CHECKING:
     from .watcher import Watcher  # imported where the watcher starts
@@ -442,8 +443,7 @@ class Workspace:
         ignore_repo = pygit2.Repository(str(self.gitdir))   # the watcher thread's own handle
 
         def skip_dir(rel: str) -> bool:
-            return is_ignored(ignore_repo, rel + "/") or os.path.lexists(
-                os.path.join(self.root_bytes, os.fsencode(rel), b".git"))
+            return is_ignored(ignore_repo, rel + "/") or is_nested(os.path.join(self.root_bytes, os.fsencode(rel)))
 
         self._watcher = watcher_mod.Watcher(self.root_bytes, skip_dir).start()
         return self._watcher.running

@@ -7,32 +7,77 @@ plan differs and nothing runs; the new plan is shown and armed instead.  Text co
 """
 from __future__ import annotations
 
-import os
 import shlex
 import threading
 import time
-from pathlib import Path
 
 from ..cli import render
+from ..commands import COMMANDS, Context
 from ..engine.codec import human
 from ..service.errors import PlanChanged, envelope
 from .shell import HERMES_PROG
 
 CONFIRM_WINDOW_S = 120
 
-USAGE = """/chronos                         list the newest checkpoints
-/chronos --list N                list N checkpoints
-/chronos --diff ID               what a checkpoint recorded (vs the one before it)
-/chronos --dry-run ID            preview restoring ID (changes nothing)
-/chronos ID|N|latest [--no-clean] [--force] [PATH...]
-                                 preview a restore and arm it; then /chronos confirm
-/chronos confirm | cancel        run or drop the armed restore
-/chronos status                  journal integrity, unresolved operations, gate
-/chronos verify                  verify the whole journal
-/chronos recover                 settle crashed file operations by evidence
-/chronos resolve OP completed|not_applied EVIDENCE...
-/chronos --compact               apply retention and pack the store
-/chronos report [PATH]           write the HTML forensic report (default: a folder beside the store)"""
+ACTOR = "operator (/chronos)"
+USER = "user (/chronos confirm)"
+
+# the forms /chronos adds around the table's commands (arming a restore, which a handler that
+# cannot prompt does in two steps)
+_OWN_USAGE = (("/chronos", "list the newest checkpoints"),
+              ("/chronos --dry-run ID", "preview restoring ID (changes nothing)"),
+              ("/chronos ID|N|latest [--no-clean] [--force] [PATH...]", "preview a restore and arm it; then "
+                                                                         "/chronos confirm"),
+              ("/chronos confirm | cancel", "run or drop the armed restore"))
+
+
+def _usage() -> str:
+    rows = list(_OWN_USAGE)
+    for cmd in COMMANDS:
+        if cmd.slash and cmd.name != "restore":
+            words = " ".join(a.rstrip("*").upper() + ("..." if a.endswith("*") else "") for a in cmd.slash_args)
+            rows.append((f"/chronos {cmd.slash[0]} {words}".rstrip(), cmd.help))
+    width = max(len(u) for u, _ in rows) + 2
+    return "\n".join(f"{u:<{width}}{h}" for u, h in rows)
+
+
+USAGE = _usage()
+_WORDS = {w: c for c in COMMANDS for w in c.slash}
+
+
+def slash_params(cmd, words: list[str]) -> dict:
+    """The command's arguments from the words after its name, in `slash_args` order (an
+    `x*` argument takes the rest); numbers checked as on the command line."""
+    args = {a.name: a for a in cmd.args}
+    params: dict = {}
+    rest = list(words)
+    for spec in cmd.slash_args:
+        name = spec.rstrip("*")
+        a = args[name]
+        if spec.endswith("*"):
+            taken, rest = rest, []
+            if taken:
+                params[name] = " ".join(taken) if a.kind == "str" else taken
+            continue
+        if not rest:
+            continue
+        value = rest.pop(0)
+        if a.kind == "int":
+            if not value.isdigit() or (a.ge is not None and int(value) < a.ge):
+                raise ValueError(f"{name} takes a number of at least {a.ge or 0}, not {value!r}")
+            params[name] = int(value)
+        elif a.choices and value not in a.choices:
+            raise ValueError(f"{name} is one of {', '.join(a.choices)}, not {value!r}")
+        else:
+            params[name] = value
+    if rest:
+        raise ValueError(f"too many words: {' '.join(rest)}")
+    for a in cmd.args:
+        if a.required and a.name not in params:
+            raise ValueError(f"usage: /chronos {cmd.slash[0]} "
+                             + " ".join(x.rstrip('*').upper() for x in cmd.slash_args))
+        params.setdefault(a.name, a.default)
+    return params
 
 
 class SlashCommand:
@@ -55,51 +100,42 @@ class SlashCommand:
             return f"chronos: cannot parse arguments ({exc})\n{USAGE}"
         svc = self.plugin.svc()
         cwd = self.plugin.cwd()
-        if not argv or argv[0] in ("--list", "list", "ls"):
-            limit = 10
-            if len(argv) > 1:
-                if not argv[1].isdigit() or int(argv[1]) < 1:
-                    return "chronos: --list takes a number of at least 1"
-                limit = int(argv[1])
-            return svc.log(cwd, limit)
+        if not argv:
+            argv = ["list", "10"]
         head = argv[0]
         if head in ("help", "--help", "-h"):
             return USAGE
-        if head == "status":
-            return svc.journal_status()
-        if head == "verify":
-            return svc.journal_verify()
-        if head == "recover":
-            return svc.recover(argv[1] if len(argv) > 1 else None)
-        if head == "resolve":
-            if len(argv) < 4:
-                return "usage: /chronos resolve OP completed|not_applied EVIDENCE..."
-            return svc.resolve(argv[1], argv[2], " ".join(argv[3:]), actor="operator (/chronos)")
-        if head == "report":
-            from ..report import written       # jinja2 only when a report is asked for
-            where = Path(os.path.join(cwd, os.path.expanduser(argv[1]))) if len(argv) > 1 else None
-            return written(svc, where, workspace=cwd)      # default: report.default_folder, beside the store
-        if head in ("--compact", "compact"):
-            return svc.compact()
-        if head in ("--diff", "diff"):
-            if len(argv) < 2:
-                return "usage: /chronos --diff ID"
-            return svc.show(cwd, argv[1])
-        if head in ("--dry-run", "dry-run"):
-            if len(argv) < 2:
-                return "usage: /chronos --dry-run ID"
-            return svc.restore(cwd, argv[1], dry_run=True, paths=argv[2:] or None)
         if head in ("confirm", "--yes", "yes"):
             return self._confirm(svc)
         if head == "cancel":
             with self._lock:
                 had, self._armed = self._armed, None
             return "chronos: armed restore dropped" if had else "chronos: nothing was armed"
-        if head == "restore":
-            argv = argv[1:]
-            if not argv:
+        if head in ("--dry-run", "dry-run"):
+            if len(argv) < 2:
+                return "usage: /chronos --dry-run ID"
+            return self._restore(svc, cwd, {"checkpoint": argv[1], "paths": argv[2:] or None, "dry_run": True})
+        cmd = _WORDS.get(head)
+        if cmd is None:                    # `/chronos ID ...`: a restore, armed
+            return self._arm(svc, cwd, argv)
+        if cmd.name == "restore":
+            if len(argv) < 2:
                 return "usage: /chronos restore ID|N|latest"
-        return self._arm(svc, cwd, argv)
+            return self._arm(svc, cwd, argv[1:])
+        try:
+            params = slash_params(cmd, argv[1:])
+        except ValueError as exc:
+            return f"chronos: {exc}"
+        if cmd.name == "log" and len(argv) == 1:
+            params["limit"] = 10
+        return cmd.run(svc, self._ctx(cwd), params)
+
+    @staticmethod
+    def _ctx(cwd: str) -> Context:
+        return Context("slash", actor=ACTOR, user=USER, workspace=cwd)
+
+    def _restore(self, svc, cwd: str, params: dict):
+        return COMMANDS.get("restore").run(svc, self._ctx(cwd), params)
 
     def _arm(self, svc, cwd, argv: list[str]) -> str:
         clean = False if "--no-clean" in argv else None
@@ -108,7 +144,8 @@ class SlashCommand:
         if not argv or argv[0].startswith("-"):
             return f"chronos: unknown option {argv[0] if argv else ''}\n{USAGE}"
         spec, paths = argv[0], argv[1:] or None
-        preview = svc.restore(cwd, spec, dry_run=True, paths=paths, clean=clean, force=force)
+        preview = self._restore(svc, cwd, {"checkpoint": spec, "paths": paths, "clean": clean, "force": force,
+                                           "dry_run": True})
         target = preview.restored_checkpoint
         with self._lock:
             self._armed = {"id": target, "paths": paths, "clean": clean, "force": force, "cwd": cwd,
@@ -124,8 +161,9 @@ class SlashCommand:
             return "chronos: nothing to confirm; arm a restore first with /chronos ID"
         if time.monotonic() > armed["until"]:
             return "chronos: the armed restore expired; arm it again with /chronos ID"
-        res = svc.restore(armed["cwd"], armed["id"], paths=armed["paths"], clean=armed["clean"],
-                          force=armed["force"], plan_token=armed["token"], actor="user (/chronos confirm)")
+        res = self._restore(svc, armed["cwd"], {"checkpoint": armed["id"], "paths": armed["paths"],
+                                                "clean": armed["clean"], "force": armed["force"],
+                                                "plan_token": armed["token"]})
         if res.code != PlanChanged.code:
             return res
         # the workspace changed since the preview: nothing ran; the new plan is armed instead

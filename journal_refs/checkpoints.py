@@ -27,7 +27,6 @@ Anything else is a problem: the caller records it as the journal alarm (the gate
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -35,9 +34,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..engine.codec import canonical
-from ..engine.fsutil import atomic_write
 from ..engine.powercut import loose_object_ok, refused as power_cut_refused
+from ..engine.state_file import StateFile
 from .commits import full_due
 
 MARKER = "checkpoints-verified.json"
@@ -165,16 +163,14 @@ class Result:
     targets: list[dict] = field(default_factory=list)        # restore targets still named (carried over)
 
 
-def _marker_path(store):
-    return store.meta_dir / MARKER
+def _marker(store) -> StateFile:
+    return StateFile(store.meta_dir, MARKER)
 
 
 def read_marker(store) -> dict:
-    try:
-        d = json.loads(_marker_path(store).read_bytes())
-        return d if isinstance(d, dict) and d.get("schema") == SCHEMA else {}
-    except (OSError, ValueError):
-        return {}
+    """The last clean check; {} when missing, damaged or of another schema (everything is replayed)."""
+    d = _marker(store).read({}, expect=dict)
+    return d if d.get("schema") == SCHEMA else {}
 
 
 def _tip(store, repo, ws_path: str) -> tuple[str | None, str]:
@@ -348,7 +344,7 @@ def note_checked(store, result: Result) -> None:
     doc = {"schema": SCHEMA, "head": result.head, "nearest": result.nearest, "targets": result.targets,
            "full_at": time.time() if result.full else prior.get("full_at"), "checked_at": time.time()}
     try:
-        atomic_write(_marker_path(store), canonical(doc).encode(), durable=False)
+        _marker(store).write(doc)           # not synced (metadir.JSON_FILES)
     except OSError:
         pass                        # a read-only store: the next check starts from further back
 

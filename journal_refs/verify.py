@@ -12,7 +12,6 @@ whole but no longer holds that event was put back.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,8 +20,8 @@ import pygit2
 
 from ..engine import locking
 from ..engine.errors import explain
-from ..engine.fsutil import atomic_write
 from ..engine.owner import ProcessIdentity
+from ..engine.state_file import StateFile
 from . import checkpoints
 from .commits import AlarmRaised, IntegrityError, full_due, load_state, read_commit, read_object
 from .events import SCHEMA, WITNESS_SCHEMA, Genesis, canonical, parse_message
@@ -41,19 +40,20 @@ class AlarmFile:
     """`journal-alarm.json`: damage a verify found, persisted so that every process's gate closes."""
 
     def __init__(self, path: Path):
+        self.file = StateFile(path.parent, path.name)
         self.path = path
 
     def check(self) -> None:
-        """O(1): one failed stat when all is well; AlarmRaised while the file is there."""
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
+        """O(1): one failed stat when all is well; AlarmRaised while the file is there.
+        An unreadable or damaged alarm is still an alarm."""
+        got = self.file.load()
+        if got.state == "missing":
             return
-        except OSError as exc:
-            raise AlarmRaised(f"the journal alarm {self.path} is unreadable ({exc})") from None
-        try:
-            what = json.loads(raw).get("problem") or "damage"
-        except (ValueError, AttributeError):
+        if got.state == "unreadable":
+            raise AlarmRaised(f"the journal alarm {self.path} is unreadable ({got.error})")
+        if got.state == "ok" and isinstance(got.doc, dict):
+            what = got.doc.get("problem") or "damage"
+        else:
             what = "damage (the alarm file itself is not valid JSON)"
         raise AlarmRaised(
             f"the integrity check found: {what}. Recorded in {self.path}; protected calls stay "
@@ -61,10 +61,9 @@ class AlarmFile:
             "checkpoint file are moved away to start a new journal)")
 
     def record(self, problems: list[str], tip: str | None, by: ProcessIdentity) -> None:
-        data = canonical({"problem": problems[0], "problems": problems, "head": tip,
-                          "detected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                          "detected_by": by.to_dict()}).encode()
-        atomic_write(self.path, data, mode=0o600, durable=True)
+        self.file.write({"problem": problems[0], "problems": problems, "head": tip,
+                         "detected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                         "detected_by": by.to_dict()})     # fsynced (metadir.JSON_FILES)
 
 
 class VerifiedHead:
@@ -72,21 +71,19 @@ class VerifiedHead:
     chain was last verified.  Not synced: lost, it only makes the next open verify more."""
 
     def __init__(self, path: Path):
+        self.file = StateFile(path.parent, path.name)
         self.path = path
 
     def read(self) -> dict:
-        try:
-            data = json.loads(self.path.read_bytes())
-            return data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            return {}
+        """The marker; {} when it is missing or damaged (the next verify replays everything)."""
+        return self.file.read({}, expect=dict)
 
     def note(self, head: str | None, seq: int, *, full: bool) -> None:
         prior = self.read()
         record = {"head": head, "seq": seq,
                   "full_at": time.time() if full else prior.get("full_at")}
         try:
-            atomic_write(self.path, canonical(record).encode(), durable=False)
+            self.file.write(record)          # not synced (metadir.JSON_FILES)
         except OSError:
             pass                     # a read-only store: the next open verifies these again
 

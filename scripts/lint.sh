@@ -15,7 +15,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${CHRONOS_VENV:-$ROOT/.venv}"
-PACKAGES=(engine journal_refs service)
+PACKAGES=(engine journal_refs service commands)
 
 for tool in ruff mypy; do
   if [ ! -x "$VENV/bin/$tool" ]; then

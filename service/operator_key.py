@@ -21,7 +21,6 @@ The walk is incremental from a marker (`operator-acts.json`); a full verify walk
 """
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 from contextlib import contextmanager
@@ -30,9 +29,8 @@ from pathlib import Path
 
 from .. import setting_effects
 from ..engine import sshsig
-from ..engine.codec import canonical
 from ..engine.errors import ChronosError
-from ..engine.fsutil import atomic_write
+from ..engine.state_file import StateFile
 from ..engine.store_audit import Finding
 from ..journal_refs import acts, events
 from ..journal_refs.state import SETTINGS_ACTION
@@ -80,9 +78,9 @@ class Walk:
     in_force: dict | None = None                     # the settings of the last settings record
     nonces: set[str] = field(default_factory=set)
 
-    def to_json(self) -> str:
-        return canonical({"schema": SCHEMA, "head": self.head, "key": asdict(self.key) if self.key else None,
-                          "open": self.open, "in_force": self.in_force, "nonces": sorted(self.nonces)})
+    def to_marker(self) -> dict:
+        return {"schema": SCHEMA, "head": self.head, "key": asdict(self.key) if self.key else None,
+                "open": self.open, "in_force": self.in_force, "nonces": sorted(self.nonces)}
 
     @classmethod
     def from_marker(cls, d: dict) -> Walk:
@@ -117,7 +115,7 @@ class OperatorKey:
         w.head = head
         if payloads or full:
             try:
-                atomic_write(self.core.store.meta_dir / MARKER, w.to_json().encode(), durable=False)
+                self._marker().write(w.to_marker())      # not synced (metadir.JSON_FILES)
             except OSError:
                 pass                 # a read-only store: the next walk starts from further back
         return w
@@ -263,12 +261,13 @@ class OperatorKey:
         return {"operation_id": None, "action": COUNTERSIGNED, "event": hit["id"], "event_seq": seq,
                 "what": hit["what"], "actor": actor, "operator": who}
 
+    def _marker(self) -> StateFile:
+        return StateFile(self.core.store.meta_dir, MARKER)
+
     def _read_marker(self) -> dict:
-        try:
-            d = json.loads((self.core.store.meta_dir / MARKER).read_bytes())
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA or not isinstance(d.get("head"), str):
+        """Where the last walk ended; {} when missing, damaged or of another schema (a full walk)."""
+        d = self._marker().read({}, expect=dict)
+        if d.get("schema") != SCHEMA or not isinstance(d.get("head"), str):
             return {}
         try:
             Walk.from_marker(d)

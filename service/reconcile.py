@@ -4,16 +4,14 @@ journal commands (status, verify, export, resolve, recover by replay or
 rollback)."""
 from __future__ import annotations
 
-import json
 import shlex
-from pathlib import Path
 
 import pygit2
 
 from ..engine import faults, treecheck
 from ..engine.checkpoint import CheckpointMeta
 from ..engine.errors import ChronosError
-from ..engine.fsutil import atomic_write
+from ..engine.state_file import StateFile
 from ..engine.wording import plural
 from ..journal_refs import IntegrityError, JournalError, TransitionError, anchor, events, evidence as evidence_of
 from ..journal_refs.evidence import UNKNOWN, describe
@@ -105,7 +103,8 @@ class Reconciler:
         try:
             ws = self.core.store.workspace(op.workspace)
             res = ws.snapshot(CheckpointMeta(description=f"as the crash of operation {op.operation_id[:12]} "
-                                                         f"({op.tool}) was found", kind="boundary"))
+                                                         f"({op.tool}) was found", kind="boundary",
+                                                         role="boundary"))
             self.time.snapshots.taken(ws, res)
             cid = res.checkpoint.id if res.checkpoint is not None else None
         except (ChronosError, OSError, ValueError, pygit2.GitError) as exc:
@@ -120,30 +119,29 @@ class Reconciler:
         return cid
 
     # alerts survive the process that settled them: the next model session reads them once
-    def _alerts_path(self) -> Path:
-        return self.core.store.meta_dir / "pending-alerts.json"
+    # (a missing or damaged list is empty; an unreadable one raises: nothing is dropped unseen)
+    def _alerts(self) -> StateFile:
+        return StateFile(self.core.store.meta_dir, "pending-alerts.json")
 
     def _queue_alerts(self, settled: list[Settled]) -> None:
         if not settled:
             return
-        with self.core.store.lock("alerts"):
-            try:
-                cur = json.loads(self._alerts_path().read_text())
-            except (FileNotFoundError, ValueError):
-                cur = []
+
+        def add(cur: list) -> list:
             known = {a["operation_id"] for a in cur}
-            cur += [s.model_dump(exclude_none=True) for s in settled if s.operation_id not in known]
-            atomic_write(self._alerts_path(), events.canonical(cur).encode())
+            return cur + [s.model_dump(exclude_none=True) for s in settled if s.operation_id not in known]
+        self._alerts().update(add, [], raise_unreadable=True)
 
     def take_alerts(self) -> list[Settled]:
         """Settlements no model session has been told about yet (read once)."""
-        with self.core.store.lock("alerts"):
-            try:
-                cur = json.loads(self._alerts_path().read_text())
-            except (FileNotFoundError, ValueError):
-                return []
-            self._alerts_path().unlink(missing_ok=True)
-        return [Settled(**a) for a in cur if isinstance(a, dict)]
+        alerts = self._alerts()
+        with alerts.locked():
+            got = alerts.load()
+            got.raise_if_unreadable()
+            if got.state != "ok":
+                return []            # a damaged list stays where it is
+            alerts.remove()
+        return [Settled(**a) for a in got.doc if isinstance(a, dict)]
 
     # ----------------------------------------------------------------- journal
     def status(self) -> JournalStatus:

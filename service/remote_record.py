@@ -9,13 +9,12 @@ read-modify-write under `remotes.lock`.
 """
 from __future__ import annotations
 
-import json
 import time
 
 import pygit2
 
-from ..engine import locking, metadir, store_audit
-from ..engine.fsutil import atomic_write
+from ..engine import store_audit
+from ..engine.state_file import StateFile
 from .core import Core
 
 # the remote layout (service/remotes.py): one namespace per host
@@ -26,17 +25,18 @@ MARK = "chronosSnapshots"          # remote.<name>.chronosSnapshots: a remote ch
 SENDS = "send_snapshots"           # remotes.json: the record of --snapshots (its "snapshots" is the pushed tips)
 
 
+def _record(core: Core) -> StateFile:
+    return StateFile(core.store.meta_dir, "remotes.json")
+
+
 def record_path(core: Core):
-    return core.store.meta_dir / "remotes.json"
+    return _record(core).path
 
 
 def read_record(path) -> dict:
-    """The whole record, {} when it is missing or unreadable."""
-    try:
-        doc = json.loads(path.read_bytes())
-        return doc if isinstance(doc, dict) else {}
-    except (FileNotFoundError, ValueError):
-        return {}
+    """The whole record, {} when it is missing or damaged; an unreadable one raises (a remote
+    must not look unconfigured because its record cannot be read)."""
+    return StateFile(path.parent, path.name).read({}, expect=dict, raise_unreadable=True)
 
 
 def pinned_tips(core: Core) -> set[str]:
@@ -123,16 +123,15 @@ class RemoteRecord:
     def update(self, name: str, *, drop: bool = False, create: bool = False, merge=None, **fields) -> None:
         """Read-modify-write of one remote's entry under the lock; an entry that `remote remove`
         dropped is never brought back by a push that was still under way."""
-        path = record_path(self.core)
-        with locking.exclusive(metadir.lock_path(self.core.store.meta_dir, "remotes")):
-            state = read_record(path)
+        def change(state: dict) -> dict:
             if drop:
                 state.pop(name, None)
             elif name in state or create:
                 entry = state.setdefault(name, {})
                 entry.update(merge(entry) if merge else {})
                 entry.update(fields)
-            atomic_write(path, json.dumps(state, sort_keys=True).encode(), durable=True)
+            return state
+        _record(self.core).update(change, {}, expect=dict, raise_unreadable=True)   # fsynced, sorted keys
 
     def failed(self, name: str, exc: BaseException) -> None:
         """An attempt that failed: shown by health, and counted for require_anchor."""

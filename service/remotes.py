@@ -48,16 +48,15 @@ from .remote_link import Link
 from .remote_record import HOSTS, MARK, OUTBOX, SENDS, TRACKING, RemoteRecord
 from .results import AnchorCheck, FetchResult, PushResult, RemoteAdded, RemoteInfo, RemoteRemoved, RemotesResult
 
+PUSHER = "push"         # the background pusher's key and kind in service/jobs.py
+
 
 class Remotes:
     def __init__(self, core: Core, start):
         self.core = core
         self.start = start                  # the service's start: the journal opened
         self.record = RemoteRecord(core)
-        self._kick = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._guard = threading.Lock()
-        self._busy = threading.Event()
+        self._kick = threading.Event()     # a push is wanted (after a turn)
         self.last_attempt = 0.0
 
     # ------------------------------------------------------------ identity
@@ -189,36 +188,33 @@ class Remotes:
 
     # ------------------------------------------------------------ background
     def kick(self) -> None:
-        """Push soon (after a turn): never on the caller's path, at most every push_interval_s."""
+        """Push soon (after a turn): never on the caller's path, at most every push_interval_s,
+        on this process's pusher (a worker of service/jobs.py: `health` shows it)."""
         if not self.core.store_exists() or not self.record.configured():
             return
         self._kick.set()
-        with self._guard:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="chronos-git-push", daemon=True)
-                self._thread.start()
+        self.core.jobs.worker(PUSHER, PUSHER, self._next_push, lambda _: self._push_kicked())
 
-    def _loop(self) -> None:
-        while True:
-            self._kick.wait()
-            wait = self.last_attempt + self.core.settings.push_interval_s - time.time()
-            if wait > 0:
-                time.sleep(wait)
-            self._kick.clear()
-            self._busy.set()
-            try:
-                self.push_all()
-            finally:
-                self._busy.clear()
+    def _next_push(self) -> None:
+        """The pusher's wait: a kick, then the rest of push_interval_s since the last attempt."""
+        self._kick.wait()
+        wait = self.last_attempt + self.core.settings.push_interval_s - time.time()
+        if wait > 0:
+            time.sleep(wait)
+
+    def _push_kicked(self) -> None:
+        self._kick.clear()          # once the pusher is busy: a drain sees the one or the other
+        self.push_all()
 
     def drain(self, timeout: float) -> None:
         """At exit: let a push that is under way finish (bounded); one not started waits for the
         next session."""
         deadline = time.monotonic() + timeout
+        pusher = self.core.jobs.get(PUSHER)
 
         def due() -> bool:
             return self._kick.is_set() and self.last_attempt + self.core.settings.push_interval_s <= time.time()
-        while (self._busy.is_set() or due()) and time.monotonic() < deadline:
+        while pusher is not None and (pusher.busy or due()) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def push_all(self) -> builtins.list:             # (`list` here is the method above)

@@ -85,6 +85,12 @@ class CheckpointInfo(Model):
     added_bytes: int
     note: str | None = None
     index: int | None = Field(None, description="1 = newest, in a listing")
+    number: int | None = Field(None, description="its number in the workspace, given once and never changed "
+                                                 "(`@N` names it); None only for one off the workspace's chain")
+    role: str | None = Field(None, description="what it is for: baseline, before_call, after_call, turn_start, "
+                                               "safety, manual, restored, boundary (None: not known)")
+    restored_from: str | None = Field(None, description="the checkpoint a time-machine operation put back: "
+                                                        "this one starts a branch of the timeline there")
     damaged: str | None = Field(None, description="why its metadata cannot be trusted (the fields it lacked "
                                                   "are shown at their defaults); its files still restore")
 
@@ -213,8 +219,10 @@ class ShowResult(Result):
 class PlanItem(Model):
     path: str
     path_b64: str | None = None
-    action: Literal["restore", "create", "delete", "skip", "keep", "failed"]
+    action: Literal["restore", "create", "delete", "skip", "keep", "failed", "conflict"]
     reason: str | None = None
+    agent: str | None = Field(None, description="a conflict: what the agent's call did to it")
+    person: str | None = Field(None, description="a conflict: what changed it outside the calls afterwards")
 
 
 class RestoreResult(Result):
@@ -228,8 +236,12 @@ class RestoreResult(Result):
     skipped: int
     kept: int
     failed: int
+    conflicts: int = Field(0, description="paths left exactly as they are: the agent's change and a later one "
+                                          "overlap, or the boundary between them is not known")
     plan: list[PlanItem]
     operation_id: str | None = None
+    after_checkpoint: str | None = Field(None, description="the checkpoint of the workspace as the operation "
+                                                           "left it (what `redo` puts back)")
     plan_token: str | None = Field(None, description="a dry run's: confirms this same restore (HTTP)")
     undo: str | None = None
     code: str | None = Field(None, description="'plan_changed': refused, the workspace changed since the "
@@ -591,7 +603,8 @@ class HealthResult(Result):
         None, description="weakening changes of the profile's settings waiting for an operator; null: none")
     jobs: list[BackgroundJob] | None = Field(
         None, description="this process's background work (first snapshots, turn checkpoints, compaction, "
-                          "consolidation, the daily verification: service/jobs.py); null: none started")
+                          "consolidation, the daily verification, the outcome writer, the pusher: "
+                          "service/jobs.py); null: none started")
     operator_key: str | None = Field(
         None, description="the fingerprint of the key operator acts are signed with; null: none registered "
                           "(`operator_key_note` says what that leaves open)")

@@ -9,7 +9,6 @@ journaled maintenance) is named in its outcome (`protected_changed`) and kept fo
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -17,7 +16,7 @@ import time
 import uuid
 
 from ..engine import store_audit
-from ..engine.fsutil import atomic_write
+from ..engine.state_file import StateFile
 from ..journal_refs import events
 from ..journal_refs.events import args_hash
 from ..settings import hermes_home
@@ -131,26 +130,27 @@ class SelfProtection:
         except Exception as exc:          # noqa: BLE001 (the journal event has it)
             log.info("chronos-git: protected-file change not kept for health: %s", exc)
 
-    def _changes_path(self):
-        return self.core.store.meta_dir / "protected-changes.json"
+    def _changes(self) -> StateFile:
+        return StateFile(self.core.store.meta_dir, "protected-changes.json")
 
     def _keep_change(self, ticket: Ticket, changed: list[str]) -> None:
-        with self.core.store.lock("protected-changes"):
-            cur = self.recent_changes(max_age_s=None)
-            cur.append({"operation_id": ticket.operation_id, "tool": ticket.call.tool, "paths": changed,
-                        "workspace": ticket.call.workspace, "time": time.time()})
-            atomic_write(self._changes_path(), events.canonical(cur[-CHANGES_KEPT:]).encode(), mode=0o600)
+        def add(cur) -> list[dict]:
+            kept = _recent(cur, None)
+            kept.append({"operation_id": ticket.operation_id, "tool": ticket.call.tool, "paths": changed,
+                         "workspace": ticket.call.workspace, "time": time.time()})
+            return kept[-CHANGES_KEPT:]
+        self._changes().update(add, [])
 
     def recent_changes(self, max_age_s: float | None = 7 * 86400) -> list[dict]:
         """Calls that changed chronos-git's own files (newest last), kept for `health`; the
-        journal's outcome events are the record."""
-        try:
-            cur = json.loads(self._changes_path().read_text())
-        except (OSError, ValueError):
-            return []
-        now = time.time()
-        return [c for c in cur if isinstance(c, dict) and isinstance(c.get("time"), (int, float))
-                and (max_age_s is None or now - c["time"] <= max_age_s)]
+        journal's outcome events are the record.  A missing or damaged list: none."""
+        return _recent(self._changes().read([]), max_age_s)
+
+
+def _recent(cur, max_age_s: float | None) -> list[dict]:
+    now = time.time()
+    return [c for c in cur if isinstance(c, dict) and isinstance(c.get("time"), (int, float))
+            and (max_age_s is None or now - c["time"] <= max_age_s)]
 
 
 def _refusal(tool: str, hits: list[Hit], op: str, recorded: bool) -> str:

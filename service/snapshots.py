@@ -61,7 +61,8 @@ class Snapshots:
             return {"kind": "none", "note": "auto_snapshot is off"}
         ws = self.core.store.workspace(call.workspace)
         meta = CheckpointMeta(description=f"{when} {call.tool}", tool=call.tool, session_id=call.session_id,
-                              turn_id=call.turn_id, tool_call_id=call.tool_call_id)
+                              turn_id=call.turn_id, tool_call_id=call.tool_call_id,
+                              role="before_call" if when == "before" else "after_call")
         budget = budget_s if budget_s is not None else settings.snapshot_budget_s
         try:
             if self.core.background:
@@ -119,7 +120,8 @@ class Snapshots:
         """A first snapshot (`baseline`) or a turn checkpoint in the background (service/jobs.py),
         unless one of this workspace's is running."""
         first = meta or CheckpointMeta(
-            description="first checkpoint of the workspace" if kind == "baseline" else "turn start")
+            description="first checkpoint of the workspace" if kind == "baseline" else "turn start",
+            role="baseline" if kind == "baseline" else "turn_start")
 
         def work(job: Job) -> None:
             if kind == "baseline" and self._first_in_child(ws, first, job):
@@ -133,7 +135,7 @@ class Snapshots:
         child could run it (the caller takes it here)."""
         params = {"workspace": os.fsdecode(ws.root_bytes),
                   "meta": {k: getattr(meta, k) for k in ("description", "kind", "tool", "session_id",
-                                                         "turn_id", "tool_call_id", "time")}}
+                                                         "turn_id", "tool_call_id", "time", "role")}}
         ws.hand_over_watch()
         try:
             res = job.offloaded("first_snapshot", self.core, params, progress=ws.note_progress, here=lambda: None)
@@ -168,7 +170,7 @@ class Snapshots:
             return {"kind": "none"}
         ws = self.core.store.workspace(workspace)
         meta = CheckpointMeta(description="at turn start", tool="turn start", session_id=session_id,
-                              turn_id=turn_id)
+                              turn_id=turn_id, role="turn_start")
         if self.core.background:
             # overlaps the model's thinking; the turn's first tool call waits on the workspace lock
             ws.enable_watcher()

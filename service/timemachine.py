@@ -10,10 +10,13 @@ request rewrites a workspace blindly.  The token binds the plan it showed
 """
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..engine import diff as diff_mod, restore as restore_mod
 from ..engine.checkpoint import CheckpointMeta
@@ -43,6 +46,7 @@ from .results import (
 from .transaction import ProtectedCalls
 
 PLAN_TOKEN_TTL_S = 600.0
+log = logging.getLogger("chronos_git")
 
 
 class TimeMachine:
@@ -108,7 +112,7 @@ class TimeMachine:
                  progress=None) -> SnapshotResult:
         """`progress(phase, done, total)`: how a first (bulk) snapshot goes, for a progress bar."""
         ws = self.core.store.workspace(workspace)
-        meta = CheckpointMeta(description=message, kind="manual", tool=tool, session_id=session_id,
+        meta = CheckpointMeta(description=message, kind="manual", role="manual", tool=tool, session_id=session_id,
                               turn_id=turn_id, tool_call_id=tool_call_id)
         res = ws.snapshot(meta, paths=paths, progress=progress)
         if res.report.get("damaged_tip"):
@@ -171,11 +175,37 @@ class TimeMachine:
         clean = self.core.settings.clean_untracked_on_rollback if clean is None else clean
         ws = self.core.store.workspace(workspace)
         foreign_ok = foreign_ok or self._restored_here(ws, spec)
+        key = {"target": None, "paths": sorted({ws.rel(p) for p in paths}) if paths else None, "clean": clean,
+               "force": force}
+
+        def preview():
+            return restore_mod.previewed(ws, spec, paths=paths, clean=clean, force=force,
+                                         paths_must_exist=paths_must_exist, foreign_ok=foreign_ok)
+
+        def prepare(meta, approve):
+            return restore_mod.prepare(ws, spec, paths=paths, clean=clean, force=force, meta=meta,
+                                       paths_must_exist=paths_must_exist, foreign_ok=foreign_ok, approve=approve)
+
+        def keyed(target_id: str) -> dict:
+            return {**key, "target": target_id}
+
+        return self.operate(ws, TimeOp(tool=tool, what="restore", preview=preview, prepare=prepare, key=keyed,
+                                       args=lambda target: {"checkpoint": target.id, "paths": paths, "clean": clean,
+                                                            "force": force},
+                                       target_id=lambda: ws.resolve(spec).id, branch=not paths),
+                            dry_run=dry_run, gate=gate, actor=actor, session_id=session_id, plan_token=plan_token,
+                            require_plan=require_plan)
+
+    def operate(self, ws, op: TimeOp, *, dry_run: bool, gate: bool, actor: str, session_id: str | None,
+                plan_token: str | None, require_plan: bool) -> RestoreResult:
+        """One time-machine operation (a restore, a revert, an undo ...): a dry run issues a
+        plan token bound to its plan; the real one checks the gate and the token, takes the
+        safety checkpoint, journals the call, writes, reads every path back, and takes the
+        checkpoint after it (`restored`, naming the branch point when it put one back)."""
         if dry_run:
-            raw, items = restore_mod.previewed(ws, spec, paths=paths, clean=clean, force=force,
-                                               paths_must_exist=paths_must_exist, foreign_ok=foreign_ok)
+            raw, items = op.preview()
             res = RestoreResult(**raw)
-            res.plan_token = self._issue(self._plan_key(ws, res.restored_checkpoint, paths, clean, force),
+            res.plan_token = self._issue(self._plan_key(ws, op.key(res.restored_checkpoint)),
                                          restore_mod.digest(items))
             return res
         if gate:
@@ -186,44 +216,62 @@ class TimeMachine:
                 raise PlanRequired("a restore needs the plan_token of a dry run of the same request "
                                    "(send it with dry_run=true first, check the plan, then send it again "
                                    "with that plan_token)")
-            shown = self._redeem(plan_token, self._plan_key(ws, ws.resolve(spec).id, paths, clean, force))
+            shown = self._redeem(plan_token, self._plan_key(ws, op.key(op.target_id())))
         # outcomes written behind take this workspace's lock for their post-snapshot: they go
         # first, or the intent below (which waits for them) would wait under the lock forever
         self.calls.settle_behind()
         with ws.exclusive():
             try:
-                prepared = restore_mod.prepare(
-                    ws, spec, paths=paths, clean=clean, force=force,
-                    meta=CheckpointMeta(description="", session_id=session_id, tool=tool),
-                    paths_must_exist=paths_must_exist, foreign_ok=foreign_ok,
-                    approve=None if shown is None else self._approver(ws, paths, clean, force, shown))
+                prepared = op.prepare(CheckpointMeta(description="", session_id=session_id, tool=op.tool),
+                                      None if shown is None else self._approver(ws, op, shown))
             except PlanChanged as exc:
                 return exc.result
             target = prepared.target
             declared = [Declared(os.fsdecode(os.path.join(ws.root_bytes, os.fsencode(it.path))),
                                  pre_id=it.current_blob, post_id=it.blob)
                         for it in prepared.items if it.declared]
-            args = {"checkpoint": target.id, "paths": paths, "clean": clean, "force": force}
-            call = Call(tool=tool, args=args, workspace=os.fsdecode(ws.root_bytes), session_id=session_id,
-                        declared=declared, actor=actor, pre_checkpoint=prepared.safety.id, snapshots=False)
+            call = Call(tool=op.tool, args=op.args(target), workspace=os.fsdecode(ws.root_bytes),
+                        session_id=session_id, declared=declared, actor=actor,
+                        pre_checkpoint=prepared.safety.id, snapshots=False)
             with self.calls.protect(call, gate=False) as t:
                 raw, evidence = restore_mod.apply(ws, prepared)
                 result = RestoreResult(**raw)
-                t.outcome = _outcome(result, evidence, target.id)
+                after = self._after(ws, op, prepared, session_id)
+                t.outcome = _outcome(result, evidence, target.id, after)
         result.operation_id = t.ticket.operation_id
+        result.after_checkpoint = after
         if t.record.outcome == "uncertain":
             result.status = "error"
-            result.error = (f"the restore's outcome is unknown: {t.record.reason}. The recovery gate is "
+            result.error = (f"the {op.what}'s outcome is unknown: {t.record.reason}. The recovery gate is "
                             "closed until an operator looks (`chronos-git journal status`); the safety "
                             f"checkpoint {str(result.safety_checkpoint)[:12]} holds the state before it")
         elif result.failed:
             failed = [i for i in result.plan if i.action == "failed"]
             result.status = "error"
-            result.error = (f"restore incomplete: {plural(len(failed), 'path')} could not be changed "
+            result.error = (f"{op.what} incomplete: {plural(len(failed), 'path')} could not be changed "
                             f"({'; '.join(f'{i.path}: {i.reason}' for i in failed[:5])}); everything else "
-                            f"was restored. Undo all of it by restoring the safety checkpoint "
-                            f"{str(result.safety_checkpoint)[:12]}")
+                            f"was done. Undo all of it with `chronos-git undo` or by restoring the safety "
+                            f"checkpoint {str(result.safety_checkpoint)[:12]}")
         return result
+
+    def _after(self, ws, op: TimeOp, prepared, session_id: str | None) -> str | None:
+        """The checkpoint of the workspace as the operation left it (only the paths it wrote
+        are read again); it names the checkpoint put back, when the workspace is now that one
+        (a branch point of the timeline).  None when it could not be taken (the outcome still is)."""
+        written = [os.fsdecode(os.path.join(ws.root_bytes, os.fsencode(it.path)))
+                   for it in prepared.items if it.action in ("restore", "create", "delete")]
+        if not written:
+            return prepared.safety.id
+        meta = CheckpointMeta(description=f"after {op.what} ({prepared.target.id[:12]})", kind="full",
+                              role="restored", tool=op.tool, session_id=session_id)
+        try:
+            scan = ws.snapshot(meta, paths=written, commit=False)
+            if op.branch or scan.tree_id == prepared.target.tree_id:
+                meta.restored_from = op.branch_point(prepared) if op.branch_point else prepared.target.id
+            return ws.commit_scan(scan, meta).checkpoint.id
+        except (ChronosError, OSError, ValueError) as exc:
+            log.warning("chronos-git: the checkpoint after a %s could not be taken: %s", op.what, exc)
+            return None
 
     def _restored_here(self, ws, spec: str) -> bool:
         """Whether this workspace was restored from that checkpoint before (a fetched one put
@@ -239,12 +287,10 @@ class TimeMachine:
         except (ChronosError, JournalError, ValueError, KeyError):
             return False              # the restore itself says what is wrong
 
-    def _plan_key(self, ws, target_id: str, paths, clean: bool, force: bool) -> str:
-        rels = sorted({ws.rel(p) for p in paths}) if paths else None
-        return canonical({"workspace": os.fsdecode(ws.root_bytes), "target": target_id,
-                          "paths": rels, "clean": clean, "force": force})
+    def _plan_key(self, ws, key: dict) -> str:
+        return canonical({"workspace": os.fsdecode(ws.root_bytes), **key})
 
-    def _approver(self, ws, paths, clean: bool, force: bool, shown: str):
+    def _approver(self, ws, op: TimeOp, shown: str):
         """engine.restore.prepare's `approve`: the plan about to run must be the one the dry run
         showed (`shown`, its digest), path by path and content by content; else the restore is
         refused before anything is committed or written, answering the new plan and its token."""
@@ -252,8 +298,8 @@ class TimeMachine:
             now = restore_mod.digest(items)
             if now == shown:
                 return
-            res = RestoreResult(**restore_mod.preview_of(target, items, clean))
-            res.plan_token = self._issue(self._plan_key(ws, target.id, paths, clean, force), now)
+            res = RestoreResult(**restore_mod.preview_of(target, items, op.clean))
+            res.plan_token = self._issue(self._plan_key(ws, op.key(op.target_id())), now)
             res.status, res.code = "error", PlanChanged.code
             res.error = ("the workspace changed since the preview, so nothing was restored: the plan now "
                          f"writes {plural(res.files_changed, 'file')} and removes {res.untracked_removed} "
@@ -288,7 +334,22 @@ class TimeMachine:
 LEFT_UNTOUCHED = ("keep", "skip")
 
 
-def _outcome(result: RestoreResult, evidence: list[dict], target_id: str) -> Outcome:
+@dataclass
+class TimeOp:
+    """What differs between time-machine operations; `operate` does the rest the same way."""
+    tool: str                                  # journaled as the call's tool
+    what: str                                  # for people: "restore", "revert", "undo" ...
+    preview: Callable[[], tuple[dict, list]]   # (a dry run's result, its items)
+    prepare: Callable                          # (safety meta, approve) -> engine.restore.Prepared
+    key: Callable[[str], dict]                 # the plan token's request key, given the target id
+    args: Callable                             # the call's journaled args, given the target
+    target_id: Callable[[], str]               # the target id, as the dry run named it
+    branch: bool = False                       # it puts a checkpoint back: the after-checkpoint says which
+    branch_point: Callable | None = None       # (prepared) -> the checkpoint put back, when not the target
+    clean: bool = True
+
+
+def _outcome(result: RestoreResult, evidence: list[dict], target_id: str, after: str | None = None) -> Outcome:
     """A restore's outcome, read back from disk: every path at its post-image (ok), the ones
     that failed or that it left untouched not there (partial: known, the gate stays open), or
     a path it wrote at neither image (uncertain: the gate closes until an operator looks).
@@ -300,6 +361,9 @@ def _outcome(result: RestoreResult, evidence: list[dict], target_id: str) -> Out
                                         f"{'is' if len(unknown) == 1 else 'are'} at neither their old "
                                         "nor their restored content")
     not_done = [{"path": e["path"], "now": e["now"]} for e in evidence if not e["at_post"]]
+    fields: dict = {"not_restored": not_done} if not_done else {}
+    if after:
+        fields["after_checkpoint"] = after
     return Outcome(status="partial" if not_done else "ok", post_checkpoint=target_id,
                    result_hash=sha256_hex(canonical([i.model_dump(exclude_none=True) for i in result.plan])),
-                   fields={"not_restored": not_done} if not_done else {})
+                   fields=fields)

@@ -16,9 +16,10 @@ this process (`journal.poisoned`) and the record says so.
 
 Write-behind (`protect(call, write_behind=True)`, the Hermes host): for an
 ok outcome, the post-checkpoint and the outcome append run on this process's
-outcome writer after the caller has its result: SENT_AFTER_S after the host
-releases it (`release_behind`: Hermes is about to send its model request) or
-as soon as that request is answered (`answered`); at the release itself when
+outcome writer (a worker of service/jobs.py, in `health`) after the caller
+has its result: SENT_AFTER_S after the host releases it (`release_behind`:
+Hermes is about to send its model request) or as soon as that request is
+answered (`answered`); at the release itself when
 the model lately answered within SENT_AFTER_S (no wait to hide the writer
 in); RELEASE_AFTER_S after it was queued without a release; at once when a
 thread settles: the next `begin` (or `flush`) waits for them first, so the
@@ -65,6 +66,7 @@ from .snapshots import Snapshots
 
 RELEASE_AFTER_S = 0.2      # an outcome behind waits at most this long for `release_behind`
 SENT_AFTER_S = 0.05        # after a release the writer waits this long: the request is on its way
+WRITER = "outcomes"        # the outcome writer's key and kind in service/jobs.py
 
 
 @dataclass
@@ -83,8 +85,6 @@ class ProtectedCalls:
         self._start = start
         self._completed: dict[tuple[str, str], dict] = {}   # (session, fingerprint) -> op info
         self._behind: queue.Queue = queue.Queue()              # write-behind outcomes, in order
-        self._writer: threading.Thread | None = None
-        self._writer_guard = threading.Lock()
         self._release = threading.Condition()  # the host waits on the network: write what is behind
         self._generation = 0                    # releases so far; an outcome waits for a later one
         self._settling = 0                      # threads in settle_behind: no outcome waits
@@ -113,11 +113,7 @@ class ProtectedCalls:
 
     # --------------------------------------------------------- write-behind
     def _finish_behind(self, ticket: Ticket, outcome: Outcome) -> CallRecord:
-        with self._writer_guard:
-            if self._writer is None or not self._writer.is_alive():
-                self._writer = threading.Thread(target=self._write_outcomes, name="chronos-git-outcomes",
-                                                daemon=True)
-                self._writer.start()
+        self.core.jobs.worker(WRITER, WRITER, self._next_behind, self._write_behind)
         with self._release:
             generation = self._generation
         self._behind.put((ticket, outcome, generation, time.monotonic() + RELEASE_AFTER_S))
@@ -151,36 +147,39 @@ class ProtectedCalls:
         to hide the writer in: it starts at the release instead."""
         return not self._answer_s or median(self._answer_s) >= SENT_AFTER_S
 
-    def _write_outcomes(self) -> None:
-        while True:
-            ticket, outcome, generation, deadline = self._behind.get()
-            with self._release:                       # a host without the middleware: by the deadline
-                self._release.wait_for(lambda: self._generation > generation or self._settling,   # noqa: B023 (called here only)
-                                       timeout=max(0.0, deadline - time.monotonic()))
-                if self._generation > generation and self._model_is_slow():
-                    # released as Hermes starts its request, which it still builds and sends in
-                    # Python: a writer competing for the GIL then delays it by more than its own
-                    # work; from SENT_AFTER_S on Hermes waits on its model, unless the model has
-                    # answered already (or a call settles) first
-                    self._release.wait_for(lambda: self._settling or self._answered >= self._generation,
-                                           timeout=max(0.0, self._released_at + SENT_AFTER_S - time.monotonic()))
+    def _next_behind(self) -> tuple[Ticket, Outcome]:
+        """The writer's wait: the oldest outcome behind, once it is due (see the module docstring)."""
+        ticket, outcome, generation, deadline = self._behind.get()
+        with self._release:                       # a host without the middleware: by the deadline
+            self._release.wait_for(lambda: self._generation > generation or self._settling,
+                                   timeout=max(0.0, deadline - time.monotonic()))
+            if self._generation > generation and self._model_is_slow():
+                # released as Hermes starts its request, which it still builds and sends in
+                # Python: a writer competing for the GIL then delays it by more than its own
+                # work; from SENT_AFTER_S on Hermes waits on its model, unless the model has
+                # answered already (or a call settles) first
+                self._release.wait_for(lambda: self._settling or self._answered >= self._generation,
+                                       timeout=max(0.0, self._released_at + SENT_AFTER_S - time.monotonic()))
+        return ticket, outcome
+
+    def _write_behind(self, item: tuple[Ticket, Outcome]) -> None:
+        try:
+            self.finish(*item)                    # never raises; a failure poisons the gate
+        finally:
+            self._behind.task_done()
+        if self._behind.unfinished_tasks == 0:
+            # idle: make what the witness carries durable (one pack), off the call's path
+            # (the next call's gate check and snapshot need not wait for it)
             try:
-                self.finish(ticket, outcome)          # never raises; a failure poisons the gate
-            finally:
-                self._behind.task_done()
-            if self._behind.unfinished_tasks == 0:
-                # idle: make what the witness carries durable (one pack), off the call's path
-                # (the next call's gate check and snapshot need not wait for it)
-                try:
-                    self.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)
-                except Exception:                   # noqa: BLE001 (an append past the cap syncs instead)
-                    pass
+                self.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)
+            except Exception:                   # noqa: BLE001 (an append past the cap syncs instead)
+                pass
 
     def settle_behind(self) -> None:
         """Wait until every write-behind outcome of this process is recorded.  Not while this
         thread holds a lock: the writer's post-snapshot may need it (a restore settles before
         it takes its workspace's lock)."""
-        if self._writer is not None and not locking.holding_exclusive():
+        if self.core.jobs.get(WRITER) is not None and not locking.holding_exclusive():
             with self._release:
                 self._settling += 1
                 self._release.notify_all()

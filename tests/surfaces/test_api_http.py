@@ -240,7 +240,9 @@ def test_restore_dry_run_changes_nothing_and_real_restore_does(http, history, cl
     assert (ws / "src" / "main.py").read_text() == "print('hi')\n"
     safety = res["safety_checkpoint"]
     log = cli("--json", "log", "-n", "100", cwd=ws).json["checkpoints"]
-    assert log[0]["id"] == safety and log[0]["kind"] == "safety"
+    assert log[1]["id"] == safety and log[1]["kind"] == "safety" and log[1]["role"] == "safety"
+    assert log[0]["id"] == res["after_checkpoint"] and log[0]["role"] == "restored"
+    assert log[0]["restored_from"] == history["first"]          # the branch point of the timeline
     # the restore is a journaled operation of its own
     events = http.get("/journal/log", params={"limit": 5}).json()["events"]
     mine = [e for e in events if e.get("operation_id") == res["operation_id"]]

@@ -253,7 +253,10 @@ def test_ambiguous_prefix(cli, ws, store_dir):
     (("restore", "notacheckpoint"), "not a checkpoint"),
     (("restore", "abc12"), "too short"),
     (("restore", "0"), "start at 1"),
-    (("restore", "42"), "no checkpoint #42"),
+    (("restore", "42"), "no checkpoint 42 (1 = newest"),
+    (("restore", "@42"), "no checkpoint @42"),
+    (("restore", "@x"), "not a checkpoint number"),
+    (("restore", "@0"), "not a checkpoint number"),
     (("restore", "ffffffffff"), "no checkpoint"),
     (("restore", "f" * 40), "no checkpoint"),
     (("diff", "zzz"), "not a checkpoint"),
@@ -350,7 +353,9 @@ def test_compact_and_health(cli, ws, store_dir):
 
     h = ok(cli("health", *W(ws)))
     assert isinstance(h["store_bytes"], int) and h["store_bytes"] > 0
-    assert h["workspace"]["checkpoints"] == 2     # the safety checkpoint reused the unchanged tip
+    # the safety checkpoint reused the unchanged tip; the restore's own checkpoint after it is new
+    assert h["workspace"]["checkpoints"] == 3
+    assert h["workspace"]["latest"]["role"] == "restored" and h["workspace"]["latest"]["restored_from"] == ids[3]
     assert h["store"] == str(store_dir)
 
 
@@ -374,7 +379,7 @@ def test_user_git_is_byte_identical_across_commands(cli, ws, store_dir):
     ok(cli("log", *W(ws)))
     ok(cli("restore", c1, "--dry-run", *W(ws)))
     ok(cli("restore", c1, *W(ws)))
-    ok(cli("restore", "1", "--path", "b.txt", *W(ws)))
+    ok(cli("restore", "2", "--path", "b.txt", *W(ws)))      # 2: the safety checkpoint (1: the restore's own)
     assert (ws / "b.txt").read_text() == "b\n"
     ok(cli("compact", "--json", settings={"max_checkpoints": 1, "compact_grace_s": 0}))
     ok(cli("health", *W(ws)))

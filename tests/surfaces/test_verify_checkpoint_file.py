@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from chronos_git.cli.main import HEAD_MAX_BYTES
+from chronos_git.commands.inputs import HEAD_MAX_BYTES
 
 
 @pytest.fixture

@@ -1,0 +1,173 @@
+"""The work tree: what of a workspace's directory is the user's files, and the one walk of it.
+
+libgit2 walks the work tree for a snapshot (engine/scan.py's diff, engine/bulk.py's listing);
+every walk of ours goes through `walk`, so the rules are written once and agree with git's:
+
+* nothing named `.git` is part of the work tree: a `.git` directory is never listed, and a
+  `.git` file or link at the top of a walk (a worktree's or submodule's pointer) is left out;
+* a directory holding a `.git` of any kind (directory, `gitdir:` file, link) is a nested
+  repository: reported, never listed (its files are its own repository's);
+* a directory the caller's `prune` names (the ignore rules: `ignored_dirs`) is not listed;
+* a directory too deep to name (`max_path`) is reported, not listed (libgit2 skips it silently);
+* links are never followed: a link to a directory is an entry like a file;
+* a directory that cannot be listed (unreadable, vanished, a file now) is reported with its
+  error, and so is an entry whose kind cannot be told.  What to make of a report is the
+  caller's: the scan lists it as skipped, a refresh and the watcher pass over it.
+
+The walk lists one directory at a time (os.scandir; the kind comes from d_type, so no file is
+stat'ed) and yields it whole: callers loop over a directory's batch, never a call per entry.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator
+
+from .ignore import is_ignored
+
+GIT = b".git"
+IGNORE_FILE = b".gitignore"
+PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+
+
+class Listing:
+    """One directory as the walk found it (paths relative to the walk's root, as bytes).  The
+    kind of each entry is told only when asked (`files`, `specials`): the watcher never asks."""
+    __slots__ = ("rel", "entries", "dirs", "nested", "too_deep", "errors", "error", "_kinds")
+
+    def __init__(self, rel: bytes, entries: list[os.DirEntry[bytes]], dirs: list[bytes],
+                 nested: list[bytes], too_deep: list[bytes], errors: list[tuple[bytes, OSError]],
+                 error: OSError | None = None):
+        self.rel = rel                  # the directory (b"" is the root)
+        self.entries = entries          # what is not a directory (files, links, special files), in order
+        self.dirs = dirs                # its subdirectories the walk lists next
+        self.nested = nested            # subdirectories that are nested repositories
+        self.too_deep = too_deep        # subdirectories whose full names reach `max_path`
+        self.errors = errors            # (path, error) of entries whose kind could not be told
+        self.error = error              # the directory could not be listed (all else empty)
+        self._kinds: tuple[list[os.DirEntry[bytes]], list[os.DirEntry[bytes]], bool] | None = None
+
+    def _sorted(self) -> tuple[list[os.DirEntry[bytes]], list[os.DirEntry[bytes]], bool]:
+        if self._kinds is None:
+            files, specials, gitignore = [], [], False
+            for e in self.entries:      # d_type (or the walk's own lstat) tells: no stat here
+                if e.is_file(follow_symlinks=False) or e.is_symlink():
+                    files.append(e)
+                    if e.name == IGNORE_FILE:
+                        gitignore = True
+                else:
+                    specials.append(e)
+            self._kinds = files, specials, gitignore
+        return self._kinds
+
+    @property
+    def files(self) -> list[os.DirEntry[bytes]]:
+        """Regular files and links (never followed)."""
+        return self._sorted()[0]
+
+    @property
+    def specials(self) -> list[os.DirEntry[bytes]]:
+        """FIFOs, sockets and devices: what no snapshot holds."""
+        return self._sorted()[1]
+
+    @property
+    def gitignore(self) -> bool:
+        """Whether it holds a `.gitignore` (a file or a link: libgit2 follows one)."""
+        return self._sorted()[2]
+
+
+def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None = None,
+         max_path: int | None = PATH_MAX) -> Iterator[Listing]:
+    """Every directory below `root` from `top` (itself listed whatever it is: the caller chose
+    it), depth first, each yielded before its subdirectories are listed (the watcher watches
+    them first).  `prune(rel)` (decoded, no trailing "/") says which directories not to list.
+
+    `max_path`: a directory whose full name reaches it is reported in `too_deep`, not listed,
+    since libgit2's walk skips it silently and the scan must name it.  None lists it anyway and
+    lets the system refuse: the watcher needs its refused watch to stop trusting itself (then
+    snapshots walk, and the scan names the directory), and a refresh of a directory stays as
+    it always was (its too-deep files are reported one by one as they fail)."""
+    lexists = os.path.lexists
+    join = os.path.join
+    limit = None if max_path is None else max_path - 1 - len(root) - 1
+    stack = [top]
+    while stack:
+        rel = stack.pop()
+        try:
+            with os.scandir(join(root, rel) if rel else root) as it:
+                entries = list(it)
+        except OSError as exc:
+            yield Listing(rel, [], [], [], [], [], exc)
+            continue
+        others: list[os.DirEntry[bytes]] = []
+        subdirs: list[os.DirEntry[bytes]] = []
+        errors: list[tuple[bytes, OSError]] = []
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append(e)
+                else:
+                    others.append(e)
+            except OSError as exc:
+                errors.append((join(rel, e.name) if rel else e.name, exc))
+        if rel == top:
+            # below the top a `.git` makes its directory nested (never listed): only here
+            others = [e for e in others if e.name != GIT]
+        dirs: list[bytes] = []
+        nested: list[bytes] = []
+        too_deep: list[bytes] = []
+        for e in subdirs:
+            name = e.name
+            if name == GIT:
+                continue
+            sub = rel + b"/" + name if rel else name
+            if lexists(join(e.path, GIT)):
+                nested.append(sub)
+            elif prune is not None and prune(os.fsdecode(sub)):
+                continue
+            elif limit is not None and len(sub) >= limit:
+                too_deep.append(sub)
+            else:
+                dirs.append(sub)
+        stack.extend(dirs)
+        yield Listing(rel, others, dirs, nested, too_deep, errors)
+
+
+def ignored_dirs(repo) -> Callable[[str], bool]:
+    """`prune` for `walk`: the directories `repo`'s ignore rules ignore (engine/ignore.py)."""
+    return lambda rel: is_ignored(repo, rel + "/")
+
+
+def is_nested(path: bytes) -> bool:
+    """Whether the directory at `path` (absolute) is a nested repository: it holds a `.git`
+    of any kind, as git itself tells one (a dangling link counts: git would not descend)."""
+    return os.path.lexists(os.path.join(path, GIT))
+
+
+def nested_ancestor(root: bytes, parts: list[str]) -> str | None:
+    """The nearest directory above `parts` (a path's components) that is a nested repository."""
+    for i in range(1, len(parts)):
+        d = "/".join(parts[:i])
+        if is_nested(os.path.join(root, os.fsencode(d))):
+            return d
+    return None
+
+
+def in_git_dir(rel: str | bytes) -> bool:
+    """Whether a work-tree path is a `.git` or lies inside one (never part of the work tree)."""
+    if isinstance(rel, str):
+        return "/.git/" in f"/{rel}/"
+    return b"/.git/" in b"/" + rel + b"/"
+
+
+def special_kind(mode: int) -> str:
+    """What a non-regular, non-link, non-directory file is (for `skipped` reasons)."""
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISBLK(mode):
+        return "block_device"
+    if stat.S_ISCHR(mode):
+        return "char_device"
+    return "unknown"

@@ -1,0 +1,118 @@
+"""What protected calls changed in a workspace, read from the journal: the segments an
+agent-only restore, a revert and an undo take back (engine/agent_merge.py merges them).
+
+A call's change is the step from its pre-checkpoint to its post-checkpoint; what changed
+between one call's post-checkpoint and the next call's pre-checkpoint was done outside the
+calls (the person, their editor, another tool) and is kept.  Where that boundary is not known
+the change is marked ambiguous, and every path it touched becomes a conflict, never a guess:
+
+* a call with no post-checkpoint (it crashed, its outcome is uncertain, the snapshot failed)
+  or whose pre-checkpoint is partial or missing;
+* the gap after a shell call that left a process running (what changed then may be the
+  agent's process as well as the person);
+* calls of two sessions whose runs overlapped in time (each one's checkpoints hold some of
+  the other's work).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..engine.agent_merge import Segment
+
+TIME_MACHINE_TOOLS = frozenset({"chronos.restore", "chronos.revert", "chronos.agent_restore", "chronos.undo",
+                                "chronos.redo", "chronos.rollback"})
+
+
+@dataclass
+class CallChange:
+    operation_id: str
+    tool: str | None
+    session_id: str | None
+    actor: str | None
+    started_ns: int
+    finished_ns: int | None = None
+    pre: str | None = None
+    post: str | None = None
+    status: str | None = None          # returned: ok | error | partial; else the event kind (uncertain, ...)
+    left_running: bool = False
+    partial_pre: bool = False
+    parent_call: str | None = None     # the subagent's parent tool call, where the host says
+    args: dict = field(default_factory=dict)
+    outcome: dict = field(default_factory=dict)
+    ambiguous: str | None = None       # why the agent/person boundary around it is not known
+
+    @property
+    def is_time_machine(self) -> bool:
+        return (self.tool or "") in TIME_MACHINE_TOOLS
+
+    def segment(self) -> Segment | None:
+        """Its change as a segment (None: no pre-checkpoint, so nothing to take back)."""
+        if self.pre is None:
+            return None
+        return Segment(before=self.pre, after=self.post or self.pre, label=self.operation_id,
+                       ambiguous=self.ambiguous is not None)
+
+
+def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[CallChange]:
+    """The workspace's calls started at or after `since_ns`, oldest first, with their outcomes
+    and ambiguity.  `events_newest_first`: journal payloads (query.events order); reading stops
+    at the first `started` event older than `since_ns`."""
+    found: dict[str, CallChange] = {}
+    outcomes: dict[str, dict] = {}
+    for ev in events_newest_first:
+        kind, op = ev.get("kind"), ev.get("operation_id")
+        if kind == "started":
+            if ev.get("timestamp_ns", 0) < since_ns:
+                break
+            if ev.get("workspace") != workspace or not op:
+                continue
+            snap = ev.get("snapshot") or {}
+            found[op] = CallChange(operation_id=op, tool=ev.get("tool"), session_id=ev.get("session_id"),
+                                   actor=ev.get("actor"), started_ns=int(ev.get("timestamp_ns") or 0),
+                                   pre=ev.get("pre_checkpoint"), partial_pre=bool(snap.get("partial")
+                                                                                  or snap.get("error")),
+                                   parent_call=ev.get("parent_tool_call_id"), args=dict(ev.get("args") or {}))
+        elif op and kind in ("returned", "uncertain", "recovered", "resolved") and op not in outcomes:
+            outcomes[op] = ev
+    out = sorted(found.values(), key=lambda c: c.started_ns)
+    for c in out:
+        ev = outcomes.get(c.operation_id)
+        if ev is not None:
+            c.finished_ns = int(ev.get("timestamp_ns") or 0)
+            c.post = ev.get("post_checkpoint")
+            c.status = ev.get("status") if ev.get("kind") == "returned" else ev.get("kind")
+            c.left_running = bool(ev.get("left_running"))
+            c.outcome = ev
+    _mark_ambiguous(out)
+    return out
+
+
+def _mark_ambiguous(out: list[CallChange]) -> None:
+    for c in out:
+        if c.pre is None or c.partial_pre:
+            c.ambiguous = "its checkpoint before the call is partial or missing"
+        elif c.post is None or c.status in ("uncertain", "recovered", "resolved"):
+            c.ambiguous = "no checkpoint after it (it crashed or its outcome is not known)"
+    for i, a in enumerate(out):
+        end_a = a.finished_ns or float("inf")
+        for b in out[i + 1:]:
+            if b.started_ns >= end_a:
+                break
+            if a.session_id != b.session_id:
+                why = "it overlapped in time with a call of another session"
+                a.ambiguous = a.ambiguous or why
+                b.ambiguous = b.ambiguous or why
+
+
+def gaps(cs: list[CallChange]) -> list[Segment]:
+    """The stretches between calls whose author is not known: after a call that left a
+    process running, up to the next call's pre-checkpoint (or now: `None` as `after`, for the
+    caller to fill with the current tree)."""
+    out = []
+    for i, c in enumerate(cs):
+        if c.left_running and c.post:
+            nxt = cs[i + 1].pre if i + 1 < len(cs) else None
+            if nxt != c.post:
+                out.append(Segment(before=c.post, after=nxt or "", label=f"after {c.operation_id[:12]}",
+                                   ambiguous=True))
+    return out
