@@ -84,6 +84,8 @@ ENVIRONMENT: dict[str, Effect] = {
     "HOME": Effect("any", "where `~` in store_dir and the global excludes file are found"),
     "XDG_CONFIG_HOME": Effect("any", "where the global excludes file is found"),
     "NO_COLOR": Effect("none", "text without colour"),
+    "HERMES_YOLO_MODE": Effect("none", "only what a model's rollback records as its approval (approved with no "
+                                       "prompt); Hermes' own prompt decides whether it runs"),
 }
 IGNORE_SOURCES: dict[str, Effect] = {
     "workspace .gitignore files": Effect("add", "a new rule (`*`) takes paths out of every later checkpoint"),

@@ -39,7 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="run the chronos service as inside Hermes (default: background=True, i.e. the inotify "
                          "watcher, plus a turn checkpoint at the start of each figure) or as the CLI does")
     ap.add_argument("--figures", metavar="LIST",
-                    help="comma-separated subset of P0,P1,P2,P4,P5,P6,P7 (P3 always runs: it sets up the stores)")
+                    help="comma-separated subset of P0,P1,P2,P4,P5,P6,P7,P8,P9 (P3 always runs: it sets up the stores)")
     ap.add_argument("--keep", action="store_true", help="keep each corpus' run directory")
     ap.add_argument("--p0-think-ms", type=int, default=0, metavar="MS",
                     help="P0: the scripted model waits MS before each answer, as a real model's response "
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = None
     if args.figures:
         figures = {f.strip().upper() for f in args.figures.split(",") if f.strip()}
-        bad = figures - {"P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"}
+        bad = figures - {"P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9"}
         if bad:
             raise SystemExit(f"unknown figure(s): {', '.join(sorted(bad))}")
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bench", *(sys.argv[1:] if argv is None else argv)])
@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         for run in runs:
             for fig, key, what in (("P1", "chronos_profile", "begin()"), ("P2", "chronos_profile", "begin()"),
                                    ("P5", "chronos_profile_one_file", "restore() of one file"),
-                                   ("P5", "chronos_profile_ten_files", "restore() of ten files")):
+                                   ("P5", "chronos_profile_ten_files", "restore() of ten files"),
+                                   ("P8", "chronos_profile_agent_only", "agent-only restore"),
+                                   ("P9", "chronos_profile", "log(all=True)")):
                 prof = (run.get(fig) or {}).get(key)
                 if prof:
                     print(f"\n--- cProfile of one chronos {fig} {what} on {run['corpus']} ---")

@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import journals, use_test_support
+from . import journals, timemachine, use_test_support
 from .corpora import Corpus, make_workspace, say
 from .gitcli import blob_id, dir_bytes, git, git_env
 from .machine import fsync_latency_ms
@@ -46,17 +46,21 @@ class Plan:
     p7_calls: int = 200    # P7: protected calls of one session
     p7_every: int = 50     # ... sampled this often
     p0_think_ms: int = 0   # the scripted model's response time in P0 (0: it answers at once)
+    p8_reps: int = 10      # P8/P9: repetitions (each P8 one runs ten time-machine operations)
+    log_checkpoints: int = 10_000   # P9: checkpoints of the workspace `log --all` lists
+    timemachine: bool = True        # P8, P9 run on this corpus (--quick: on synthetic-1k only)
 
 
 def plan_for(name: str, quick: bool, calls: int | None, journal_events: int | None) -> Plan:
     if quick:
         p = Plan(calls=5, warmup=1, p3_reps={"synthetic-1k": 2}.get(name, 1), p4_reps=8, p5_reps=3,
-                 large_events=10_000, p0_sessions=1, p0_calls=4, p7_calls=20, p7_every=10)
+                 large_events=10_000, p0_sessions=1, p0_calls=4, p7_calls=20, p7_every=10, p8_reps=3,
+                 timemachine=name == "synthetic-1k")
     else:
         p = Plan(calls=20, warmup=2, p3_reps={"synthetic-1k": 5, "synthetic-20k": 3}.get(name, 1),
                  p4_reps=20, p5_reps=20, large_events=100_000)
     if calls:
-        p.calls = p.p4_reps = p.p5_reps = calls
+        p.calls = p.p4_reps = p.p5_reps = p.p8_reps = calls
     if journal_events:
         p.large_events = journal_events
     return p
@@ -188,11 +192,14 @@ class CorpusRun:
             self.ws = make_workspace(c, self.rundir / "ws")
             out["workspace"] = str(self.ws)
             for fig, fn in (("P3", self.p3), ("P0", self.p0), ("P1", self.p1), ("P2", self.p2), ("P4", self.p4),
-                            ("P5", self.p5), ("P6", self.p6), ("P7", self.p7)):
+                            ("P5", self.p5), ("P6", self.p6), ("P7", self.p7), ("P8", self.p8), ("P9", self.p9)):
                 if self.figures is not None and fig != "P3" and fig not in self.figures:
                     continue
                 if fig != "P3" and "error" in self.results.get("P3", {}):
                     self.results[fig] = {"error": "skipped: P3 (first snapshot) failed"}
+                    continue
+                if fig in ("P8", "P9") and not self.plan.timemachine:
+                    self.results[fig] = {"skipped": "--quick runs P8 and P9 on synthetic-1k only"}
                     continue
                 disk_ms = fsync_latency_ms(self.rundir, n=5)   # the disk is uneven: note it per figure
                 tf = time.monotonic()
@@ -216,6 +223,15 @@ class CorpusRun:
         out["failures"] = self.failures
         out["wall_s"] = round(time.monotonic() - t0, 1)
         return out
+
+    # ------------------------------------------------------------- P8, P9
+    def p8(self) -> dict:
+        """The time machine: agent-only restore, revert, undo, redo, each beside a full restore."""
+        return timemachine.p8(self)
+
+    def p9(self) -> dict:
+        """`log --all` over 10,000 checkpoints."""
+        return timemachine.p9(self)
 
     # ------------------------------------------------------------------ P7
     def p7(self) -> dict:

@@ -138,7 +138,8 @@ def copy_chronos(fixture: Path, dest_parent: Path) -> Path:
     """Copy the fixture next to `dest_parent`; returns the store path."""
     dest_parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(fixture / "store", dest_parent / "store", symlinks=True)
-    shutil.copy2(fixture / "store.journal-witness.json", dest_parent / "store.journal-witness.json")
+    for witness in fixture.glob("store.journal-*.json"):   # its name changed once (-witness, -checkpoint)
+        shutil.copy2(witness, dest_parent / witness.name)
     for graph in ("commit-graph", "commit-graphs"):      # a fixture cached before gc was told not to write one
         path = dest_parent / "store" / "objects" / "info" / graph
         if path.is_dir():

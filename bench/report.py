@@ -34,6 +34,10 @@ TARGETS = _BOTH + [
     # checks afterwards, which read the whole store, are not the compaction's)
     ("P6m compaction peak RSS (first)", ("P6", "chronos_compact_peak_rss_mb"), 500.0, "MB"),
     ("P6m compaction peak RSS (incremental)", ("P6", "incremental", "chronos_compact_peak_rss_mb"), 500.0, "MB"),
+    # issue 35: the time machine, each beside a full restore of the same checkpoint in the same run
+    ("P8a agent-only restore (100 files) / full restore, p50", ("P8", "agent_only", "ratio"), 2.0, "x"),
+    ("P8r revert of a one-file call p50", ("P8", "revert_one", "chronos_p50_ms"), 50.0, "ms"),
+    ("P9 log --all over 10k checkpoints p50", ("P9", "chronos_p50_ms"), 200.0, "ms"),
 ]
 
 
@@ -179,6 +183,39 @@ def rows_for(run: dict) -> list[list[str]]:
         out.append([name, "P7", f"store after {p7['calls']} calls (worst sample)", fmt_bytes(p7["chronos_bytes"]),
                     fmt_bytes(p7["gitcli_gc_bytes"]) + " gc'd", "-",
                     "-" if p7["ratio"] is None else f"{p7['ratio']:.2f}x", _rss(p7), str(len(p7["samples"]))])
+    p8 = run.get("P8") or {}
+    if p8.get("skipped"):
+        out.append([name, "P8", "time machine: " + p8["skipped"], "-", "-", "-", "-", "-", ""])
+    elif "error" in p8:
+        add("P8", "time machine", p8)
+    elif p8:
+        def vs_full(row: dict, what: str, full: str) -> None:
+            out.append([name, "P8", f"{full} (beside it)", _pair(row, "full_restore"), "-", "-", "-", _rss(row),
+                        str(row.get("full_restore_n", ""))])
+            r = row.get("ratio")
+            out.append([name, "P8", what, _pair(row, "chronos"), "-", "-",
+                        "-" if r is None else f"{r:.2f}x full", _rss(row), str(row.get("chronos_n", ""))])
+        setup = p8.get("setup") or {}
+        a, p = setup.get("agent_files", "?"), setup.get("person_files", "?")
+        vs_full(p8["agent_only"], f"agent-only restore, {a} files ({p} person-edited)",
+                f"full restore of C0, {a} files")
+        for key, what in (("undo", "undo (of the agent-only restore)"), ("redo", "redo (right after the undo)")):
+            r = p8[key].get("ratio")
+            out.append([name, "P8", what, _pair(p8[key], "chronos"), "-", "-",
+                        "-" if r is None else f"{r:.2f}x full", _rss(p8[key]), str(p8[key].get("chronos_n", ""))])
+        vs_full(p8["revert_one"], "revert of a one-file call", "full restore of its pre-checkpoint")
+    p9 = run.get("P9") or {}
+    if p9.get("skipped"):
+        out.append([name, "P9", "log --all: " + p9["skipped"], "-", "-", "-", "-", "-", ""])
+    elif "error" in p9:
+        add("P9", "log --all", p9)
+    elif p9:
+        lab = f"{p9['checkpoints'] // 1000}k" if p9["checkpoints"] >= 1000 else str(p9["checkpoints"])
+        add("P9", f"log --all @{lab} (all listed; gitcli: git log)", p9)
+        out.append([name, "P9", f"log --all @{lab} --limit 20 (the CLI's default)", _pair(p9, "chronos_limit20"),
+                    "-", "-", "-", _rss(p9), str(p9.get("chronos_limit20_n", ""))])
+        out.append([name, "P9", f"`chronos-git --json log --all` @{lab} (process)", _pair(p9, "cli_process"),
+                    "-", "-", "-", "-", str(p9.get("cli_process_n", ""))])
     return out
 
 

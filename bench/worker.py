@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from .gitcli import blob_id, dir_bytes, git, git_env, init_shadow
+from .timemachine import TimeMachineOps
 
 REGULAR_MODES = (0o100644, 0o100755)
 
@@ -103,7 +104,7 @@ def _check_git_tree(env, cwd, rev: str, expect: dict, who: str) -> None:
 
 
 # ============================================================== chronos-git
-class ChronosHandler:
+class ChronosHandler(TimeMachineOps):
     def __init__(self):
         from chronos_git.journal_refs import events
         from chronos_git.service import Call, Chronos, Declared, Outcome

@@ -292,10 +292,13 @@ def _log(res: r.LogResult):
         yield Text(f"no checkpoints yet for {_name(res.workspace)}" + (f" ({res.note})" if res.note else ""))
         yield from _damaged(res.damaged)
         return
-    yield Text(f"checkpoints of {_name(res.workspace)}, newest first (#: 1 = newest, shifts as checkpoints are "
-               "added; @N: the checkpoint's own number, never changes):")
-    t = _table(("#", "right"), ("@", "right"), "id", "when", "role", ("files", "right"), "what")
-    for c in res.checkpoints:
+    which = "every checkpoint" if res.all else "the current line of the timeline"
+    yield Text(f"checkpoints of {_name(res.workspace)}, {which}, newest first (#: 1 = newest, shifts as "
+               "checkpoints are added; @N: the checkpoint's own number, never changes):")
+    lanes = _graph(res.checkpoints) if res.graph else None
+    t = _table(*([""] if lanes else []), ("#", "right"), ("@", "right"), "id", "when", "role", ("files", "right"),
+               "what")
+    for row, c in enumerate(res.checkpoints):
         tool = c.tool if c.tool and c.tool != "turn start" else None      # a turn start is not a tool
         what = Text(_name(c.description) + (f" [{_name(tool)}]" if tool else ""))
         if c.restored_from:
@@ -304,12 +307,35 @@ def _log(res: r.LogResult):
             what.append(f" ({len(c.skipped)} not captured)")
         if c.damaged:
             what.append(f" ({_name(c.damaged)})", style="bold red")
-        t.add_row(str(c.index or ""), f"@{c.number}" if c.number else "", _short(c.id), _when(c.time),
+        t.add_row(*([lanes[row]] if lanes else []), str(c.index or ""), f"@{c.number}" if c.number else "",
+                  _short(c.id), _when(c.time),
                   Text(_role(c), style="yellow" if c.kind == "partial" else ""), str(c.files), what)
     yield _indent(t)
     yield from _damaged(res.damaged)
     if res.note:
         yield Text(f"  {_name(res.note)}", style="dim")
+
+
+def _graph(checkpoints: list[r.CheckpointInfo]) -> list[str]:
+    """Per checkpoint (newest first) its column of the timeline's tree: `*` on its lane, `|`
+    on the others; a lane closes where its line joins the one it branched from (`/`)."""
+    lanes: list[str | None] = []            # the checkpoint each lane waits for
+    out = []
+    for c in checkpoints:
+        mine = [i for i, want in enumerate(lanes) if want == c.id]
+        if not mine:
+            lanes.append(c.id)
+            mine = [len(lanes) - 1]
+        first = mine[0]
+        cells = ["*" if i == first else ("/" if i in mine else ("|" if want else " "))
+                 for i, want in enumerate(lanes)]
+        for i in mine[1:]:
+            lanes[i] = None
+        lanes[first] = (c.parents or [None])[0]
+        while lanes and lanes[-1] is None:
+            lanes.pop()
+        out.append(" ".join(cells).rstrip())
+    return out
 
 
 def _damaged(found: list[r.Damage] | None, *, workspaces: bool = False):
@@ -382,6 +408,9 @@ _ACTION_STYLE = {"restore": "yellow", "create": "green", "delete": "red", "keep"
 
 
 def _restore(res: r.RestoreResult):
+    if res.kind:
+        yield from _merged(res)
+        return
     target = _checkpoint(res.target, res.restored_checkpoint)
     others = [f"{n} {what}" for n, what in ((res.kept, "kept"), (res.skipped, "skipped"),
                                             (res.failed, "failed")) if n]
@@ -418,9 +447,40 @@ def _restore(res: r.RestoreResult):
     if not res.dry_run and res.safety_checkpoint:
         yield Text(f"undo: chronos-git restore {res.safety_checkpoint[:12]}  "
                    "(the safety checkpoint taken just before)")
-        if res.restored_checkpoint:       # a trial restored by `#1` twice and got the safety checkpoint
-            yield Text(f"  numbers moved: #1 is now that safety checkpoint; to restore more from the same "
-                       f"checkpoint, name it by id ({res.restored_checkpoint[:12]})", style="dim")
+        yield Text("  or: chronos-git undo  (the newest restore, revert or redo not yet undone)", style="dim")
+
+
+def _merged(res: r.RestoreResult):
+    """An agent-only restore, a revert, an undo or a redo: what it took back, what it left."""
+    calls = f" ({plural(len(res.calls or []), 'call')} taken back)" if res.kind in ("agent-only restore",
+                                                                                     "revert") else ""
+    counts = (f"{plural(res.files_changed, 'file')} written, {res.untracked_removed} removed, "
+              f"{plural(res.conflicts, 'conflict')}")
+    if res.code == "plan_changed":
+        yield Text.assemble((f"{res.kind} REFUSED", "bold red"), ": the workspace changed since the preview, so "
+                            f"nothing was changed. Now it would do: {counts}:")
+    elif res.dry_run:
+        yield Text(f"dry run: the {res.kind}{calls} would do: {counts}. Nothing was changed.")
+    else:
+        head = (f"{res.kind} INCOMPLETE", "bold red") if res.failed else (f"{res.kind} done", "bold")
+        yield Text.assemble(head, f"{calls}: {counts}")
+    for it in res.plan[:200]:
+        style = "bold yellow" if it.action == "conflict" else _ACTION_STYLE.get(it.action, "")
+        yield _indent(Text.assemble((f"{it.action:<9}", style), " ", _name(it.path)))
+        if it.action == "conflict":
+            for label, text in (("agent", it.agent), ("after", it.person)):
+                if text:
+                    yield _indent(Text(f"            {label}: {_name(text)}", style="dim"))
+            if not it.agent and it.reason:
+                yield _indent(Text(f"            why: {_name(it.reason)}", style="dim"))
+    if len(res.plan) > 200:
+        yield Text(f"  ... and {len(res.plan) - 200} more (--json lists them all)", style="dim")
+    if res.conflicts:
+        yield Text("  a conflict is left exactly as it is; --conflicts markers writes git-style markers into text "
+                   "files instead", style="yellow")
+    if not res.dry_run and res.safety_checkpoint and res.code != "plan_changed":
+        back = "redo: chronos-git redo" if res.kind == "undo" else "undo: chronos-git undo"
+        yield Text(f"{back}  (or restore the safety checkpoint {res.safety_checkpoint[:12]})")
 
 
 # ---------------------------------------------------------------- journal

@@ -40,7 +40,10 @@ def _snapshot(svc, ctx: Context, p: dict):
 
 
 def _log(svc, ctx: Context, p: dict):
-    return svc.log(_ws(ctx), p["limit"])
+    graph = bool(p.get("graph"))
+    res = svc.log(_ws(ctx), p["limit"], all=bool(p.get("all")) or graph)
+    res.graph = graph
+    return res
 
 
 def _show(svc, ctx: Context, p: dict):
@@ -52,24 +55,57 @@ def _diff(svc, ctx: Context, p: dict):
     return svc.diff(_ws(ctx), p.get("from_"), p.get("to"), patch=not p.get("stat"), paths=p.get("paths"), **kw)
 
 
+def _timeop(ctx: Context, p: dict) -> dict:
+    """What every time-machine operation takes from any surface."""
+    return {"dry_run": bool(p.get("dry_run")), "force": bool(p.get("force")), "actor": ctx.user,
+            "plan_token": p.get("plan_token"), "require_plan": ctx.surface == "http"}
+
+
+def _markers(p: dict) -> bool:
+    return p.get("conflicts") == "markers"
+
+
 def _restore(svc, ctx: Context, p: dict):
     clean = p.get("clean")
-    if ctx.surface == "cli":
+    if ctx.surface == "cli" or p.get("no_clean"):
         clean = not p.get("no_clean")
-    kw = {}
+    kw: dict = {}
     if ctx.surface == "model":
         kw = {"session_id": ctx.session_id, "tool": "chronos_rollback"}
-    res = svc.restore(_ws(ctx), str(p["checkpoint"]), paths=p.get("paths"), clean=clean,
-                      dry_run=bool(p.get("dry_run")), force=bool(p.get("force")), actor=ctx.user,
-                      plan_token=p.get("plan_token"), require_plan=ctx.surface == "http", **kw)
+    mode = p.get("mode")
+    if ctx.surface == "model" and mode is None:      # the model's default, unless it named paths or clean
+        mode = "full" if p.get("paths") or p.get("clean") is not None else "agent_only"
+    agent_only = bool(p.get("agent_only")) or mode == "agent_only"
+    if agent_only:
+        if p.get("paths") or p.get("no_clean") or p.get("clean") is not None:
+            raise ValueError("an agent-only restore takes back whole calls: paths and clean apply to a full "
+                             "restore (leave out --agent-only; for the model, mode=full)")
+        res = svc.agent_restore(_ws(ctx), str(p["checkpoint"]), markers=_markers(p), **_timeop(ctx, p),
+                                **({"session_id": ctx.session_id} if ctx.session_id else {}))
+    else:
+        res = svc.restore(_ws(ctx), str(p["checkpoint"]), paths=p.get("paths"), clean=clean,
+                          **_timeop(ctx, p), **kw)
     if ctx.surface == "model" and res.status == "ok" and res.safety_checkpoint:
-        res.undo = (f"chronos_rollback with checkpoint_id={res.safety_checkpoint} restores the state before "
-                    "this rollback")
+        res.undo = (f"chronos_rollback with checkpoint_id={res.safety_checkpoint} and mode=full restores the "
+                    "state before this rollback")
     return res
 
 
 def _workspaces(svc, ctx: Context, p: dict):
     return r.WorkspacesResult(workspaces=ctx.extra["servable"](svc))
+
+
+def _revert(svc, ctx: Context, p: dict):
+    return svc.revert(_ws(ctx), p.get("operation"), session=p.get("session"), markers=_markers(p),
+                      **_timeop(ctx, p))
+
+
+def _undo(svc, ctx: Context, p: dict):
+    return svc.undo(_ws(ctx), markers=_markers(p), **_timeop(ctx, p))
+
+
+def _redo(svc, ctx: Context, p: dict):
+    return svc.redo(_ws(ctx), markers=_markers(p), **_timeop(ctx, p))
 
 
 # ------------------------------------------------------------------ the store
@@ -174,6 +210,13 @@ def _recover(svc, ctx: Context, p: dict):
                        dry_run=bool(p.get("dry_run")), actor=ctx.actor)
 
 
+CONFLICTS = Arg("conflicts", help="where a change taken back and a later one overlap: leave the file as it is "
+                                  "(default) or write git-style conflict markers into it", choices=("leave", "markers"),
+                 default="leave", metavar="leave|markers")
+DRY_RUN = Arg("dry_run", "bool", "show the plan, change nothing")
+FORCE = Arg("force", "bool", "also overwrite or delete files whose current bytes the safety checkpoint could not "
+                             "capture (they are lost for good)")
+PLAN_TOKEN = Arg("plan_token", help="from the dry run of this same request", cli=False)
 WORKSPACE_PATHS = Arg("paths", "names", "only these paths (files or folders); repeat it", flags=("--path",),
                       metavar="PATH")
 def _limit(default: int, le: int, **kw) -> Arg:
@@ -192,6 +235,9 @@ COMMANDS = Table([
         http=Http("POST", "/snapshot", body="SnapshotRequest")),
     Command("log", "list checkpoints, newest first", _log, r.LogResult, (
         _limit(20, 1000, model="limit", model_help="How many (default 20).", model_le=200),
+        Arg("all", "bool", "every checkpoint, also of the lines a restore left behind, each with its parent",
+            http_default=True),                  # the panes draw the whole timeline
+        Arg("graph", "bool", "draw the timeline as a tree (implies --all)", http="-"),
     ), slash=("list", "--list", "ls"), slash_args=("limit",),
         model=ModelTool("chronos_list_checkpoints", "List the workspace's chronos-git checkpoints, newest first "
                                                     "(index 1 = newest), with the tool call that each one "
@@ -216,21 +262,42 @@ COMMANDS = Table([
         http=Http("GET", "/diff"), creates_store=False),
     Command("restore", "restore a checkpoint (a safety checkpoint is taken first)", _restore, r.RestoreResult, (
         Arg("checkpoint", help=CHECKPOINT_HELP, positional=True, required=True, model="checkpoint_id"),
-        Arg("dry_run", "bool", "show the plan, change nothing"),
+        DRY_RUN,
         Arg("paths", "names", "restore only these paths", flags=("--path",), metavar="PATH", model="paths",
             model_help="Only these files or directories."),
         Arg("no_clean", "bool", "keep files that are absent from the checkpoint", http="-"),
         Arg("clean", "maybe", "remove files absent from the checkpoint (default from settings)", cli=False,
             model="clean", model_help="Remove files absent from the checkpoint (default from settings)."),
-        Arg("force", "bool", "also overwrite or delete files whose current bytes the safety checkpoint could not "
-                             "capture (they are lost for good)"),
-        Arg("plan_token", help="from the dry run of this same request", cli=False),
-    ), model=ModelTool("chronos_rollback", "Restore the workspace (or some paths) to a checkpoint. The user must "
-                                           "approve it; a safety checkpoint of the current state is always taken "
-                                           "first, so it can be undone."),
+        FORCE, PLAN_TOKEN,
+        Arg("agent_only", "bool", "take back only what protected calls changed since the checkpoint; every other "
+                                  "change (the person's edits between calls, in the same files too) stays"),
+        CONFLICTS,
+        Arg("mode", help="agent_only or full", choices=("agent_only", "full"), cli=False, http="-", model="mode",
+            model_help="agent_only (default): undo only what tool calls changed since the checkpoint and keep "
+                       "the user's own edits; full: put the whole workspace (or the paths) back as it was.",
+            ),
+    ), model=ModelTool("chronos_rollback", "Roll the workspace back to a checkpoint. By default only the changes "
+                                           "tool calls made since then are undone and the user's own edits are "
+                                           "kept (a file where both overlap is left as it is and listed as a "
+                                           "conflict). The user must approve it; a safety checkpoint of the "
+                                           "current state is always taken first, so it can be undone."),
         http=Http("POST", "/restore", body="RestoreRequest", conflict=True,
                   summary="A dry run returns `plan_token`; the real restore must send it back (428 without)."),
-        slash=("restore",), slash_args=("checkpoint", "paths*")),
+        slash=("restore",), slash_args=("checkpoint", "paths*"), confirm=True),
+    Command("revert", "take back one call's changes (or one session's), keeping everything after it",
+            _revert, r.RestoreResult, (
+                Arg("operation", help="a journal operation id or a unique prefix (`journal log` lists them)",
+                    positional=True, nargs="?", metavar="OPERATION"),
+                Arg("session", help="instead: every call of this Hermes session", metavar="ID"),
+                DRY_RUN, CONFLICTS, FORCE, PLAN_TOKEN,
+            ), slash=("revert",), slash_args=("operation",), confirm=True,
+        http=Http("POST", "/revert", body="RevertRequest", conflict=True)),
+    Command("undo", "undo the newest restore, revert or redo not yet undone", _undo, r.RestoreResult,
+            (DRY_RUN, CONFLICTS, FORCE, PLAN_TOKEN), slash=("undo",), confirm=True,
+            http=Http("POST", "/undo", body="UndoRequest", conflict=True)),
+    Command("redo", "re-apply the newest undo's operation", _redo, r.RestoreResult,
+            (DRY_RUN, CONFLICTS, FORCE, PLAN_TOKEN), slash=("redo",), confirm=True,
+            http=Http("POST", "/redo", body="RedoRequest", conflict=True)),
     Command("workspaces", "the workspaces this store holds", _workspaces, r.WorkspacesResult, cli=False,
             workspace=None, http=Http("GET", "/workspaces")),
     Command("compact", "apply retention and pack the store", _compact, r.CompactResult, (

@@ -93,6 +93,7 @@ class Command:
     model: ModelTool | None = None
     http: Http | None = None
     description: str | None = None         # the CLI's longer --help text
+    confirm: bool = False                  # changes files: `/chronos` previews it, `/chronos confirm` runs it
 
     @property
     def words(self) -> tuple[str, ...]:

@@ -51,6 +51,9 @@ NEXT_START = {
                                "compaction deletes this one",
     "journal_sync_packed": "objects in the pack; the witness stops carrying them at the next sync (which "
                            "packs them once more)",
+    "merge_target_written": "no operation was journaled, no path touched and no safety checkpoint made: the "
+                            "merged target commit and the scan's trees are unreferenced objects (the next "
+                            "compaction prunes them)",
     "restore_after_safety": "no operation was journaled and no path touched; the safety checkpoint stays "
                             "on the chain as an ordinary checkpoint",
     "inflight_manifest_written": "the call (a restore, a replay or `write`) is journaled with every path at "
@@ -64,6 +67,9 @@ NEXT_START = {
                           "(its manifest's owner is dead); the call settles by evidence: `not_applied` "
                           "if no other path was written yet, else as at `mid_restore`",
     "after_restore_files": "all paths at their post-image: settled `completed` at the next start",
+    "after_timeop_files": "as `after_restore_files`: settled `completed` at the next start; no checkpoint "
+                          "after it exists (the next snapshot takes the workspace as the operation left "
+                          "it)",
     "settle_before_append": "nothing was journaled: the next start reads the evidence again and settles "
                             "the call then",
     "replay_after_marker": "the original call is no longer replayable; the replay is a protected call of "

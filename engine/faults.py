@@ -39,13 +39,19 @@ POINTS = {
     "journal_sync_before_idx": "that pack complete and named, its .idx not written",
     "journal_sync_packed": "that pack and .idx durable and the loose copies deleted, the witness still "
                            "carrying them",
-    # restores (engine/restore.py, engine/confine.py, engine/inflight.py)
+    # restores and the time machine's other operations (engine/restore.py, engine/confine.py,
+    # engine/inflight.py, service/timemachine.py)
+    "merge_target_written": "a merging time-machine operation's target (agent-only restore, revert, undo, "
+                            "redo) written off every chain and its plan approved, the safety checkpoint "
+                            "not committed",
     "restore_after_safety": "the safety checkpoint committed, the intent not journaled",
     "inflight_manifest_written": "the temp-name manifest written, no file touched",
     "mid_restore": "some paths of a restore written or deleted",
     "mid_restore_file": "one file's bytes in an unnamed O_TMPFILE inode, not linked",
     "file_before_rename": "one file linked under its temp name, not renamed into place",
     "after_restore_files": "every path of a restore written, its outcome not recorded",
+    "after_timeop_files": "every path of a time-machine operation written and read back, its checkpoint "
+                          "after not taken, its outcome not recorded",
     # recovery (service/reconcile.py)
     "settle_before_append": "a crashed call's evidence read, the settlement not journaled",
     "replay_after_marker": "a replay journaled (replayed + started), no file written",

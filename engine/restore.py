@@ -119,8 +119,9 @@ Merge = Callable[[str], MergeTarget]      # the workspace's tree now -> what to 
 
 def previewed_merge(ws, merge: Merge, *, force: bool = False) -> tuple[dict, list[RestoreStep]]:
     """A merged restore's dry run: its plan against the working tree, nothing written."""
-    mt = merge(working_tree(ws))
-    items = plan(ws, mt.target, working_tree(ws), clean=True, force=force) + mt.conflicts
+    now = working_tree(ws)
+    mt = merge(now)
+    items = plan(ws, mt.target, now, clean=True, force=force) + mt.conflicts
     return preview_of(mt.target, items, True), items
 
 
@@ -140,6 +141,7 @@ def prepare_merge(ws, merge: Merge, *, force: bool = False, meta: CheckpointMeta
     items = plan(ws, mt.target, scan.tree_id, clean=True, force=force) + mt.conflicts
     if approve is not None:
         approve(mt.target, items)
+    faults.hit("merge_target_written")
     safety = ws.commit_scan(scan, safety_meta).checkpoint
     faults.hit("restore_after_safety")
     for it in items:

@@ -20,7 +20,6 @@ import threading
 from pathlib import Path
 
 from ..engine.codec import human
-from ..engine.wording import plural
 from ..settings import PLUGIN_KEY, Loaded, Settings, hermes_home, store_location
 from ..settings import load as load_settings
 from .alerts import (
@@ -32,11 +31,13 @@ from .alerts import (
     protection_notice,
     recovery_alert,
 )
+from .approval import APPROVAL_HOOK, RollbackApproval
 from .shell import HERMES_PROG
 
 log = logging.getLogger("chronos_git")
 
-HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "transform_llm_output", "on_session_end")
+HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "transform_llm_output", "on_session_end",
+         APPROVAL_HOOK)
 MIDDLEWARE = ("tool_execution", "llm_execution")
 OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
                        "chronos_status", "chronos_verify"})
@@ -57,6 +58,8 @@ def register(ctx) -> None:
     ctx.register_hook("pre_llm_call", plugin.on_pre_llm_call)
     ctx.register_hook("transform_llm_output", plugin.on_transform_llm_output)
     ctx.register_hook("on_session_end", plugin.on_session_end)
+    if _host_has_hook(APPROVAL_HOOK):
+        ctx.register_hook(APPROVAL_HOOK, plugin.on_approval)
     atexit.register(plugin.drain_pushes)
     ctx.register_middleware("tool_execution", plugin.tool_execution)
     ctx.register_middleware("llm_execution", plugin.llm_execution)
@@ -88,6 +91,14 @@ HELD_FOR_MODEL = ("chronos-git: a change to its settings is waiting for the oper
                   "settings stay in force. Do not try to change, accept or work around it yourself.")
 
 
+def _host_has_hook(name: str) -> bool:
+    try:
+        from hermes_cli.plugins import VALID_HOOKS
+    except Exception:                  # noqa: BLE001 (an older or a bare host: not offered)
+        return False
+    return name in VALID_HOOKS
+
+
 class Plugin:
     def __init__(self, ctx):
         self.ctx = ctx
@@ -99,6 +110,7 @@ class Plugin:
         self._calls: dict[str, dict] = {}        # tool_call_id -> what transform_tool_result needs
         self._calls_lock = threading.Lock()
         self.section_registered = False
+        self.approvals = RollbackApproval(self)
         self._told: dict[str, str] = {}           # session -> the protection notice it was given
         self._person_lock = threading.Lock()
         self._gate_told: dict[str, tuple] = {}    # session -> (operation ids, message) of the closed gate told
@@ -178,19 +190,13 @@ class Plugin:
         return None
 
     def _approval(self, args: dict, tool_call_id) -> dict:
-        try:
-            plan = self.svc().restore(self.cwd(), str(args.get("checkpoint_id") or ""), dry_run=True,
-                                      paths=args.get("paths"), clean=args.get("clean"))
-        except Exception as exc:
-            return {"action": "block", "message": f"chronos_rollback: {exc}"}
-        cp = plan.restored_checkpoint
-        summary = (f"{plural(plan.files_changed, 'file')} rewritten, {plan.untracked_removed} removed"
-                   + (f", {plan.skipped + plan.kept} left untouched" if plan.skipped + plan.kept else ""))
-        # a unique rule key: "allow permanently" can never pre-approve a future rollback
-        return {"action": "approve",
-                "message": f"chronos-git rollback of {self.cwd()} to checkpoint {cp[:8]}: {summary} "
-                           "(a safety checkpoint is taken first)",
-                "rule_key": f"chronos-git:rollback:{cp[:12]}:{tool_call_id or os.urandom(4).hex()}"}
+        return self.approvals.directive(args, tool_call_id)
+
+    def on_approval(self, **kwargs):
+        return self.approvals.answered(**kwargs)
+
+    def approval_outcome(self) -> str:
+        return self.approvals.outcome()
 
     def tool_execution(self, tool_name=None, args=None, next_call=None, tool_call_id=None,
                        session_id=None, turn_id=None, **kwargs):

@@ -26,6 +26,8 @@ def _schema(cmd) -> dict:
             continue
         prop: dict = ({"type": "array", "items": {"type": "string"}} if a.kind in ("names", "words")
                       else {"type": _TYPES[a.kind]})
+        if a.choices:
+            prop["enum"] = list(a.choices)
         if a.model_help:
             prop["description"] = a.model_help
         props[a.model] = prop
@@ -66,12 +68,22 @@ def _params(cmd, args: dict) -> dict:
     return out
 
 
+def preview(plugin, tool: str, args: dict):
+    """The dry run of a tool that changes files (what its approval prompt shows)."""
+    cmd = next(c for c in COMMANDS if c.model is not None and c.model.name == tool)
+    ctx = Context("model", actor=MODEL_ACTOR, user=MODEL_ACTOR, workspace=plugin.cwd())
+    return cmd.run(plugin.svc(), ctx, {**_params(cmd, args or {}), "dry_run": True})
+
+
 def handlers(plugin, table=COMMANDS) -> dict:
     """name -> handler(args, **kwargs) for Hermes' tool registry."""
     def handler_for(cmd):
         def handler(args, **kw):
             try:
-                ctx = Context("model", actor=MODEL_ACTOR, user=MODEL_ACTOR, workspace=plugin.cwd(),
+                user = MODEL_ACTOR
+                if cmd.confirm:                # it ran behind the approval prompt: how it was answered
+                    user = f"model (through Hermes' approval: {plugin.approval_outcome()})"
+                ctx = Context("model", actor=MODEL_ACTOR, user=user, workspace=plugin.cwd(),
                               session_id=kw.get("session_id"))
                 result = cmd.run(plugin.svc(), ctx, _params(cmd, args or {}))
             except Exception as exc:            # the model gets the envelope, never a traceback

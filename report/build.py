@@ -211,9 +211,9 @@ def summary(ev: dict, by_op: dict | None = None) -> str:
 
 
 def _workspace(svc, w, n: int) -> dict:
-    """The newest `n` checkpoints of one workspace, each with its diffstat against its parent
-    (the next one in the first-parent log; the oldest kept one has none)."""
-    cps = svc.log(w.root, n + 1).checkpoints
+    """The newest `n` checkpoints of one workspace (every line of its timeline), each with its
+    diffstat against its parent in the chain (the oldest kept one has none)."""
+    cps = svc.log(w.root, n + 1, all=True).checkpoints
     rows = []
     for cp, parent in zip(cps[:n], [*cps[1:], None]):
         row = {"cp": cp.wire(), "diff": None}

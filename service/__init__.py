@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from pathlib import Path
 
 from .. import settings as settings_mod
@@ -37,6 +38,7 @@ from .maintenance import Upkeep
 from .operator_key import OperatorKey
 from .reconcile import Reconciler
 from .remotes import Remotes
+from .reverts import Reverts
 from .settings_watch import ACCEPT as _ACCEPT, SettingsWatch
 from .snapshots import Snapshots
 from .startup import Startup
@@ -64,6 +66,7 @@ class Chronos:
         self.maintenance = Upkeep(self.core, self.start)
         self.time = TimeMachine(self.core, self.gate, self.calls, self.snapshots, self.start,
                                 self.maintenance.maybe_compact)
+        self.reverts = Reverts(self.core, self.time)
         self.reconcile = Reconciler(self.core, self.gate, self.calls, self.time, self.protection, self.start)
         self.remotes = Remotes(self.core, self.start)
         self.settings_watch = SettingsWatch(self.core)
@@ -234,8 +237,8 @@ class Chronos:
     def snapshot(self, workspace: str, message: str = "manual checkpoint", **kw) -> results.SnapshotResult:
         return self.time.snapshot(workspace, message, **kw)
 
-    def log(self, workspace: str, limit: int | None = 20) -> results.LogResult:
-        return self.time.log(workspace, limit)
+    def log(self, workspace: str, limit: int | None = 20, **kw) -> results.LogResult:
+        return self.time.log(workspace, limit, **kw)
 
     def show(self, workspace: str, spec: str) -> results.ShowResult:
         return self.time.show(workspace, spec)
@@ -246,6 +249,25 @@ class Chronos:
 
     def restore(self, workspace: str, spec: str, **kw) -> results.RestoreResult:
         return self.time.restore(workspace, spec, **kw)
+
+    def agent_restore(self, workspace: str, spec: str, **kw) -> results.RestoreResult:
+        """Take back what protected calls changed since `spec`; keep every other change."""
+        return self._journaled(lambda: self.reverts.agent_restore(workspace, spec, **kw))
+
+    def revert(self, workspace: str, operation: str | None = None, **kw) -> results.RestoreResult:
+        return self._journaled(lambda: self.reverts.revert(workspace, operation, **kw))
+
+    def undo(self, workspace: str, **kw) -> results.RestoreResult:
+        return self._journaled(lambda: self.reverts.undo(workspace, **kw))
+
+    def redo(self, workspace: str, **kw) -> results.RestoreResult:
+        return self._journaled(lambda: self.reverts.redo(workspace, **kw))
+
+    def _journaled(self, fn):
+        """A merging operation reads the journal: this process's last outcomes first."""
+        self.start()
+        self.calls.settle_behind()
+        return fn()
 
     def workspaces(self) -> results.WorkspacesResult:
         return self.time.workspaces()
@@ -338,6 +360,15 @@ class Chronos:
             return []
         self.start()
         return capture.reported(self.core)
+
+    def record_refusal(self, tool: str, code: str, reason: str, *, session_id: str | None = None,
+                       tool_call_id: str | None = None, workspace: str | None = None) -> None:
+        """Journal a call refused before it ran (e.g. a rollback denied at the approval prompt)."""
+        self.start()
+        self.core.journal.append(events.Refused, {
+            "operation_id": uuid.uuid4().hex, "tool": tool, "code": code, "reason": reason,
+            "session_id": session_id, "tool_call_id": tool_call_id, "workspace": workspace,
+            "owner": self.core.journal.me.to_dict()})
 
     def check_protected(self, call: Call) -> None:
         """ProtectedPath when a file call targets chronos-git's own files (journaled as refused)."""

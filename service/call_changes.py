@@ -37,6 +37,7 @@ class CallChange:
     left_running: bool = False
     partial_pre: bool = False
     parent_call: str | None = None     # the subagent's parent tool call, where the host says
+    settled: str | None = None         # a crashed call settled later: its outcome (completed, not_applied)
     args: dict = field(default_factory=dict)
     outcome: dict = field(default_factory=dict)
     ambiguous: str | None = None       # why the agent/person boundary around it is not known
@@ -81,6 +82,7 @@ def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[Cal
             c.finished_ns = int(ev.get("timestamp_ns") or 0)
             c.post = ev.get("post_checkpoint")
             c.status = ev.get("status") if ev.get("kind") == "returned" else ev.get("kind")
+            c.settled = ev.get("outcome")            # recovered / resolved: completed, not_applied, ...
             c.left_running = bool(ev.get("left_running"))
             c.outcome = ev
     _mark_ambiguous(out)

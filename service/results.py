@@ -91,6 +91,8 @@ class CheckpointInfo(Model):
                                                "safety, manual, restored, boundary (None: not known)")
     restored_from: str | None = Field(None, description="the checkpoint a time-machine operation put back: "
                                                         "this one starts a branch of the timeline there")
+    parents: list[str] | None = Field(None, description="in a listing: its parent in the timeline (the "
+                                                        "checkpoint before it, or the one it was restored from)")
     damaged: str | None = Field(None, description="why its metadata cannot be trusted (the fields it lacked "
                                                   "are shown at their defaults); its files still restore")
 
@@ -179,6 +181,8 @@ class LogResult(Result):
     workspace: str
     workspace_b64: str | None = None
     checkpoints: list[CheckpointInfo]
+    all: bool = Field(False, description="every checkpoint (`--all`), not only the current line of the timeline")
+    graph: bool = Field(False, description="for people: drawn as the timeline's tree (`--graph`)")
     note: str | None = None
     damaged: list[Damage] | None = Field(None, description="a ref or commit that cannot be read (the listing "
                                                            "ends there); damaged metadata is marked per checkpoint")
@@ -242,6 +246,9 @@ class RestoreResult(Result):
     operation_id: str | None = None
     after_checkpoint: str | None = Field(None, description="the checkpoint of the workspace as the operation "
                                                            "left it (what `redo` puts back)")
+    kind: str | None = Field(None, description="a merging operation: agent-only restore, revert, undo, redo")
+    calls: list[str] | None = Field(None, description="the operations whose changes it takes back")
+    note: str | None = None
     plan_token: str | None = Field(None, description="a dry run's: confirms this same restore (HTTP)")
     undo: str | None = None
     code: str | None = Field(None, description="'plan_changed': refused, the workspace changed since the "

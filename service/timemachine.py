@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..engine import diff as diff_mod, restore as restore_mod
+from ..engine import diff as diff_mod, faults, restore as restore_mod
 from ..engine.checkpoint import CheckpointMeta
 from ..engine.codec import canonical
 from ..engine.errors import ChronosError, PlanTokenError, UnknownWorkspace, WorkspaceRefused
@@ -79,7 +79,7 @@ class TimeMachine:
                                    "for it (only workspaces made by Hermes or the chronos-git CLI are served)")
         return os.fsdecode(root)
 
-    def _existing(self, workspace: str):
+    def existing(self, workspace: str):
         """The workspace, for a command about its history: it must exist, or the store know it."""
         ws = self.core.store.workspace(workspace)
         if not ws.root.is_dir() and not self.known(ws.root):
@@ -128,7 +128,11 @@ class TimeMachine:
             out.note = f"the damaged checkpoint ref it replaced could not be journaled: {unjournaled}"
         return out
 
-    def log(self, workspace: str, limit: int | None = 20) -> LogResult:
+    def log(self, workspace: str, limit: int | None = 20, *, all: bool = False) -> LogResult:  # noqa: A002
+        """The current line of the timeline, newest first: from the newest checkpoint back,
+        through each branch point (a checkpoint a time-machine operation put back) to the one
+        restored from; `all`: every checkpoint of the workspace, each with its parent in the
+        timeline (the checkpoints of a line left behind stay kept and restorable)."""
         if limit is not None and limit < 1:
             raise ValueError(f"the limit must be at least 1, not {limit}")
         if not self.core.store_exists():
@@ -136,14 +140,21 @@ class TimeMachine:
                 raise UnknownWorkspace(f"workspace {workspace} does not exist")
             return LogResult(workspace=os.path.abspath(workspace), checkpoints=[],
                              note=f"no store at {self.core.store_dir} yet: nothing has been checkpointed")
-        ws = self._existing(workspace)
+        ws = self.existing(workspace)
         damage: list[dict] = []
-        listed = [CheckpointInfo(**c.summary(i)) for i, c in enumerate(ws.checkpoints(limit, damage), 1)]
-        return LogResult(workspace=os.fsdecode(ws.root_bytes), checkpoints=listed,
+        chain = ws.checkpoints(None, damage)
+        shown = chain if all else _current_line(chain)
+        listed = []
+        for i, c in enumerate(shown[:limit] if limit is not None else shown, 1):
+            info = CheckpointInfo(**c.summary(i))
+            parent = c.meta.restored_from or c.parent_id
+            info.parents = [parent] if parent else []
+            listed.append(info)
+        return LogResult(workspace=os.fsdecode(ws.root_bytes), checkpoints=listed, all=all,
                          damaged=[Damage(**d) for d in damage] or None)
 
     def show(self, workspace: str, spec: str) -> ShowResult:
-        ws = self._existing(workspace)
+        ws = self.existing(workspace)
         cp = ws.resolve(spec)
         out = ShowResult(checkpoint=CheckpointInfo(**cp.summary()))
         if cp.parent_id:
@@ -157,7 +168,7 @@ class TimeMachine:
     def diff(self, workspace: str, from_spec: str | None = None, to_spec: str | None = None, *,
              patch: bool = True, max_chars: int = diff_mod.DEFAULT_MAX_PATCH_CHARS,
              paths: list[str] | None = None) -> DiffResult:
-        ws = self._existing(workspace)
+        ws = self.existing(workspace)
         return DiffResult.model_validate(diff_mod.diff(ws, from_spec, to_spec, patch=patch,
                                                        max_patch_chars=max_chars, paths=paths))
 
@@ -265,9 +276,12 @@ class TimeMachine:
         meta = CheckpointMeta(description=f"after {op.what} ({prepared.target.id[:12]})", kind="full",
                               role="restored", tool=op.tool, session_id=session_id)
         try:
+            faults.hit("after_timeop_files")
             scan = ws.snapshot(meta, paths=written, commit=False)
-            if op.branch or scan.tree_id == prepared.target.tree_id:
-                meta.restored_from = op.branch_point(prepared) if op.branch_point else prepared.target.id
+            if op.branch_point is not None:
+                meta.restored_from = op.branch_point(prepared, scan.tree_id)
+            elif op.branch or scan.tree_id == prepared.target.tree_id:
+                meta.restored_from = prepared.target.id
             return ws.commit_scan(scan, meta).checkpoint.id
         except (ChronosError, OSError, ValueError) as exc:
             log.warning("chronos-git: the checkpoint after a %s could not be taken: %s", op.what, exc)
@@ -334,6 +348,21 @@ class TimeMachine:
 LEFT_UNTOUCHED = ("keep", "skip")
 
 
+def _current_line(chain: list) -> list:
+    """The chain (newest first) as the line the workspace is on: a checkpoint restored from an
+    older one continues from there, so the stretch in between is a line left behind."""
+    out = []
+    skip_to: str | None = None
+    for c in chain:
+        if skip_to is not None and c.id != skip_to:
+            continue
+        skip_to = None
+        out.append(c)
+        if c.meta.restored_from and c.meta.restored_from != c.parent_id:
+            skip_to = c.meta.restored_from
+    return out
+
+
 @dataclass
 class TimeOp:
     """What differs between time-machine operations; `operate` does the rest the same way."""
@@ -345,7 +374,7 @@ class TimeOp:
     args: Callable                             # the call's journaled args, given the target
     target_id: Callable[[], str]               # the target id, as the dry run named it
     branch: bool = False                       # it puts a checkpoint back: the after-checkpoint says which
-    branch_point: Callable | None = None       # (prepared) -> the checkpoint put back, when not the target
+    branch_point: Callable | None = None       # (prepared, tree after) -> the checkpoint put back, or None
     clean: bool = True
 
 

@@ -90,10 +90,17 @@ def summarize(suite: str, results: list[dict]) -> dict:
 def _line(suite: str, results: list[dict], counts: dict, reached: int) -> str:
     names = [r["case"]["name"] for r in results]
     if suite == "crash":
-        points = len({n for n in names if n != "random kill"})
-        seeds = len({r["case"]["seed"] for r in results if r["case"]["name"] != "random kill"})
+        plain = [r for r in results if r["case"]["name"] != "random kill" and not r["case"]["spec"].get("timeop")]
+        timeops = [r for r in results if r["case"]["spec"].get("timeop")]
+        points = len({r["case"]["name"] for r in plain})
+        seeds = len({r["case"]["seed"] for r in plain})
         kills = sum(1 for r in results if r["case"]["name"] == "random kill" and r["reached"])
-        what = f"{points} points × {seeds} seeds + {kills} random kills = {reached:,} crashes"
+        what = f"{points} points × {seeds} seeds"
+        if timeops:
+            ops = {r["case"]["spec"]["timeop"] for r in timeops}
+            at = {r["case"]["spec"]["point"] for r in timeops}
+            what += f" + {len(ops)} time-machine operations × {len(at)} points"
+        what += f" + {kills} random kills = {reached:,} crashes"
     elif suite == "power":
         what = f"{len(set(names))} kinds of power-cut damage × seeds = {reached:,} cuts"
     elif suite == "io":
@@ -112,14 +119,17 @@ def _line(suite: str, results: list[dict], counts: dict, reached: int) -> str:
     else:
         what = f"{len(results)} hostile-input classes"
     shown = ("lost_events", "duplicate_effects", "fsck_errors", "litter", "stuck_locks", "resets",
-             "integrity", "torn_paths", "unclear_errors", "escapes", "hangs", "unreached")
+             "integrity", "torn_paths", "unsettled", "unclear_errors", "escapes", "hangs",
+             "unreached")
     tail = ", ".join(f"{counts.get(k, 0)} {k.replace('_', ' ')}" for k in shown)
     return f"{suite}: {what}: {tail}"
 
 
 def run(suites, *, quick: bool, seeds: int, seed: int | None, workers: int, kills: int | None = None,
-        out=sys.stdout) -> dict:
+        out=sys.stdout, names: list[str] | None = None) -> dict:
     cases = build(suites, quick=quick, seeds=seeds, only_seed=seed, kills=kills)
+    if names:
+        cases = [c for c in cases if any(n in c.name for n in names)]
     t0 = time.monotonic()
     results: dict[str, list[dict]] = {s: [] for s in suites}
     print(f"wind tunnel: {len(cases)} cases in {', '.join(suites)} on {workers} worker(s)"
@@ -156,6 +166,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=None, help="seeds per case (default 1 quick, 50 full)")
     p.add_argument("--suite", action="append", choices=SUITES, help="run only these suites (repeatable)")
     p.add_argument("--seed", type=int, default=None, help="replay only the cases of this seed")
+    p.add_argument("--case", action="append", metavar="TEXT",
+                   help="run only the cases whose name contains TEXT (repeatable), e.g. 'undo at'")
     p.add_argument("--kills", type=int, default=None,
                    help="random-time kills in the crash suite (default 8 quick, 500 full)")
     p.add_argument("--json", dest="windtunnel_json", metavar="PATH",
@@ -184,7 +196,7 @@ def run_from_args(a: argparse.Namespace, *, store: str | None = None, error=None
     to_json = a.windtunnel_json == "-"
     kills = a.kills if a.kills is not None else (8 if a.quick else 500)
     report = run(suites, quick=a.quick, seeds=seeds, seed=a.seed, workers=a.workers, kills=max(kills, 0),
-                 out=sys.stderr if to_json else sys.stdout)
+                 out=sys.stderr if to_json else sys.stdout, names=getattr(a, "case", None))
     text = json.dumps(report, indent=2)
     if to_json:
         print(text)

@@ -25,7 +25,7 @@ from pathlib import Path
 from .workload import FILES
 
 INVARIANTS = ("lost_events", "integrity", "fsck_errors", "torn_paths", "duplicate_effects", "litter",
-              "stuck_locks", "resets", "unclear_errors", "escapes", "hangs", "unreached")
+              "stuck_locks", "resets", "unclear_errors", "escapes", "hangs", "unsettled", "unreached")
 LITTER = (b".chronos-tmp-", b".chronos-restore-", b".chronos-bulk")
 
 

@@ -42,12 +42,14 @@ RECIPES: dict[str, dict] = {
     "journal_sync_mid_pack": {"background": True, "first": _WRITES8 * 2, "nth": 2},
     "journal_sync_before_idx": {"background": True, "first": _WRITES8 * 2, "nth": 2},
     "journal_sync_packed": {"background": True, "first": _WRITES8 * 2, "nth": 2},
+    "merge_target_written": {"first": ["multi", "person", "multi", "agent_restore"]},
     "restore_after_safety": {"first": ["multi", "multi", "restore"]},
     "inflight_manifest_written": {"first": ["multi", "multi", "restore"], "nth": 3},
     "mid_restore": {"first": ["multi", "multi", "restore"], "nth": 2},
     "mid_restore_file": {"first": ["multi", "multi", "restore"], "nth": 3},
     "file_before_rename": {"first": ["multi", "multi", "restore"], "nth": 3},
     "after_restore_files": {"first": ["multi", "multi", "restore"]},
+    "after_timeop_files": {"first": ["multi", "multi", "restore"]},
     "settle_before_append": {"prep": ("after_intent", ["write"])},
     "replay_after_marker": {"prep": ("after_intent", ["multi"]), "first": ["replay"]},
     "replay_mid_write": {"prep": ("after_intent", ["multi"]), "first": ["replay"]},
@@ -63,8 +65,36 @@ RECIPES: dict[str, dict] = {
 assert set(RECIPES) == set(POINTS), set(POINTS) ^ set(RECIPES)
 
 
-def crash_cases(seeds: range, kills: int) -> list[Case]:
+# The time machine's merging operations (service/reverts.py), each cut off at every point it
+# passes: a first, unarmed victim sets the workspace up (the agent's calls, a person's edits
+# between them, the operation an undo or redo takes back); a second runs the operation alone,
+# armed, so the n-th hit is inside it.
+TIMEOPS: dict[str, tuple[str, list[str]]] = {
+    "agent_restore": ("chronos.agent_restore", ["multi", "person", "multi", "person"]),
+    "revert": ("chronos.revert", ["multi", "person", "multi", "person"]),
+    "undo": ("chronos.undo", ["multi", "person", "multi", "agent_restore", "person"]),
+    "redo": ("chronos.redo", ["multi", "person", "multi", "agent_restore", "undo", "person"]),
+}
+# each point the operation passes, in its order, with what the next start must make of it:
+# `None` before the intent (nothing journaled, every path at its pre-image), else the
+# settlement, or "evidence" (completed, not_applied or uncertain, as the paths are)
+TIMEOP_POINTS: dict[str, str | None] = {
+    "merge_target_written": None, "restore_after_safety": None,
+    "after_intent": "not_applied", "inflight_manifest_written": "not_applied",
+    "mid_restore": "evidence", "mid_restore_file": "evidence", "file_before_rename": "evidence",
+    "after_restore_files": "completed", "after_timeop_files": "completed", "after_dispatch": "completed",
+}
+# points hit once per written path: the largest n worth drawing
+_PER_PATH = {"mid_restore": 3, "mid_restore_file": 3, "file_before_rename": 3}
+TIMEOP_QUICK = ("merge_target_written", "restore_after_safety", "mid_restore", "after_restore_files",
+                "after_timeop_files")
+assert set(TIMEOP_POINTS) <= set(POINTS)
+
+
+def crash_cases(seeds: range, kills: int, quick: bool = False) -> list[Case]:
     out = [Case("crash", point, seed, {"point": point}) for point in POINTS for seed in seeds]
+    out += [Case("crash", f"{op} at {point}", seed, {"point": point, "timeop": op})
+            for op in TIMEOPS for point in (TIMEOP_QUICK if quick else TIMEOP_POINTS) for seed in seeds]
     out += [Case("crash", "random kill", 10_000 + i, {"random": True}) for i in range(kills)]
     return out
 
@@ -81,6 +111,8 @@ def run_crash(case: Case, s: Scenario) -> Findings:
                     else "finished before the kill")
         out.reached = c.killed
         return out
+    if case.spec.get("timeop"):
+        return run_timeop_crash(case, s, rng)
     point = case.spec["point"]
     r = RECIPES[point]
     if r.get("prep"):
@@ -104,6 +136,125 @@ def run_crash(case: Case, s: Scenario) -> Findings:
         out.note += f" not reached (victim exit {c.rc})"
         if c.rc not in (0, None):
             out.breach("unclear_errors", f"the victim failed: {c.stderr.strip()[-300:]}")
+    return out
+
+
+def _disk(ws) -> dict[str, str | None]:
+    """Every file and symlink of the workspace: relative path -> its blob id (as evidence reads it)."""
+    from ..journal_refs.evidence import content_id
+    out = {}
+    root = os.fsencode(ws)
+    for dirpath, dirs, files in os.walk(root):
+        names = files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]
+        for name in names:
+            path = os.path.join(dirpath, name)
+            out[os.fsdecode(os.path.relpath(path, root))] = content_id(path)
+    return out
+
+
+def run_timeop_crash(case: Case, s: Scenario, rng: random.Random) -> Findings:
+    """An agent-only restore, a revert, an undo or a redo SIGKILLed at one point: every path of
+    the workspace at its image before the operation or, for the paths it declared, after it; at
+    the next start the operation is unjournaled (cut off before its intent) or settled as the
+    paths say (completed, not_applied; uncertain with the gate closed), never left pending."""
+    from ..engine.paths import same
+    from ..journal_refs import evidence as evidence_of
+    op, point = case.spec["timeop"], case.spec["point"]
+    tool, setup = TIMEOPS[op]
+    expect = TIMEOP_POINTS[point]
+    out = Findings()
+    prep = s.child(first=setup, ops=0)
+    failed = [f"{a['op']}: {a['what']} {(a.get('error') or {}).get('error', '')}" for a in s.acknowledged()
+              if a.get("error") or a["what"] in ("blocked", "nothing to restore", "nothing to revert")]
+    if prep.rc != 0 or failed:
+        out.reached = False
+        out.breach("unreached", f"setting up {op} failed (rc {prep.rc}): {'; '.join(failed)[:300]} "
+                                f"{prep.stderr.strip()[-300:]}")
+        return out
+    before = _disk(s.ws)
+    t0 = time.time_ns()
+    nth = 1 if case.seed == 0 else rng.randint(1, _PER_PATH.get(point, 1))
+    c = s.child(fault=f"{point}@{nth}", first=[op], ops=0)
+    out.note = f"{op} at {point}@{nth}"
+    if c.rc == -1:
+        out.breach("stuck_locks", f"the victim hung: {c.stderr[-300:]}")
+        return out
+    hit = [line for line in s.faults_hit() if line.split()[:1] == [point]]
+    out.reached = c.killed and bool(hit)
+    if not out.reached:
+        acks = [a for a in s.acknowledged() if a["op"] == op]
+        out.note += f" not reached (victim exit {c.rc}: {acks[-1]['what'] if acks else 'no answer'})"
+        if c.rc not in (0, None):
+            out.breach("unclear_errors", f"the victim failed: {c.stderr.strip()[-300:]}")
+        out.merge(s.check(s.next_start()))
+        return out
+    try:
+        svc = s.next_start()
+    except Exception as exc:                      # the next start must answer, not crash
+        out.breach("unclear_errors", f"the next start failed: {type(exc).__name__}: {exc}")
+        return out
+    after = _disk(s.ws)
+    journal = svc.core.journal
+    evs = journal.events(None)
+    started = [e for e in evs if e.get("kind") == "started" and e.get("tool") == tool
+               and int(e.get("timestamp_ns") or 0) >= t0]
+    root = os.path.realpath(s.ws)
+    declared = {os.path.relpath(os.path.realpath(d["path"]), root): d
+                for e in started for d in e.get("declared") or ()}
+    # every path at its pre-image, or (declared) at its post-image
+    for rel in sorted(set(before) | set(after)):
+        now, was, d = after.get(rel), before.get(rel), declared.get(rel)
+        if d is None:
+            if not same(now, was):
+                out.breach("torn_paths", f"{rel}: changed by the {op}, which did not declare it "
+                                         f"({str(was)[:12]} -> {str(now)[:12]})")
+            continue
+        if not same(d["pre"], was):
+            out.breach("torn_paths", f"{rel}: the {op} declared pre-image {str(d['pre'])[:12]}, the path held "
+                                     f"{str(was)[:12]}")
+        if not (same(now, d["pre"]) or same(now, d["post"])):
+            out.breach("torn_paths", f"{rel}: at neither image after the {op} was cut off at {point} "
+                                     f"(now {str(now)[:12]}, pre {str(d['pre'])[:12]}, post {str(d['post'])[:12]})")
+    # the operation's journal: nothing before its intent; after it, settled as the paths are
+    if expect is None:
+        if started:
+            out.breach("unsettled", f"the {op} was journaled though it was cut off before its intent")
+    elif len(started) != 1:
+        out.breach("lost_events", f"{len(started)} intents of the {op} in the journal, 1 was durable")
+    else:
+        op_id = started[0]["operation_id"]
+        closing = [e for e in evs if e.get("operation_id") == op_id
+                   and e.get("kind") in ("returned", "recovered", "uncertain", "resolved")]
+        pending = [o for o in journal.unresolved() if o.operation_id == op_id and o.state != "uncertain"]
+        verdict, _items = evidence_of.evidence(started[0].get("declared") or [])
+        verdict = "uncertain" if verdict == "partial" else verdict      # a partial call is settled uncertain
+        settled = (closing[0].get("outcome") if closing[0]["kind"] == "recovered" else closing[0]["kind"]) \
+            if closing else None
+        refusal = svc.gate.state()
+        closed_for = set(refusal.operation_ids) if refusal is not None else set()
+        if pending or settled is None:
+            out.breach("unsettled", f"the {op} ({op_id[:12]}) was left pending by the next start")
+        elif settled != verdict:
+            out.breach("unsettled", f"the {op} ({op_id[:12]}) was settled {settled}, its paths say {verdict}")
+        elif expect != "evidence" and settled != expect:
+            out.breach("unsettled", f"the {op} ({op_id[:12]}) cut off at {point} was settled {settled}, "
+                                    f"not {expect}")
+        elif settled == "uncertain" and op_id not in closed_for:
+            out.breach("unsettled", f"the {op} ({op_id[:12]}) is uncertain, but the gate does not wait for it")
+        elif settled != "uncertain" and refusal is not None:
+            out.breach("unsettled", f"the {op} ({op_id[:12]}) was settled {settled}, but the gate is closed: "
+                                    f"{refusal.message[:200]}")
+        out.note += f": {op_id[:12]} settled {settled}, {len(declared)} declared path(s)"
+    out.merge(s.check(svc))
+    # the time machine still answers after it (its history read from the journal the crash left)
+    from ..service.errors import envelope
+    for name in ("undo", "redo"):
+        try:
+            getattr(svc, name)(str(s.ws), dry_run=True, actor="windtunnel")
+        except Exception as exc:
+            answer, _exit, _http = envelope(exc, svc.core.store_dir)
+            if answer.code == "internal":
+                out.breach("unclear_errors", f"a dry run of {name} after the crash: {answer.error[:300]}")
     return out
 
 
@@ -293,7 +444,7 @@ def build(suites, *, quick: bool, seeds: int, only_seed: int | None = None,
     cases: list[Case] = []
     for suite in suites:
         if suite == "crash":
-            cases += crash_cases(seed_range, kills if kills is not None else (8 if quick else 500))
+            cases += crash_cases(seed_range, kills if kills is not None else (8 if quick else 500), quick)
         elif suite == "power":
             cases += power_cases(seed_range)
         elif suite == "io":

@@ -2,7 +2,8 @@
 
 Runs the service in-process the way Hermes does (protected writes, patches,
 multi-file edits, shell calls, restores, snapshots, compactions, replays, a
-reader thread) with a fault point armed through CHRONOS_GIT_FAULT, or until
+reader thread; on request a person's edits between calls and the time machine's
+agent-only restores, reverts, undos and redos) with a fault point armed through CHRONOS_GIT_FAULT, or until
 the parent kills it at a random moment.  After every operation that returned
 it appends an acknowledgement (the journal head and sequence number) to the
 ack file, fsynced: what it acknowledged must survive any crash.
@@ -20,6 +21,9 @@ import threading
 
 FILES = [f"src/m{i}.py" for i in range(12)] + [f"docs/d{i}.md" for i in range(4)] + ["README", "deep/a/b/c.txt"]
 KINDS = ("write", "write", "patch", "multi", "shell", "restore", "snapshot", "compact", "replay", "consolidate")
+# not drawn at random (`--first` / `--only`): a person's edit between calls, and the time machine's
+# merging operations (service/reverts.py) the crash suite's time-machine cases set up and cut off
+TIMEOPS = ("person", "agent_restore", "revert", "undo", "redo")
 ATTACK = "CHRONOS_WINDTUNNEL_ATTACK"   # the adversary suite's attack: JSON, carried out as one protected call
 
 
@@ -123,6 +127,30 @@ def _step(svc, rng, ws, FILES, kind, n, Call, Declared, Outcome) -> str:
             return spec["path"]
         res = svc.run_command(ws, spec["argv"])
         return f"attack rc={res.exit_code}"
+    if kind == "person":                              # an edit outside the calls: nothing journals it
+        rel = rng.choice(FILES)
+        path = os.path.join(ws, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "ab") as fh:
+            fh.write(f"a person's line {n}\n".encode())
+        return rel
+    if kind == "agent_restore":                       # back to the oldest checkpoint of the current line
+        cps = svc.log(ws, None).checkpoints
+        if not cps:
+            return "nothing to restore"
+        return _timeop(svc.agent_restore(ws, cps[-1].id, actor="windtunnel"))
+    if kind == "revert":                              # one of the agent's calls, at random
+        from ..service import call_changes
+        root = os.fsdecode(svc.core.store.workspace(ws).root_bytes)
+        cs = [c for c in call_changes.calls(svc.core.journal.events(None), root)
+              if not c.is_time_machine and c.pre is not None and c.status == "ok"]
+        if not cs:
+            return "nothing to revert"
+        return _timeop(svc.revert(ws, rng.choice(cs).operation_id, actor="windtunnel"))
+    if kind == "undo":
+        return _timeop(svc.undo(ws, actor="windtunnel"))
+    if kind == "redo":
+        return _timeop(svc.redo(ws, actor="windtunnel"))
     if kind == "shell":
         rel = rng.choice(FILES)
         res = svc.run_command(ws, ["sh", "-c", f"mkdir -p $(dirname '{rel}') && echo {n} >> '{rel}'"])
@@ -148,6 +176,11 @@ def _step(svc, rng, ws, FILES, kind, n, Call, Declared, Outcome) -> str:
     raise ValueError(kind)
 
 
+def _timeop(res) -> str:
+    return (f"{res.status} {res.operation_id}: {res.files_changed} written, {res.untracked_removed} removed, "
+            f"{res.conflicts} conflicts")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m chronos_git.windtunnel.workload")
     p.add_argument("--store", required=True)
@@ -156,9 +189,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ops", type=int, default=20)
     p.add_argument("--background", action="store_true", help="as in Hermes: watcher, background first snapshot")
-    p.add_argument("--first", action="append", default=[], choices=sorted(set(KINDS) | {"attack"}),
+    p.add_argument("--first", action="append", default=[],
+                   choices=sorted(set(KINDS) | set(TIMEOPS) | {"attack"}),
                    help="operations to do first (the rest is random)")
-    p.add_argument("--only", action="append", choices=sorted(set(KINDS)), help="draw only these operations")
+    p.add_argument("--only", action="append", choices=sorted(set(KINDS) | set(TIMEOPS)),
+                   help="draw only these operations")
     p.add_argument("--durable", action="store_true", help="durable_snapshots on (fsync every snapshot)")
     p.add_argument("--prefix", default="", help="a folder of the workspace this process writes in")
     a = p.parse_args(argv)

@@ -152,7 +152,7 @@ class Ctx:
         return json.loads(p.stdout) if p.stdout.strip().startswith("{") else {"rc": p.returncode}
 
     def log(self) -> list[dict]:
-        return self.cli("log", "-n", "100")["checkpoints"]
+        return self.cli("log", "--all", "-n", "100")["checkpoints"]
 
 
 @pytest.fixture
@@ -353,7 +353,8 @@ def test_timeline_diff_and_two_click_restore_with_undo(ctx, page, tmp_path):
     safety = page.get_by_test_id("safety-checkpoint-id").get_attribute("data-checkpoint-id")
     # nothing changed since the agent's last call, so the safety checkpoint is that
     # checkpoint (the engine does not duplicate an unchanged tree); undo below proves its content
-    assert safety == after[0]["id"] == log[0]["id"]
+    assert safety == after[1]["id"] == log[0]["id"]
+    assert after[0]["role"] == "restored" and after[0]["restored_from"] == oldest["id"]   # the restore's own
     assert page.get_by_test_id("restored-checkpoint-id").inner_text() == oldest["id"][:12]
     row(page, safety).wait_for()                       # the timeline shows the safety checkpoint
     page.screenshot(path=str(tmp_path / "dashboard-restored.png"), full_page=True)

@@ -197,14 +197,14 @@ def test_pane_against_the_real_http_api(node_modules, store_dir, ws, cli):
                   token="desk-token", target=first)
     finally:
         server.stop()
-    log = cli("--json", "log", "-n", "20", cwd=ws).json["checkpoints"]
+    log = cli("--json", "log", "--all", "-n", "20", cwd=ws).json["checkpoints"]
     assert first in res["rows"] and res["rows"][0] != first
     assert sorted(res["plan"]) == ["delete new.txt", "restore a.txt"]
     assert res["after_first_click"] == 0
     [confirm] = res["confirm"]                  # the dry run's request, its plan_token, the full id
     assert confirm["checkpoint"] == first and confirm["workspace"] == str(ws) and confirm["plan_token"]
     assert (ws / "a.txt").read_text() == "alpha\n" and not (ws / "new.txt").exists()
-    assert res["safety"] == log[0]["id"]
+    assert res["safety"] == log[1]["id"] and log[0]["restored_from"] == first   # log[0]: the restore's own
     assert res["gate"] == "gate open"
     events = cli("--json", "journal", "log", "-n", "5", cwd=ws).json["events"]
     assert [e["kind"] for e in events[:2]] == ["returned", "started"]

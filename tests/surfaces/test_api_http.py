@@ -239,7 +239,7 @@ def test_restore_dry_run_changes_nothing_and_real_restore_does(http, history, cl
     assert not (ws / "b.txt").exists() and not (ws / "new.txt").exists()
     assert (ws / "src" / "main.py").read_text() == "print('hi')\n"
     safety = res["safety_checkpoint"]
-    log = cli("--json", "log", "-n", "100", cwd=ws).json["checkpoints"]
+    log = cli("--json", "log", "--all", "-n", "100", cwd=ws).json["checkpoints"]
     assert log[1]["id"] == safety and log[1]["kind"] == "safety" and log[1]["role"] == "safety"
     assert log[0]["id"] == res["after_checkpoint"] and log[0]["role"] == "restored"
     assert log[0]["restored_from"] == history["first"]          # the branch point of the timeline

@@ -239,6 +239,10 @@ def test_real_answers_validate_against_their_models(served):
     assert plan.plan_token and {i.action for i in plan.plan} >= {"restore", "delete"}
     done = post("/restore", {"checkpoint": first, "workspace": w, "plan_token": plan.plan_token})
     assert done.target.id == first and done.safety_checkpoint and done.failed == 0
+    undo = post("/undo", {"workspace": w, "dry_run": True})
+    assert post("/undo", {"workspace": w, "plan_token": undo.plan_token}).kind == "undo"
+    redo = post("/redo", {"workspace": w, "dry_run": True})
+    assert post("/redo", {"workspace": w, "plan_token": redo.plan_token}).kind == "redo"
     post("/journal/verify", {})
     post("/snapshot", {"workspace": w, "message": "from the schema test"})
     post("/compact", {"dry_run": True})
@@ -249,6 +253,7 @@ def test_real_answers_validate_against_their_models(served):
     status = get("/journal/status")
     assert [o.operation_id for o in status.unresolved] == [run] and status.gate == "closed"
     post("/journal/resolve", {"operation_id": run, "outcome": "completed", "evidence": "checked"})
+    assert post("/revert", {"workspace": w, "operation": run, "dry_run": True}).calls == [run]
     post("/journal/recover", {})
 
     json_routes = {(m, p) for p, ops in doc["paths"].items() for m in ops if (m, p[len(PREFIX):]) not in NON_JSON}

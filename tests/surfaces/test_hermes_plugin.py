@@ -540,3 +540,62 @@ def test_ignore_rules_that_narrow_capture_are_told_to_the_person_and_the_model(t
     assert p.on_pre_llm_call(session_id="s1", is_first_turn=False) is None or \
         hermes_glue.NARROWED_FOR_MODEL not in p.on_pre_llm_call(session_id="s1", is_first_turn=False)["context"]
     assert "now leave out" not in capsys.readouterr().err                 # once
+
+
+def agent_then_person(plugin):
+    """A checkpoint, then a file the agent made (a protected call), then one the person made."""
+    ctx, p, ws = plugin()
+    svc = p.svc()
+    first = svc.snapshot(str(ws), "v1").wire()["checkpoint"]
+    assert svc.write_file(str(ws), "made.txt", b"by the agent\n").status == "ok"
+    (ws / "mine.txt").write_text("the person's\n")
+    return ctx, p, ws, first
+
+
+def test_slash_previews_then_confirms_undo_redo_and_the_agent_only_restore(plugin):
+    ctx, p, ws, first = agent_then_person(plugin)
+    cmd = ctx.commands["chronos"]
+    armed = cmd(f"{first[:10]} --agent-only")
+    assert "would do: 0 files written, 1 removed, 0 conflicts" in armed and "/chronos confirm" in armed, armed
+    assert (ws / "made.txt").exists()
+    done = cmd("confirm")
+    assert "agent-only restore done" in done and not (ws / "made.txt").exists(), done
+    assert (ws / "mine.txt").read_text() == "the person's\n"
+    assert "To undo it type /chronos confirm" in cmd("undo") and not (ws / "made.txt").exists()
+    assert "undo done" in cmd("confirm") and (ws / "made.txt").exists()
+    assert "To redo it" in cmd("redo")
+    assert "redo done" in cmd("confirm") and not (ws / "made.txt").exists()
+    assert "nothing to redo" in cmd("redo")
+    assert "unknown option --bogus" in cmd(f"{first[:10]} --bogus")
+    assert "conflicts is one of leave, markers" in cmd(f"{first[:10]} --agent-only --conflicts maybe")
+
+
+def test_the_models_rollback_takes_back_only_the_agents_changes_by_default(plugin):
+    from chronos_git.hermes.tools import handlers
+    ctx, p, ws, first = agent_then_person(plugin)
+    out = json.loads(handlers(p)["chronos_rollback"]({"checkpoint_id": first}))
+    assert out["status"] == "ok" and out["kind"] == "agent-only restore", out
+    assert not (ws / "made.txt").exists() and (ws / "mine.txt").exists()
+    out = json.loads(handlers(p)["chronos_rollback"]({"checkpoint_id": first, "mode": "full"}))
+    assert out["status"] == "ok" and not (ws / "mine.txt").exists() and "mode=full" in out["undo"]
+
+
+def test_the_rollbacks_approval_answer_is_journaled(plugin):
+    from chronos_git.hermes.tools import handlers
+    ctx, p, ws = plugin()
+    assert "post_approval_response" in ctx.hooks
+    svc = p.svc()
+    first = svc.snapshot(str(ws), "v1").wire()["checkpoint"]
+    assert svc.write_file(str(ws), "made.txt", b"by the agent\n").status == "ok"
+    directive = p.on_pre_tool_call(tool_name="chronos_rollback", args={"checkpoint_id": first},
+                                   tool_call_id="call_1", session_id="s1")
+    assert directive["action"] == "approve" and "only what tool calls changed" in directive["message"]
+    p.on_approval(choice="deny", pattern_key=directive["rule_key"], session_key="s1", tool_call_id="call_1")
+    refused = [e for e in svc.journal_log(20).events if e.kind == "refused"]
+    assert refused and refused[0].model_dump().get("code") == "approval_denied"
+    p.on_approval(choice="once", pattern_key=directive["rule_key"], session_key="s1", tool_call_id="call_1")
+    out = json.loads(handlers(p)["chronos_rollback"]({"checkpoint_id": first}, session_id="s1"))
+    assert out["status"] == "ok", out
+    started = [e for e in svc.journal_log(20).events if e.kind == "started"][0]
+    assert started.model_dump()["actor"] == "model (through Hermes' approval: approved at the prompt (once))"
+    p.on_approval(choice="once", pattern_key="some-other-rule")          # not ours: ignored

@@ -108,3 +108,54 @@ def test_a_random_kill_lands_inside_the_workload_however_fast_it_runs():
         assert out.reached and not out.breaches and "killed after operation" in out.note, out
     finally:
         s.cleanup()
+
+
+def test_each_time_machine_operation_is_cut_off_at_each_point_it_passes():
+    """Issue 35: an agent-only restore, a revert, an undo and a redo, each SIGKILLed at every
+    point it passes (the quick run: the new points and the restore points named there)."""
+    from chronos_git.engine.crash_points import NEXT_START
+    from chronos_git.engine.faults import POINTS
+    assert {"merge_target_written", "after_timeop_files"} <= set(POINTS) & set(NEXT_START)
+    for quick, points in ((True, suites.TIMEOP_QUICK), (False, tuple(suites.TIMEOP_POINTS))):
+        cases = [c for c in suites.build(["crash"], quick=quick, seeds=1, kills=0) if c.spec.get("timeop")]
+        assert {(c.spec["timeop"], c.spec["point"]) for c in cases} == \
+            {(op, p) for op in ("agent_restore", "revert", "undo", "redo") for p in points}
+        assert {"restore_after_safety", "after_restore_files", "merge_target_written",
+                "after_timeop_files"} <= set(points)
+
+
+def _timeop_case(op: str, point: str, seed: int = 0):
+    from chronos_git.windtunnel.scenario import Scenario
+    s = Scenario(seed)
+    try:
+        return suites.run_crash(Case("crash", f"{op} at {point}", seed, {"point": point, "timeop": op}), s)
+    finally:
+        s.cleanup()
+
+
+@pytest.mark.slow
+def test_a_time_machine_operation_cut_off_leaves_every_path_at_an_image_and_is_settled():
+    out = _timeop_case("redo", "after_timeop_files")
+    assert out.reached and not out.breaches and "settled completed" in out.note, (out.note, out.breaches)
+    out = _timeop_case("revert", "restore_after_safety")
+    assert out.reached and not out.breaches, (out.note, out.breaches)
+    out = _timeop_case("agent_restore", "mid_restore")
+    assert out.reached and not out.breaches and "settled uncertain" in out.note, (out.note, out.breaches)
+
+
+@pytest.mark.slow
+def test_a_path_at_neither_image_after_a_time_machine_crash_is_a_breach(monkeypatch):
+    """The checker itself: a declared path found at neither image is counted."""
+    real = suites._disk
+    calls = []
+
+    def disk(ws):
+        found = real(ws)
+        calls.append(1)
+        if len(calls) == 2:                       # after the crash: one file at neither image
+            rel = next(r for r in sorted(found) if r.startswith("src/"))
+            found[rel] = "0" * 40
+        return found
+    monkeypatch.setattr(suites, "_disk", disk)
+    out = _timeop_case("undo", "after_restore_files")
+    assert out.reached and out.counts["torn_paths"] >= 1, (out.note, out.breaches)

@@ -1,0 +1,247 @@
+"""The time machine's merging operations: undo what the agent did and keep everyone else's
+edits (an agent-only restore), revert one call or one session's calls, and undo / redo the
+time machine's own operations as in an editor.
+
+Each takes back *segments* (service/call_changes.py: what a call changed, its pre- to its
+post-checkpoint) over the workspace as it is now, hunk by hunk (engine/agent_merge.py); a
+path where the change taken back and a later change overlap, or where the boundary between
+the agent and the person is not known, is left exactly as it is and listed as a `conflict`.
+They run as every time-machine operation does (TimeMachine.operate): a dry run with a plan
+token, a safety checkpoint, a journaled call, every path read back, a checkpoint after.
+
+Undo and redo: the time-machine operations of a workspace (restore, revert, agent-only
+restore, and undo / redo themselves) are read from the journal in order; `undo` takes back
+the newest one not undone (the step from its safety checkpoint to its checkpoint after),
+`redo` takes back the newest undo not redone, and a new restore or revert clears what could
+be redone.  With nothing changed in between both are byte-identical; otherwise they merge.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pygit2
+
+from ..engine import agent_merge, perms, restore as restore_mod
+from ..engine.agent_merge import Segment
+from ..engine.checkpoint import Checkpoint, CheckpointMeta, signature, write_commit
+from ..engine.errors import CheckpointNotFound
+from ..engine.restore import MergeTarget, RestoreStep
+from ..engine.wording import plural
+from . import call_changes
+from .call_changes import CallChange
+from .core import Core
+from .results import CheckpointInfo, RestoreResult
+from .timemachine import TimeMachine, TimeOp
+
+REVERT_TOOLS = {"chronos.revert", "chronos.agent_restore"}
+OPERATIONS = ("chronos.restore", "chronos.revert", "chronos.agent_restore", "chronos.undo", "chronos.redo")
+
+
+@dataclass
+class History:
+    """A workspace's time-machine operations as an editor's undo and redo stacks."""
+    done: list[CallChange] = field(default_factory=list)      # undoable, oldest first
+    undone: list[tuple[CallChange, CallChange]] = field(default_factory=list)   # (operation, its undo)
+
+
+class Reverts:
+    def __init__(self, core: Core, time: TimeMachine):
+        self.core = core
+        self.time = time
+
+    # ------------------------------------------------------------ what changed
+    def _calls(self, ws, since_ns: int = 0) -> list[CallChange]:
+        events = self.core.journal.events(None)
+        return call_changes.calls(events, os.fsdecode(ws.root_bytes), since_ns=since_ns)
+
+    def history(self, ws) -> History:
+        h = History()
+        by_id: dict[str, CallChange] = {}
+        for c in self._calls(ws):
+            done = c.status in ("ok", "partial") or (c.status in ("recovered", "resolved")
+                                                      and c.settled in ("completed", "partial"))
+            if c.tool not in OPERATIONS or not done:  # a crash cut off and settled completed: done too
+                continue
+            by_id[c.operation_id] = c
+            undoes, redoes = c.args.get("undoes"), c.args.get("redoes")
+            if c.tool == "chronos.undo" and h.done and h.done[-1].operation_id == undoes:
+                h.undone.append((h.done.pop(), c))
+            elif c.tool == "chronos.redo" and h.undone and h.undone[-1][1].operation_id == redoes:
+                h.undone.pop()
+                h.done.append(c)
+            elif c.tool not in ("chronos.undo", "chronos.redo"):
+                h.done.append(c)
+                h.undone.clear()
+        return h
+
+    # ------------------------------------------------------------ operations
+    def agent_restore(self, workspace: str, spec: str, **kw) -> RestoreResult:
+        """Take back what protected calls changed since checkpoint `spec`, keep the rest."""
+        ws = self.time.existing(workspace)
+        target = ws.resolve(spec)
+        since = int(target.meta.time * 1e9)
+        chosen = [c for c in self._calls(ws, since) if not c.is_time_machine]
+        res = self._merge(ws, "agent-only restore", "chronos.agent_restore", chosen,
+                          {"checkpoint": target.id, "agent_only": True}, branch_point=target, **kw)
+        res.restored_checkpoint = target.id          # what it went back to (the merged tree is its own)
+        res.target = CheckpointInfo(**target.summary())
+        return res
+
+    def revert(self, workspace: str, operation: str | None = None, *, session: str | None = None,
+               **kw) -> RestoreResult:
+        """Take back one call (an operation id or a unique prefix), or every call of a session."""
+        if (operation is None) == (session is None):
+            raise ValueError("revert takes an operation id (or a unique prefix of one), or --session ID")
+        ws = self.time.existing(workspace)
+        cs = [c for c in self._calls(ws) if not c.is_time_machine or c.tool == "chronos_rollback"]
+        if session is not None:
+            chosen = [c for c in cs if c.session_id == session]
+            if not chosen:
+                raise CheckpointNotFound(f"no call of session {session!r} in workspace {ws.root}")
+            args = {"session": session}
+        else:
+            chosen = _by_prefix(cs, operation or "")
+            args = {"operation": chosen[0].operation_id}
+        return self._merge(ws, "revert", "chronos.revert", chosen, args, **kw)
+
+    def undo(self, workspace: str, **kw) -> RestoreResult:
+        ws = self.time.existing(workspace)
+        h = self.history(ws)
+        if not h.done:
+            raise ValueError(f"nothing to undo in {ws.root}: no restore, revert or redo of it is left to undo")
+        op = h.done[-1]
+        return self._merge(ws, "undo", "chronos.undo", [op], {"undoes": op.operation_id},
+                           branch_point=op.pre, operation_step=True, **kw)
+
+    def redo(self, workspace: str, **kw) -> RestoreResult:
+        ws = self.time.existing(workspace)
+        h = self.history(ws)
+        if not h.undone:
+            raise ValueError(f"nothing to redo in {ws.root}: no undo is left to redo (a new restore or revert "
+                             "clears them)")
+        op, undo = h.undone[-1]
+        return self._merge(ws, "redo", "chronos.redo", [undo], {"redoes": undo.operation_id,
+                                                                  "operation": op.operation_id},
+                           branch_point=_after_of(op), operation_step=True, **kw)
+
+    # ------------------------------------------------------------ the merge
+    def _merge(self, ws, what: str, tool: str, chosen: list[CallChange], args: dict, *,
+               branch_point=None, operation_step: bool = False, markers: bool = False, dry_run: bool = False,
+               force: bool = False, gate: bool = True, actor: str = "cli", session_id: str | None = None,
+               plan_token: str | None = None, require_plan: bool = False) -> RestoreResult:
+        repo = self.core.store.repo()
+        if operation_step:
+            segments = [_operation_segment(c) for c in chosen]
+        else:
+            segments = [s for s in (c.segment() for c in chosen) if s is not None]
+        if not operation_step:
+            segments += call_changes.gaps(chosen)
+        ids = [c.operation_id for c in chosen]
+
+        def merge(current_tree: str) -> MergeTarget:
+            segs = [s if s.after else Segment(s.before, current_tree, s.label, s.ambiguous) for s in segments]
+            plan = agent_merge.undo_segments(repo, current_tree, segs, markers=markers)
+            meta = CheckpointMeta(description=f"what {what} puts in place", kind="merge",
+                                  modes=_modes(repo, ws, plan, {s.label: s for s in segs}))
+            cid = write_commit(self.core.store.root / "objects", plan.tree, [], signature(), meta.to_message())
+            conflicts = [RestoreStep(s.path, "conflict", reason=s.why, agent=_said(s.agent, what, operation_step),
+                                     person=s.person)
+                         for s in plan.conflicts if not s.markers]
+            return MergeTarget(Checkpoint.from_commit(repo[cid].peel(pygit2.Commit)), conflicts)
+
+        point = branch_point.id if isinstance(branch_point, Checkpoint) else branch_point
+        point_tree = _tree_of(repo, point)
+
+        def branch(prepared, tree_id: str) -> str | None:
+            return point if point and tree_id == point_tree else None
+
+        key = {"operation": tool, **args, "markers": markers, "force": force,
+               "calls": ids if not operation_step else None}
+        op = TimeOp(tool=tool, what=what,
+                    preview=lambda: restore_mod.previewed_merge(ws, merge, force=force),
+                    prepare=lambda meta, approve: restore_mod.prepare_merge(ws, merge, force=force, meta=meta,
+                                                                           approve=approve),
+                    key=lambda _target: key,
+                    args=lambda target: {**args, "markers": markers, "calls": ids, "target": target.id},
+                    target_id=lambda: "", branch_point=branch)
+        res = self.time.operate(ws, op, dry_run=dry_run, gate=gate, actor=actor, session_id=session_id,
+                                plan_token=plan_token, require_plan=require_plan)
+        res.kind = what
+        res.calls = ids
+        if not chosen and res.status == "ok":
+            res.note = f"no protected call to take back: the {what} changes nothing"
+        elif res.conflicts and res.status == "ok":
+            res.note = (f"{plural(res.conflicts, 'path')} left as {'they are' if res.conflicts > 1 else 'it is'}: "
+                        "see the conflicts (--conflicts markers writes git-style markers into text files instead)")
+        return res
+
+
+def _said(text: str | None, what: str, operation_step: bool) -> str | None:
+    """The engine says what "the agent" did; an undo or redo takes back an operation."""
+    if text is None or not operation_step:
+        return text
+    return text.replace("the agent's call", f"the operation {what} takes back").replace(
+        "the agent", f"the operation {what} takes back")
+
+
+def _by_prefix(cs: list[CallChange], prefix: str) -> list[CallChange]:
+    p = prefix.strip().lower()
+    if len(p) < 4 or not all(ch in "0123456789abcdef" for ch in p):
+        raise ValueError(f"{prefix!r} is not an operation id: give it, or a prefix of at least 4 hex digits "
+                         "(`chronos-git journal log` lists them)")
+    found = [c for c in cs if c.operation_id.startswith(p)]
+    if not found:
+        raise CheckpointNotFound(f"no protected call {prefix!r} in this workspace")
+    if len(found) > 1:
+        raise ValueError(f"operation prefix {prefix!r} is ambiguous ({len(found)} calls)")
+    return found
+
+
+def _after_of(c: CallChange) -> str | None:
+    return c.outcome.get("after_checkpoint") if c.outcome else None
+
+
+def _operation_segment(c: CallChange) -> Segment:
+    """A time-machine operation's step: its safety checkpoint to its checkpoint after.  One a
+    crash cut off has none: its step is taken to what it was putting in place (its target), and
+    is ambiguous (every path it would have changed is a conflict: what happened after the crash
+    is not known)."""
+    after = _after_of(c)
+    target = c.args.get("target") or c.args.get("checkpoint")
+    if c.pre is None or (after is None and not target):
+        raise ValueError(f"operation {c.operation_id[:12]} ({c.tool}) cannot be taken back: the checkpoints around "
+                         "it were not recorded (restore its safety checkpoint by hand if it has one)")
+    return Segment(before=c.pre, after=str(after or target), label=c.operation_id, ambiguous=after is None)
+
+
+def _tree_of(repo, commit_id: str | None) -> str | None:
+    if not commit_id:
+        return None
+    try:
+        return str(repo[commit_id].peel(pygit2.Commit).tree_id)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+
+
+def _modes(repo, ws, plan, segments: dict[str, Segment]) -> dict | None:
+    """The permission record of the merged tree: the newest checkpoint's, and for each path the
+    plan writes, the record of the checkpoint whose content it takes back to."""
+    tip = ws.tip()
+    record = dict(perms.expand(tip.meta.modes) or {}) if tip else {}
+    for step in plan.steps:
+        if not step.writes or not step.segments:
+            continue
+        record.pop(step.path, None)
+        seg = segments.get(step.segments[-1])
+        try:
+            before = Checkpoint.from_commit(repo[str(seg.before)]) if seg else None
+        except (KeyError, ValueError):
+            before = None
+        mode = (perms.expand(before.meta.modes) or {}).get(step.path) if before else None
+        if mode is not None:
+            record[step.path] = mode
+    out: dict[str, list[str]] = {}
+    for path, mode in sorted(record.items()):
+        out.setdefault(f"{mode:o}", []).append(path)
+    return out

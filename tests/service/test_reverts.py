@@ -1,0 +1,158 @@
+"""Issue 35: the agent-only restore, revert one call, undo and redo, through the service on a
+real store.  The agent's changes are protected calls (write_file, a shell command); the
+person's are edits made between them."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from chronos_git.engine.errors import CheckpointNotFound
+
+
+def agent_write(s, ws, name, text):
+    res = s.write_file(str(ws), name, text.encode())
+    assert res.status == "ok", res
+    return res.operation_id
+
+
+def lines(n, tag="base"):
+    return "".join(f"{tag} line {i}\n" for i in range(n))
+
+
+def replace_line(path, i, text):
+    rows = path.read_text().splitlines(keepends=True)
+    rows[i] = text + "\n"
+    path.write_text("".join(rows))
+
+
+@pytest.fixture
+def history(svc, ws):
+    """A workspace where the agent and the person took turns: start (checkpoint), agent edits
+    line 2 of a.txt and creates made.txt, person edits line 8 of a.txt and writes notes.txt,
+    agent deletes old.txt (by a shell call) and edits line 15 of a.txt."""
+    s = svc()
+    (ws / "a.txt").write_text(lines(20))
+    (ws / "old.txt").write_text("old\n")
+    start = s.snapshot(str(ws), "start").checkpoint
+    text = (ws / "a.txt").read_text().replace("base line 2\n", "agent line 2\n")
+    agent_write(s, ws, "a.txt", text)
+    agent_write(s, ws, "made.txt", "made by the agent\n")
+    replace_line(ws / "a.txt", 8, "person line 8")                     # between calls: the person's
+    (ws / "notes.txt").write_text("the person's notes\n")
+    run = s.run_command(str(ws), ["rm", "old.txt"])
+    assert run.exit_code == 0
+    text = (ws / "a.txt").read_text().replace("base line 15\n", "agent line 15\n")
+    agent_write(s, ws, "a.txt", text)
+    return s, start
+
+
+def test_agent_only_restore_keeps_the_persons_edits_in_the_same_file(history, ws):
+    s, start = history
+    dry = s.agent_restore(str(ws), start, dry_run=True)
+    assert dry.dry_run and dry.plan_token and dry.conflicts == 0
+    assert (ws / "made.txt").exists()                                  # a dry run changes nothing
+    res = s.agent_restore(str(ws), start, actor="test")
+    assert res.status == "ok" and res.conflicts == 0, res
+    a = (ws / "a.txt").read_text()
+    assert "agent line" not in a and "person line 8\n" in a and "base line 2\n" in a and "base line 15\n" in a
+    assert not (ws / "made.txt").exists()                              # the agent made it: removed
+    assert (ws / "old.txt").read_text() == "old\n"                     # the agent deleted it: back
+    assert (ws / "notes.txt").read_text() == "the person's notes\n"    # the person's file stays
+    assert res.safety_checkpoint and res.after_checkpoint and res.kind == "agent-only restore"
+    assert len(res.calls) == 4
+
+
+def test_the_same_hunk_is_a_conflict_left_exactly_as_it_is(history, ws):
+    s, start = history
+    replace_line(ws / "a.txt", 15, "person rewrote line 15")          # over the agent's own change
+    before = (ws / "a.txt").read_bytes()
+    res = s.agent_restore(str(ws), start, actor="test")
+    assert res.status == "ok" and res.conflicts == 1
+    [c] = [i for i in res.plan if i.action == "conflict"]
+    assert c.path == "a.txt" and "line 16" in (c.agent or "") and "line 16" in (c.person or "")
+    assert (ws / "a.txt").read_bytes() == before                      # untouched
+    assert not (ws / "made.txt").exists()                              # the rest still went
+
+
+def test_conflict_markers_by_choice(history, ws):
+    s, start = history
+    replace_line(ws / "a.txt", 15, "person rewrote line 15")
+    res = s.agent_restore(str(ws), start, markers=True, actor="test")
+    a = (ws / "a.txt").read_text()
+    assert "<<<<<<< current" in a and ">>>>>>> before the agent's call" in a and res.status == "ok"
+
+
+def test_revert_one_call_only(history, ws):
+    s, start = history
+    made = _op(s, "made.txt")
+    res = s.revert(str(ws), made[:10], actor="test")
+    assert res.status == "ok" and res.calls == [made]
+    assert not (ws / "made.txt").exists()
+    assert "agent line 2\n" in (ws / "a.txt").read_text()             # the other calls stay
+    assert not (ws / "old.txt").exists()
+    with pytest.raises(CheckpointNotFound):
+        s.revert(str(ws), "ffffffff", actor="test")
+
+
+def test_undo_and_redo_are_byte_identical_with_nothing_changed_between(history, ws):
+    s, start = history
+
+    def files():
+        return {str(p.relative_to(ws)): (p.read_bytes(), os.stat(p).st_mode)
+                for p in ws.rglob("*") if p.is_file() and ".git" not in p.parts}
+
+    before = files()
+    s.agent_restore(str(ws), start, actor="test")
+    after = files()
+    assert after != before
+    u = s.undo(str(ws), actor="test")
+    assert u.status == "ok" and files() == before, u
+    r = s.redo(str(ws), actor="test")
+    assert r.status == "ok" and files() == after, r
+    s.undo(str(ws), actor="test")
+    assert files() == before
+    # a new operation clears what could be redone
+    s.restore(str(ws), start, actor="test")
+    with pytest.raises(ValueError, match="nothing to redo"):
+        s.redo(str(ws), actor="test")
+
+
+def test_undo_twice_redo_twice(history, ws):
+    s, start = history
+
+    def files():
+        return {str(p.relative_to(ws)): p.read_bytes() for p in ws.rglob("*") if p.is_file() and ".git" not in p.parts}
+
+    states = [files()]
+    s.restore(str(ws), start, actor="test")
+    states.append(files())
+    (ws / "later.txt").write_text("typed after the restore\n")
+    states.append(files())
+    s.agent_restore(str(ws), start, actor="test")
+    s.undo(str(ws), actor="test")
+    assert files() == states[2]
+    s.undo(str(ws), actor="test")                                     # undoes the restore, keeps later.txt
+    now = files()
+    assert now.pop("later.txt") == b"typed after the restore\n" and now == states[0]
+    s.redo(str(ws), actor="test")
+    assert files() == states[2]
+    s.redo(str(ws), actor="test")
+
+
+def _op(s, name):
+    return next(e.operation_id for e in s.journal_log(50).events
+                if e.kind == "started" and name in str(e.model_dump()))
+
+
+def test_an_operation_without_its_checkpoint_after_is_undone_as_conflicts_never_silently(history, ws,
+                                                                                        monkeypatch):
+    from chronos_git.service.timemachine import TimeMachine
+    s, start = history
+    monkeypatch.setattr(TimeMachine, "_after", lambda self, ws, op, prepared, session_id: None)  # as a crash
+    s.restore(str(ws), start, actor="test")
+    monkeypatch.undo()
+    res = s.undo(str(ws), dry_run=True)
+    assert res.conflicts >= 1 and res.files_changed == 0
+    assert all("boundary" in (i.reason or "") or "not known" in (i.reason or "") for i in res.plan
+               if i.action == "conflict"), res.plan
