@@ -117,24 +117,29 @@ class MergeTarget:
 Merge = Callable[[str], MergeTarget]      # the workspace's tree now -> what to put in place
 
 
-def previewed_merge(ws, merge: Merge, *, force: bool = False) -> tuple[dict, list[RestoreStep]]:
-    """A merged restore's dry run: its plan against the working tree, nothing written."""
-    now = working_tree(ws)
+def previewed_merge(ws, merge: Merge, *, force: bool = False,
+                    paths: list[str] | None = None) -> tuple[dict, list[RestoreStep]]:
+    """A merged restore's dry run: its plan against the working tree, nothing written.
+    `paths`: the only ones the merge can touch (read from disk; the rest as last checkpointed)."""
+    now = (working_tree(ws) if paths is None
+           else ws.snapshot(CheckpointMeta(description="working tree"), paths=paths, commit=False).tree_id)
     mt = merge(now)
     items = plan(ws, mt.target, now, clean=True, force=force) + mt.conflicts
     return preview_of(mt.target, items, True), items
 
 
 def prepare_merge(ws, merge: Merge, *, force: bool = False, meta: CheckpointMeta | None = None,
-                  approve: Callable[[Checkpoint, list[RestoreStep]], None] | None = None) -> Prepared:
+                  approve: Callable[[Checkpoint, list[RestoreStep]], None] | None = None,
+                  paths: list[str] | None = None) -> Prepared:
     """`prepare` for a target computed from the workspace as scanned (an agent-only restore,
     a revert, an undo): the merge runs over exactly the tree the safety checkpoint commits, so
-    nothing changed between the two can be overwritten unseen.  The caller holds
-    `ws.exclusive()` until `apply` returns."""
+    nothing changed between the two can be overwritten unseen.  `paths`: the only paths the
+    merge can touch; only they are read from disk (a one-file revert in a large tree does not
+    walk it).  The caller holds `ws.exclusive()` until `apply` returns."""
     ws.root.mkdir(parents=True, exist_ok=True)
     safety_meta = meta or CheckpointMeta(description="")
     safety_meta.kind = safety_meta.role = "safety"
-    scan = ws.snapshot(safety_meta, commit=False)
+    scan = ws.snapshot(safety_meta, paths=paths, commit=False)
     mt = merge(scan.tree_id)
     safety_meta.description = safety_meta.description or "safety checkpoint before a time-machine operation"
     safety_meta.note = "state before it; restore this to undo"

@@ -475,18 +475,20 @@ class Workspace:
     def tip(self) -> Checkpoint | None:
         return self._chain.newest()
 
-    def iter_commits(self, damage: list[dict] | None = None):
-        return self._chain.iter_commits(damage)
-
     def damage(self) -> list[dict]:
         return self._chain.damage()
 
-    def on_chain(self, checkpoint_id: str) -> bool:
-        """Whether the checkpoint is one of this workspace's (not fetched, not another's)."""
+    def on_chain(self, checkpoint_id: str) -> bool:   # one of this workspace's (not fetched, not another's)
         return any(str(c.id) == checkpoint_id for c in self.iter_commits())
 
     def checkpoints(self, limit: int | None = None, damage: list[dict] | None = None) -> list[Checkpoint]:
         return self._chain.checkpoints(limit, damage)
+
+    def iter_commits(self, damage: list[dict] | None = None):
+        return self._chain.iter_commits(damage)
+
+    def numbered(self, damage: list[dict] | None = None):    # newest first, numbered, read as consumed
+        return (cp for _c, cp in self._chain.numbered(damage))
 
     def resolve(self, spec: str) -> Checkpoint:
         return self._chain.resolve(spec)

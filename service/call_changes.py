@@ -39,6 +39,7 @@ class CallChange:
     parent_call: str | None = None     # the subagent's parent tool call, where the host says
     settled: str | None = None         # a crashed call settled later: its outcome (completed, not_applied)
     args: dict = field(default_factory=dict)
+    declared: list = field(default_factory=list)   # a file call's paths with their pre- and post-images
     outcome: dict = field(default_factory=dict)
     ambiguous: str | None = None       # why the agent/person boundary around it is not known
 
@@ -72,7 +73,8 @@ def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[Cal
                                    actor=ev.get("actor"), started_ns=int(ev.get("timestamp_ns") or 0),
                                    pre=ev.get("pre_checkpoint"), partial_pre=bool(snap.get("partial")
                                                                                   or snap.get("error")),
-                                   parent_call=ev.get("parent_tool_call_id"), args=dict(ev.get("args") or {}))
+                                   parent_call=ev.get("parent_tool_call_id"), args=dict(ev.get("args") or {}),
+                                   declared=list(ev.get("declared") or ()))
         elif op and kind in ("returned", "uncertain", "recovered", "resolved") and op not in outcomes:
             outcomes[op] = ev
     out = sorted(found.values(), key=lambda c: c.started_ns)

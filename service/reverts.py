@@ -27,6 +27,7 @@ from ..engine.agent_merge import Segment
 from ..engine.checkpoint import Checkpoint, CheckpointMeta, signature, write_commit
 from ..engine.errors import CheckpointNotFound
 from ..engine.restore import MergeTarget, RestoreStep
+from ..engine.tree_edit import DIR, Clash, Trees
 from ..engine.wording import plural
 from . import call_changes
 from .call_changes import CallChange
@@ -134,16 +135,18 @@ class Reverts:
         if operation_step:
             segments = [_operation_segment(c) for c in chosen]
         else:
-            segments = [s for s in (c.segment() for c in chosen) if s is not None]
+            segments = [s for s in (_call_segment(repo, ws, c) for c in chosen) if s is not None]
         if not operation_step:
             segments += call_changes.gaps(chosen)
         ids = [c.operation_id for c in chosen]
+        # the checkpoint whose permission record a path taken back to its state before a call gets
+        checkpoint_before = {c.operation_id: c.pre for c in chosen}
 
         def merge(current_tree: str) -> MergeTarget:
             segs = [s if s.after else Segment(s.before, current_tree, s.label, s.ambiguous) for s in segments]
             plan = agent_merge.undo_segments(repo, current_tree, segs, markers=markers)
             meta = CheckpointMeta(description=f"what {what} puts in place", kind="merge",
-                                  modes=_modes(repo, ws, plan, {s.label: s for s in segs}))
+                                  modes=_modes(repo, ws, plan, checkpoint_before))
             cid = write_commit(self.core.store.root / "objects", plan.tree, [], signature(), meta.to_message())
             conflicts = [RestoreStep(s.path, "conflict", reason=s.why, agent=_said(s.agent, what, operation_step),
                                      person=s.person)
@@ -156,12 +159,13 @@ class Reverts:
         def branch(prepared, tree_id: str) -> str | None:
             return point if point and tree_id == point_tree else None
 
+        touched = _touched(repo, ws, segments)
         key = {"operation": tool, **args, "markers": markers, "force": force,
                "calls": ids if not operation_step else None}
         op = TimeOp(tool=tool, what=what,
-                    preview=lambda: restore_mod.previewed_merge(ws, merge, force=force),
+                    preview=lambda: restore_mod.previewed_merge(ws, merge, force=force, paths=touched),
                     prepare=lambda meta, approve: restore_mod.prepare_merge(ws, merge, force=force, meta=meta,
-                                                                           approve=approve),
+                                                                           approve=approve, paths=touched),
                     key=lambda _target: key,
                     args=lambda target: {**args, "markers": markers, "calls": ids, "target": target.id},
                     target_id=lambda: "", branch_point=branch)
@@ -198,6 +202,75 @@ def _by_prefix(cs: list[CallChange], prefix: str) -> list[CallChange]:
     return found
 
 
+def _touched(repo, ws, segments: list[Segment]) -> list[str] | None:
+    """The paths the segments change (absolute): the only ones a merge reads from disk; None
+    (read everything) when one of them runs up to the workspace as it is now, or none changes
+    anything."""
+    if any(not s.after for s in segments):
+        return None
+    trees = Trees(repo)
+    rels: set[bytes] = set()
+    for s in segments:
+        a, b = _tree_of(repo, str(s.before)), _tree_of(repo, str(s.after))
+        if a is None or b is None:
+            return None
+        rels.update(trees.changed(bytes.fromhex(a), bytes.fromhex(b)))
+    return [os.fsdecode(os.path.join(ws.root_bytes, r)) for r in sorted(rels)] or None
+
+
+def _call_segment(repo, ws, c: CallChange) -> Segment | None:
+    """A protected call's change.  A file call's is exact: its checkpoint (before, else after)
+    with each declared path set to the pre-image, then to the post-image the journal holds, so
+    neither a missing checkpoint nor an edit saved while its checkpoint after was taken (behind,
+    off the call's path) can blur it.  Any other call's is the step between its checkpoints."""
+    if c.settled == "not_applied":
+        return None                                   # a crash settled: it never changed anything
+    exact = _from_images(repo, ws, c) if c.status not in ("uncertain", "error") else None
+    if exact is not None:
+        return exact
+    if c.pre is None:
+        raise ValueError(f"call {c.operation_id[:12]} ({c.tool}) has no checkpoint before it and the journal does "
+                         "not hold its changes path by path, so what it did cannot be told from what others did: "
+                         "nothing was changed (take back other calls by id with `revert`, or restore a checkpoint)")
+    return c.segment()
+
+
+def _from_images(repo, ws, c: CallChange) -> Segment | None:
+    base_id = c.pre or c.post
+    if not c.declared or base_id is None:
+        return None
+    root = os.fsdecode(ws.root_bytes)
+    pre: dict[bytes, str | None] = {}
+    post: dict[bytes, str | None] = {}
+    for d in c.declared:
+        path, a, b = d.get("path"), d.get("pre"), d.get("post")
+        if not isinstance(path, str) or "unknown" in (a, b):
+            return None
+        rel = os.path.relpath(path, root)
+        if rel.startswith(".."):
+            return None
+        key = os.fsencode(rel)
+        pre[key], post[key] = a, b
+    trees = Trees(repo)
+    base = _tree_of(repo, base_id)
+    if base is None:
+        return None
+    raw = bytes.fromhex(base)
+    try:
+        def entries(images: dict[bytes, str | None]) -> dict:
+            out: dict = {}
+            for key, blob in images.items():
+                now = trees.lookup(raw, key)
+                mode = now[0] if now is not None and now[0] != DIR else pygit2.GIT_FILEMODE_BLOB
+                out[key] = None if blob is None else (mode, bytes.fromhex(blob))
+            return out
+        before = raw if c.pre is not None else trees.edit(raw, entries(pre))
+        after = trees.edit(before, entries(post))
+    except (Clash, ValueError, KeyError):
+        return None
+    return Segment(before=before.hex(), after=after.hex(), label=c.operation_id)
+
+
 def _after_of(c: CallChange) -> str | None:
     return c.outcome.get("after_checkpoint") if c.outcome else None
 
@@ -215,16 +288,17 @@ def _operation_segment(c: CallChange) -> Segment:
     return Segment(before=c.pre, after=str(after or target), label=c.operation_id, ambiguous=after is None)
 
 
-def _tree_of(repo, commit_id: str | None) -> str | None:
-    if not commit_id:
+def _tree_of(repo, object_id: str | None) -> str | None:
+    """The tree of a commit, or the tree itself."""
+    if not object_id:
         return None
     try:
-        return str(repo[commit_id].peel(pygit2.Commit).tree_id)
+        return str(repo[object_id].peel(pygit2.Tree).id)
     except (KeyError, ValueError, pygit2.GitError):
         return None
 
 
-def _modes(repo, ws, plan, segments: dict[str, Segment]) -> dict | None:
+def _modes(repo, ws, plan, checkpoint_before: dict[str, str | None]) -> dict | None:
     """The permission record of the merged tree: the newest checkpoint's, and for each path the
     plan writes, the record of the checkpoint whose content it takes back to."""
     tip = ws.tip()
@@ -233,9 +307,10 @@ def _modes(repo, ws, plan, segments: dict[str, Segment]) -> dict | None:
         if not step.writes or not step.segments:
             continue
         record.pop(step.path, None)
-        seg = segments.get(step.segments[-1])
+        before_id = checkpoint_before.get(step.segments[-1])
         try:
-            before = Checkpoint.from_commit(repo[str(seg.before)]) if seg else None
+            obj = repo[before_id] if before_id else None
+            before = Checkpoint.from_commit(obj) if isinstance(obj, pygit2.Commit) else None
         except (KeyError, ValueError):
             before = None
         mode = (perms.expand(before.meta.modes) or {}).get(step.path) if before else None

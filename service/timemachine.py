@@ -10,6 +10,7 @@ request rewrites a workspace blindly.  The token binds the plan it showed
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import secrets
@@ -142,10 +143,10 @@ class TimeMachine:
                              note=f"no store at {self.core.store_dir} yet: nothing has been checkpointed")
         ws = self.existing(workspace)
         damage: list[dict] = []
-        chain = ws.checkpoints(None, damage)
+        chain = ws.numbered(damage)                     # read lazily: a limit stops the walk
         shown = chain if all else _current_line(chain)
         listed = []
-        for i, c in enumerate(shown[:limit] if limit is not None else shown, 1):
+        for i, c in enumerate(itertools.islice(shown, limit), 1):
             info = CheckpointInfo(**c.summary(i))
             parent = c.meta.restored_from or c.parent_id
             info.parents = [parent] if parent else []
@@ -348,19 +349,17 @@ class TimeMachine:
 LEFT_UNTOUCHED = ("keep", "skip")
 
 
-def _current_line(chain: list) -> list:
+def _current_line(chain):
     """The chain (newest first) as the line the workspace is on: a checkpoint restored from an
     older one continues from there, so the stretch in between is a line left behind."""
-    out = []
     skip_to: str | None = None
     for c in chain:
         if skip_to is not None and c.id != skip_to:
             continue
         skip_to = None
-        out.append(c)
+        yield c
         if c.meta.restored_from and c.meta.restored_from != c.parent_id:
             skip_to = c.meta.restored_from
-    return out
 
 
 @dataclass

@@ -227,11 +227,6 @@ def test_revert_one_session_keeps_the_other_session_and_the_persons_edit(henv):
     assert tree(henv.ws) == before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a call made while a new workspace's first checkpoint is still being taken in the background has "
-    "no pre-checkpoint (snapshot kind 'none'; its declared pre/post images are in the journal); "
-    "service/call_changes.CallChange.segment() returns None for it, so revert/agent-only restore "
-    "leave its change in place silently: status ok, 0 conflicts, not in the plan"))
 def test_the_first_call_in_a_new_workspace_is_not_silently_left_out_of_a_revert(henv):
     bulk = henv.ws / "bulk"                     # a first snapshot that takes a moment
     bulk.mkdir()
@@ -331,12 +326,6 @@ def test_agent_only_restore_keeps_the_persons_edits_and_undo_redo_are_exact(henv
     assert tools == ["chronos.agent_restore", "chronos.undo", "chronos.redo", "chronos.undo"], tools
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "write-behind (service/transaction.py, protect(write_behind=True) in hermes/plugin.py): a call's "
-    "checkpoint after is taken up to RELEASE_AFTER_S + SENT_AFTER_S after Hermes has the call's result, "
-    "while the model already works on the next step; a person's edit saved in that window is in the "
-    "call's post-checkpoint, counted as the agent's change and silently taken back by an agent-only "
-    "restore (the boundary is not known there: it should be a conflict, never a guess)"))
 def test_a_persons_edit_right_after_a_call_returns_is_not_taken_back(henv):
     shared = henv.ws / "shared.txt"
     shared.write_text(ORIGINAL)

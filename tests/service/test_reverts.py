@@ -156,3 +156,39 @@ def test_an_operation_without_its_checkpoint_after_is_undone_as_conflicts_never_
     assert res.conflicts >= 1 and res.files_changed == 0
     assert all("boundary" in (i.reason or "") or "not known" in (i.reason or "") for i in res.plan
                if i.action == "conflict"), res.plan
+
+
+def test_permissions_come_back_with_the_content(svc, ws):
+    s = svc()
+    secret = ws / "secret.env"
+    secret.write_text("KEY=1\n")
+    secret.chmod(0o600)
+    start = s.snapshot(str(ws), "start").checkpoint
+    agent_write(s, ws, "secret.env", "KEY=changed by the agent\n")
+    secret.chmod(0o644)                       # as a tool that rewrites a file may leave it
+    s.snapshot(str(ws), "after")
+    res = s.agent_restore(str(ws), start, actor="test")
+    assert res.status == "ok" and secret.read_text() == "KEY=1\n"
+    assert os.stat(secret).st_mode & 0o777 == 0o600
+
+
+def test_a_file_call_is_taken_back_exactly_even_when_its_checkpoint_after_holds_a_later_edit(svc, ws,
+                                                                                          monkeypatch):
+    """Its change is the journal's images, not the step to a checkpoint taken behind it."""
+    from chronos_git.service.snapshots import Snapshots
+    s = svc()
+    (ws / "a.txt").write_text(lines(20))
+    start = s.snapshot(str(ws), "start").checkpoint
+    real = Snapshots.for_call
+
+    def later_edit_first(self, call, when, budget):       # the person saves before the snapshot after
+        if when == "after":
+            replace_line(ws / "a.txt", 15, "person line 15")
+        return real(self, call, when, budget)
+    monkeypatch.setattr(Snapshots, "for_call", later_edit_first)
+    agent_write(s, ws, "a.txt", (ws / "a.txt").read_text().replace("base line 2\n", "agent line 2\n"))
+    monkeypatch.undo()
+    assert "person line 15" in (ws / "a.txt").read_text()
+    res = s.agent_restore(str(ws), start, actor="test")
+    a = (ws / "a.txt").read_text()
+    assert res.status == "ok" and "agent line 2" not in a and "person line 15\n" in a, (res, a)
