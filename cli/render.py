@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..commands import COMMANDS as TABLE
+from ..engine.checkpoint import SHORT_ID
 from ..engine.codec import human
 from ..engine.wording import plural
 from ..service import results as r
@@ -190,7 +191,7 @@ def _clean(s: str | None) -> str:
 
 
 def _short(cid: str | None) -> str:
-    return cid[:8] if cid else "-"
+    return cid[:SHORT_ID] if cid else "-"
 
 
 def _when(t: float) -> str:

@@ -80,8 +80,7 @@ def _restore(svc, ctx: Context, p: dict):
         if p.get("paths") or p.get("no_clean") or p.get("clean") is not None:
             raise ValueError("an agent-only restore takes back whole calls: paths and clean apply to a full "
                              "restore (leave out --agent-only; for the model, mode=full)")
-        res = svc.agent_restore(_ws(ctx), str(p["checkpoint"]), markers=_markers(p), **_timeop(ctx, p),
-                                **({"session_id": ctx.session_id} if ctx.session_id else {}))
+        res = svc.agent_restore(_ws(ctx), str(p["checkpoint"]), markers=_markers(p), **_timeop(ctx, p), **kw)
     else:
         res = svc.restore(_ws(ctx), str(p["checkpoint"]), paths=p.get("paths"), clean=clean,
                           **_timeop(ctx, p), **kw)

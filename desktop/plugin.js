@@ -51,7 +51,7 @@ function qs(params) {
   return parts.length ? `?${parts.join('&')}` : ''
 }
 
-function short(id, n = 8) {
+function short(id, n = 12) {
   return id ? String(id).slice(0, n) : '—'
 }
 

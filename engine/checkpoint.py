@@ -17,6 +17,7 @@ from . import loose
 from .codec import canonical, display
 
 SCHEMA = "chronos-git.checkpoint.v1"
+SHORT_ID = 12                    # how long an id is shown to people, on every surface (full in JSON)
 SIGNATURE_NAME = "chronos-git"
 SIGNATURE_EMAIL = "chronos-git@localhost"
 
@@ -229,7 +230,7 @@ class Checkpoint:
         m = self.meta
         out = {
             "id": self.id,
-            "short_id": self.id[:8],
+            "short_id": self.id[:SHORT_ID],
             "time": m.time,
             "time_iso": datetime.fromtimestamp(m.time, UTC).isoformat(timespec="seconds"),
             "description": m.description,

@@ -124,7 +124,7 @@ def previewed_merge(ws, merge: Merge, *, force: bool = False,
     now = (working_tree(ws) if paths is None
            else ws.snapshot(CheckpointMeta(description="working tree"), paths=paths, commit=False).tree_id)
     mt = merge(now)
-    items = plan(ws, mt.target, now, clean=True, force=force) + mt.conflicts
+    items = plan(ws, mt.target, now, rels=_rels(ws, paths), clean=True, force=force) + mt.conflicts
     return preview_of(mt.target, items, True), items
 
 
@@ -143,7 +143,7 @@ def prepare_merge(ws, merge: Merge, *, force: bool = False, meta: CheckpointMeta
     mt = merge(scan.tree_id)
     safety_meta.description = safety_meta.description or "safety checkpoint before a time-machine operation"
     safety_meta.note = "state before it; restore this to undo"
-    items = plan(ws, mt.target, scan.tree_id, clean=True, force=force) + mt.conflicts
+    items = plan(ws, mt.target, scan.tree_id, rels=_rels(ws, paths), clean=True, force=force) + mt.conflicts
     if approve is not None:
         approve(mt.target, items)
     faults.hit("merge_target_written")
@@ -169,7 +169,7 @@ def prepare(ws, spec: str, *, paths: list[str] | None = None, clean: bool = True
     safety_meta = meta or CheckpointMeta(description="")
     safety_meta.kind = "safety"
     safety_meta.role = "safety"
-    safety_meta.description = safety_meta.description or f"safety checkpoint before restoring {target.id[:8]}"
+    safety_meta.description = safety_meta.description or f"safety checkpoint before restoring {target.id[:12]}"
     safety_meta.note = f"state before restoring {target.id}; restore this to undo"
     scan = ws.snapshot(safety_meta, commit=False)
     items = plan(ws, target, scan.tree_id, rels=rels, clean=clean, force=force,

@@ -247,6 +247,24 @@ def align(index: pygit2.Index, tree) -> int:
     return n
 
 
+def align_paths(index: pygit2.Index, tree, rels) -> bool:
+    """`align` for a few paths only (those a restore just wrote, which the index took): each
+    back to its entry in `tree`, or out.  False when one cannot be looked up (then `align`)."""
+    try:
+        for rel in rels:
+            try:
+                e = tree[rel]
+            except KeyError:
+                e = None
+            if e is None or e.type_str == "tree":
+                forget(index, rel)
+            else:
+                index.add(pygit2.IndexEntry(os.fsencode(rel), e.id, e.filemode))   # type: ignore[arg-type]
+    except (ValueError, UnicodeError, GitError):
+        return False
+    return True
+
+
 def forget(index: pygit2.Index, rel: str) -> None:
     try:
         if rel in index:

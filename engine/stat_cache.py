@@ -12,6 +12,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pygit2
+
+from .scan import forget
+
 
 class StatCache:
     def __init__(self, gitdir: Path):
@@ -19,6 +23,8 @@ class StatCache:
         self.tree: str | None = None       # the tree the in-memory index holds, when known
         self.stamp: tuple | None = None    # ... as of this stat of the index file
         self.unsaved = False               # the in-memory index is newer than its file
+        # a restore's writes the index took: (the tip it held before, those paths)
+        self.restored: tuple[str, list[str]] | None = None
 
     def file_stamp(self) -> tuple | None:
         try:
@@ -26,6 +32,21 @@ class StatCache:
         except OSError:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def took_restore(self, index, removed: list[str], written: list[str]) -> None:
+        """The index takes what a restore wrote (no walk); the tree it held is remembered with
+        those paths, so the declared snapshot right after can put them back path by path."""
+        base = self.known()
+        self.restored = (base, [*removed, *written]) if base else None
+        self.tree = None                 # it no longer holds a checkpoint's tree we know
+        for rel in removed:
+            forget(index, rel)
+        for rel in written:
+            try:
+                index.add(rel)
+            except (pygit2.GitError, OSError):
+                pass                     # the next snapshot re-hashes it
+        self.unsaved = True              # like a declared snapshot: the next walk writes the cache file
 
     def known(self) -> str | None:
         """The tree the in-memory index holds, if nothing reloaded or changed it since we

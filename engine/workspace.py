@@ -22,7 +22,7 @@ from .durability import fsync_scope
 from .errors import PathError, StoreError, StoreUnwritable, WorkspaceRefused
 from .ignore import is_ignored
 from .layout import GitDir, refuse_bad_root, workspace_id
-from .scan import Scanner, align, find_omissions, forget, nested_ancestor, update_all, update_paths
+from .scan import Scanner, align, align_paths, find_omissions, nested_ancestor, update_all, update_paths
 from .snapshot_plan import CacheFacts, SnapshotPlan, Strategy, TakenSnapshot, choose, snapshot_kind
 from .stat_cache import StatCache, entries_of
 from .treepatch import patched_tree
@@ -51,8 +51,7 @@ class Workspace:
         self._cache = StatCache(self.gitdir)    # what the in-memory index is known to hold
         self._patches = 0                       # snapshots whose tree was patched (treepatch)
         self._patching = True                   # off for good if a check ever disagreed
-        self._settled: str | None = None        # checkpoint that held the whole workspace as of
-                                                # the watcher's last take (snapshot_plan: unchanged)
+        self._settled: str | None = None        # held the whole workspace at the watcher's last take
         self._repo_generation = -1
         self.last_bulk: dict | None = None
         self.last_seed: dict | None = None      # what the user's git index vouched for
@@ -257,9 +256,14 @@ class Workspace:
         return repo, index
 
     def _hold_tip(self, index, tip, known: str | None) -> str | None:
-        """A declared snapshot takes undeclared entries from the index: it must hold the tip."""
-        if (known or str(index.write_tree())) == str(tip.tree_id):
-            return known
+        """A declared snapshot takes undeclared entries from the index: it must hold the tip (a
+        restore's writes, which the index took, are put back to the tip's path by path)."""
+        over, self._cache.restored = self._cache.restored, None
+        if known is None and over and over[0] == str(tip.tree_id) and align_paths(index, tip.tree, over[1]):
+            return over[0]
+        now = known or str(index.write_tree())
+        if now == str(tip.tree_id):
+            return now
         if align(index, tip.tree):
             # it held refreshed entries no checkpoint has (a diff's or a refused
             # restore's, which took the watcher's dirty set): only a walk sees them again
@@ -394,17 +398,8 @@ class Workspace:
 
     def note_restored(self, removed: list[str], written: list[str]) -> None:
         """Bring the stat cache up to date with what a restore changed (no walk)."""
-        index = self._open_repo().index
-        self._cache.tree = None         # it no longer holds a checkpoint's tree we know
+        self._cache.took_restore(self._open_repo().index, removed, written)
         self._settled = None
-        for rel in removed:
-            forget(index, rel)
-        for rel in written:
-            try:
-                index.add(rel)
-            except (GitError, OSError):
-                pass                    # the next snapshot re-hashes it
-        self._cache.unsaved = True      # like a declared snapshot: the next walk writes the cache file
 
     def write_files(self, files: list[tuple[str, bytes | None]], *, fault: str | None = None) -> None:
         """write_file semantics inside the workspace (engine/file_writes.py)."""

@@ -106,7 +106,7 @@ def changed_notice(tool: str, operation_id: str | None, paths: list[str]) -> str
 
 
 def failure_hint(tool: str, pre_checkpoint: str) -> str:
-    cp = pre_checkpoint[:8]
+    cp = pre_checkpoint[:12]
     return (f"[chronos-git] This {tool} call failed. The workspace was checkpointed just before it "
             f"as {cp}. Inspect with chronos_diff(from_checkpoint=\"{cp}\"); undo with "
             f"chronos_rollback(checkpoint_id=\"{cp}\") (the user will be asked to approve).")

@@ -38,7 +38,7 @@ class RollbackApproval:
         how = "only what tool calls changed since checkpoint" if plan.kind else "to checkpoint"
         # a unique rule key: "allow permanently" can never pre-approve a future rollback
         return {"action": "approve",
-                "message": f"chronos-git rollback of {self.plugin.cwd()} {how} {cp[:8]}: {summary} "
+                "message": f"chronos-git rollback of {self.plugin.cwd()} {how} {cp[:12]}: {summary} "
                            "(a safety checkpoint is taken first)",
                 "rule_key": f"{ROLLBACK_RULE}{cp[:12]}:{tool_call_id or os.urandom(4).hex()}"}
 

@@ -218,7 +218,7 @@ class Plugin:
                 return json.dumps({"status": "ok", "chronos_duplicate": True,
                                    "message": f"not run again: an identical {tool_name} call already completed "
                                               f"in this session (operation {prior['operation_id'][:12]}, "
-                                              f"checkpoint {str(prior['post_checkpoint'])[:8]})",
+                                              f"checkpoint {str(prior['post_checkpoint'])[:12]})",
                                    "operation_id": prior["operation_id"]})
         call = Call(tool=tool_name, args=args or {}, workspace=cwd, session_id=session_id, turn_id=turn_id,
                     tool_call_id=tool_call_id, declared=declared_paths(tool_name, args or {}, cwd))

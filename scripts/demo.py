@@ -212,7 +212,7 @@ def run(demo: Demo) -> dict:
     for tool, (_, out) in calls.items():
         check(by_id.get(out["post_checkpoint"], {}).get("description") == f"after {tool}",
               f"no checkpoint 'after {tool}' in `log`")
-    check(first in by_id, f"the checkpoint before the first call ({first[:8]}) is not in `log`")
+    check(first in by_id, f"the checkpoint before the first call ({first[:12]}) is not in `log`")
     said["first"] = by_id[first]
     say("The agent (a scripted model driving a real `hermes chat`) wrote feature.py, patched app.py "
         "('hello ' -> 'Hello, ') and ran `python3 feature.py > output.txt`.")
@@ -222,8 +222,8 @@ def run(demo: Demo) -> dict:
     evidence("git --git-dir $STORE log --oneline -6 refs/chronos/journal",
              demo.git("log", "--oneline", "-6", "refs/chronos/journal").stdout)
     a, b = calls["write_file"][1]["post_checkpoint"], calls["patch"][1]["post_checkpoint"]
-    evidence(f"hermes chronos-git diff {a[:8]} {b[:8]}      # what the patch call changed",
-             demo.text("diff", a[:8], b[:8]))
+    evidence(f"hermes chronos-git diff {a[:12]} {b[:12]}      # what the patch call changed",
+             demo.text("diff", a[:12], b[:12]))
 
     # ------------------------------------------------------------ 2
     step(2)
@@ -273,8 +273,8 @@ def run(demo: Demo) -> dict:
     say("At the next start chronos-git compared config.json with the call's pre-image (no file) and its "
         "expected post-image: the file is at the post-image, so the call is settled as completed.")
     say("The model is told not to repeat it, and nothing wrote config.json twice (same inode and mtime).")
-    fact(f"evidence: config.json before the call: {'absent' if ev.get('pre') is None else ev['pre'][:8]}, "
-         f"expected after: {ev['post'][:8]}, on disk: {ev['now'][:8]} -> {rec['outcome']} ({rec.get('note')})")
+    fact(f"evidence: config.json before the call: {'absent' if ev.get('pre') is None else ev['pre'][:12]}, "
+         f"expected after: {ev['post'][:12]}, on disk: {ev['now'][:12]} -> {rec['outcome']} ({rec.get('note')})")
     text = alert[alert.find("[chronos-git recovery alert]"):]
     evidence("", text, 4, label="what the model was told on its first turn")
     evidence(f"hermes chronos-git journal show {crash_op[:12]}", demo.text("journal", "show", crash_op[:12]))
@@ -346,7 +346,7 @@ def run(demo: Demo) -> dict:
     before_rollback = files_of(ws)
     env.set_script([{"match": "*", "steps": [
         {"tool_calls": [{"name": "chronos_rollback", "id": "call_rollback",
-                         "arguments": {"checkpoint_id": target["id"]}}]},
+                         "arguments": {"checkpoint_id": target["id"], "mode": "full"}}]},
         {"content": "Rolled back to the first checkpoint."}]}])
     r, log = demo.chat("roll everything back", name="rollback", yolo=True)
     check(r.returncode == 0, f"hermes chat exited {r.returncode} (see {log})")
@@ -354,7 +354,7 @@ def run(demo: Demo) -> dict:
     check(result is not None and result.get("status") == "ok",
           f"chronos_rollback did not succeed (see {log}): {result}")
     check(result["restored_checkpoint"] == target["id"],
-          f"chronos_rollback restored {result['restored_checkpoint'][:8]}, not {target['id'][:8]}")
+          f"chronos_rollback restored {result['restored_checkpoint'][:12]}, not {target['id'][:12]}")
     safety = result["safety_checkpoint"]
     events = demo.events()
     rb = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos_rollback"]
@@ -363,11 +363,11 @@ def run(demo: Demo) -> dict:
     check(rb[0]["args"]["checkpoint"] == target["id"] and rb[0]["pre_checkpoint"] == safety,
           "the journal's rollback entry names another target or safety checkpoint than the tool result")
     check(rb_out and rb_out.get("status") == "ok" and rb_out.get("post_checkpoint") == target["id"],
-          f"after the rollback the workspace is not at {target['id'][:8]}: {rb_out}")
+          f"after the rollback the workspace is not at {target['id'][:12]}: {rb_out}")
     check(files_of(ws) == {"README.md": b"# demo project\n", "app.py": APP.encode()},
           f"after the rollback the workspace holds {sorted(files_of(ws))}")
-    cps = {c["id"]: c for c in demo.facts("log", "--limit", "1000")["checkpoints"]}
-    check(safety in cps, f"the safety checkpoint {safety[:8]} is not in `log`")
+    cps = {c["id"]: c for c in demo.facts("log", "--all", "--limit", "1000")["checkpoints"]}
+    check(safety in cps, f"the safety checkpoint {safety[:12]} is not in `log`")
     sc = cps[safety]
     said["safety"] = sc
     plan = result.get("plan") or []
@@ -376,23 +376,23 @@ def run(demo: Demo) -> dict:
         by_action.setdefault(item["action"], []).append(item["path"])
     say("The agent called chronos_rollback. That tool always goes through Hermes' approval prompt; this demo "
         "runs `hermes chat --yolo`, which approves it without asking (in a normal session you are asked).")
-    say(f'It went back to checkpoint {target["id"][:8]} ("{target["description"]}", {when(target["time"])}): '
+    say(f'It went back to checkpoint {target["id"][:12]} ("{target["description"]}", {when(target["time"])}): '
         f"the workspace before the agent's first call. Just before, it saved the workspace as the safety "
-        f"checkpoint {safety[:8]}"
+        f"checkpoint {safety[:12]}"
         + (f' (nothing had changed since checkpoint "{sc["description"]}" of {when(sc["time"])}, so that '
            f"checkpoint is reused as the safety checkpoint)." if sc.get("kind") != "safety" else ".")
         + " That is what makes the rollback undoable.")
-    fact(f"tool result: restored {result['restored_checkpoint'][:8]}, safety checkpoint {safety[:8]}; "
+    fact(f"tool result: restored {result['restored_checkpoint'][:12]}, safety checkpoint {safety[:12]}; "
          + "; ".join(f"{a} {', '.join(p)}" for a, p in by_action.items()))
     fact(f"journal: operation {rb[0]['operation_id'][:12]}, actor \"{rb[0].get('actor')}\" "
          "(here the approval came from --yolo), returned ok")
-    evidence(f"hermes chronos-git diff {target['id'][:8]}      # that checkpoint against the workspace now",
-             demo.text("diff", target["id"][:8]))
+    evidence(f"hermes chronos-git diff {target['id'][:12]}      # that checkpoint against the workspace now",
+             demo.text("diff", target["id"][:12]))
     evidence("ls", "  ".join(sorted(files_of(ws))))
 
     # ------------------------------------------------------------ 7
     step(7)
-    undo = demo.text("restore", safety[:8])
+    undo = demo.text("restore", safety[:12])
     check(files_of(ws) == before_rollback, "after the undo the workspace differs from before the rollback")
     events = demo.events()
     und = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos.restore"]
@@ -402,12 +402,12 @@ def run(demo: Demo) -> dict:
     check(und_out and und_out.get("status") == "ok", f"the undo's outcome is not ok: {und_out}")
     again = und[0]["pre_checkpoint"]
     check(again != safety, "the undo took no safety checkpoint of its own")
-    say(f"The operator restored the safety checkpoint {safety[:8]}: feature.py, config.json, deploy.log and "
+    say(f"The operator restored the safety checkpoint {safety[:12]}: feature.py, config.json, deploy.log and "
         f"output.txt are back and app.py is patched again, byte for byte as before the rollback.")
-    say(f"This restore is undoable too: it took its own safety checkpoint {again[:8]} (the rolled-back state)"
-        + (", which its `undo:` line names" if again[:8] in undo else "")
-        + f". To undo the rollback, {safety[:8]} is the one that counts.")
-    evidence(f"hermes chronos-git restore {safety[:8]}", undo)
+    say(f"This restore is undoable too: it took its own safety checkpoint {again[:12]} (the rolled-back state)"
+        + (", which its `undo:` line names" if again[:12] in undo else "")
+        + f". To undo the rollback, {safety[:12]} is the one that counts.")
+    evidence(f"hermes chronos-git restore {safety[:12]}", undo)
 
     # ------------------------------------------------------------ 8
     step(8)
@@ -494,7 +494,7 @@ def main() -> int:
         follow = [("hermes chronos-git log", "every checkpoint, newest first"),
                   ("hermes chronos-git journal status", "recovery gate, integrity, anything unresolved"),
                   ("hermes chronos-git journal log", "every journal event, newest first"),
-                  (f"hermes chronos-git show {target['id'][:8]}", "the checkpoint the rollback went back to"),
+                  (f"hermes chronos-git show {target['id'][:12]}", "the checkpoint the rollback went back to"),
                   (f"git --git-dir {env.store} log --oneline refs/chronos/journal", "the audit trail in plain git")]
         pad = max(len(c) for c, _ in follow[:-1])
         for cmd, why in follow:

@@ -55,6 +55,21 @@ class CallChange:
                        ambiguous=self.ambiguous is not None)
 
 
+KINDS = frozenset({"started", "returned", "uncertain", "recovered", "resolved"})
+_KEPT = ("kind", "operation_id", "timestamp_ns", "workspace", "tool", "session_id", "actor", "pre_checkpoint",
+         "snapshot", "parent_tool_call_id", "args", "declared", "post_checkpoint", "status", "outcome",
+         "left_running", "after_checkpoint")
+
+
+def compact(payload: dict) -> dict:
+    """What `calls` reads of an event (kept in memory by a long-lived host, so it stays small)."""
+    out = {k: payload[k] for k in _KEPT if k in payload}
+    args = out.get("args")
+    if isinstance(args, dict):            # only what the time machine reads back
+        out["args"] = {k: args[k] for k in ("undoes", "redoes", "target", "checkpoint") if k in args}
+    return out
+
+
 def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[CallChange]:
     """The workspace's calls started at or after `since_ns`, oldest first, with their outcomes
     and ambiguity.  `events_newest_first`: journal payloads (query.events order); reading stops

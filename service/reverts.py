@@ -18,6 +18,7 @@ be redone.  With nothing changed in between both are byte-identical; otherwise t
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 
 import pygit2
@@ -36,7 +37,8 @@ from .results import CheckpointInfo, RestoreResult
 from .timemachine import TimeMachine, TimeOp
 
 REVERT_TOOLS = {"chronos.revert", "chronos.agent_restore"}
-OPERATIONS = ("chronos.restore", "chronos.revert", "chronos.agent_restore", "chronos.undo", "chronos.redo")
+OPERATIONS = ("chronos.restore", "chronos.revert", "chronos.agent_restore", "chronos.undo", "chronos.redo",
+              "chronos_rollback")      # the model's, through the approval prompt
 
 
 @dataclass
@@ -50,11 +52,26 @@ class Reverts:
     def __init__(self, core: Core, time: TimeMachine):
         self.core = core
         self.time = time
+        self._seen: list[dict] = []          # the journal's call events read so far, newest first
+        self._head: str | None = None        # ... up to this event
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------ what changed
     def _calls(self, ws, since_ns: int = 0) -> list[CallChange]:
-        events = self.core.journal.events(None)
-        return call_changes.calls(events, os.fsdecode(ws.root_bytes), since_ns=since_ns)
+        return call_changes.calls(self._events(), os.fsdecode(ws.root_bytes), since_ns=since_ns)
+
+    def _events(self) -> list[dict]:
+        """The journal's call events, newest first: only those appended since the last read
+        are read (the journal only grows; a history that did not is read again whole)."""
+        with self._lock:
+            got = self.core.journal.payloads_since(self._head)
+            if got is None:
+                self._seen, got = [], self.core.journal.payloads_since(None)
+            head, new = got or (None, [])
+            kept = [call_changes.compact(p) for p in reversed(new) if p.get("kind") in call_changes.KINDS]
+            self._seen = kept + self._seen
+            self._head = head
+            return self._seen
 
     def history(self, ws) -> History:
         h = History()
@@ -77,13 +94,14 @@ class Reverts:
         return h
 
     # ------------------------------------------------------------ operations
-    def agent_restore(self, workspace: str, spec: str, **kw) -> RestoreResult:
+    def agent_restore(self, workspace: str, spec: str, *, tool: str = "chronos.agent_restore",
+                      **kw) -> RestoreResult:
         """Take back what protected calls changed since checkpoint `spec`, keep the rest."""
         ws = self.time.existing(workspace)
         target = ws.resolve(spec)
         since = int(target.meta.time * 1e9)
         chosen = [c for c in self._calls(ws, since) if not c.is_time_machine]
-        res = self._merge(ws, "agent-only restore", "chronos.agent_restore", chosen,
+        res = self._merge(ws, "agent-only restore", tool, chosen,
                           {"checkpoint": target.id, "agent_only": True}, branch_point=target, **kw)
         res.restored_checkpoint = target.id          # what it went back to (the merged tree is its own)
         res.target = CheckpointInfo(**target.summary())

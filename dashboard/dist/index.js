@@ -141,7 +141,7 @@
   }
 
   // ------------------------------------------------------------- helpers
-  function short(id, n) { return id ? String(id).slice(0, n || 8) : "—"; }
+  function short(id, n) { return id ? String(id).slice(0, n || 12) : "—"; }
 
   function ago(seconds) {
     if (!seconds) return "";
@@ -373,7 +373,7 @@
         : null,
       diff ? h("div", { "data-testid": "diff-view", "data-mode": mode },
         h("div", { style: S.muted }, (diff.stats ? diff.stats.files + " file(s), +" + diff.stats.additions + " −" + diff.stats.deletions : "") +
-          "  " + short(diff.from, 8) + " → " + (diff.to === "working tree" ? "working tree" : short(diff.to, 8))),
+          "  " + short(diff.from) + " → " + (diff.to === "working tree" ? "working tree" : short(diff.to))),
         h(FileList, { files: diff.files }),
         h(DiffText, { patch: diff.patch, empty: mode === "worktree" ? "The working tree equals this checkpoint." : null }),
         diff.patch_truncated ? h("div", { style: S.muted }, "(patch truncated)") : null) : null,

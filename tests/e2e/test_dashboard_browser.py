@@ -292,7 +292,7 @@ def test_timeline_diff_and_two_click_restore_with_undo(ctx, page, tmp_path):
     w = row(page, by_call["call_write_b"]["id"])
     assert w.get_by_test_id("checkpoint-call").inner_text().endswith("call_write_b")
     assert w.get_by_test_id("checkpoint-tool").inner_text() == "write_file"
-    assert w.get_by_test_id("checkpoint-id").inner_text() == by_call["call_write_b"]["id"][:8]
+    assert w.get_by_test_id("checkpoint-id").inner_text() == by_call["call_write_b"]["id"][:12]
     assert page.get_by_test_id("workspace-root").inner_text() == str(ctx.ws)   # the most recent one
 
     # the workspace picker (the SDK Select): switch to the other workspace and back

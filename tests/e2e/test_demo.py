@@ -101,15 +101,15 @@ def test_demo_names_the_checkpoint_it_rolled_back_to(demo):
     when = datetime.fromtimestamp(info["time"]).strftime("%Y-%m-%d %H:%M:%S")
     blocks = _blocks(r.stdout, _steps())
     flat = " ".join(blocks[6].split())          # prose is wrapped: compare without line breaks
-    assert f'{target[:8]} ("{info["description"]}", {when})' in flat, blocks[6]
-    assert safety[:8] in blocks[6]
+    assert f'{target[:12]} ("{info["description"]}", {when})' in flat, blocks[6]
+    assert safety[:12] in blocks[6]
     # two safety checkpoints in the undo step: the one restored, and the undo's own, each explained
     undo = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos.restore"]
     assert len(undo) == 1 and undo[0]["args"]["checkpoint"] == safety
-    ids = set(re.findall(r"\b[0-9a-f]{8}\b", blocks[7]))
-    assert safety[:8] in ids and undo[0]["pre_checkpoint"][:8] in ids
+    ids = set(re.findall(r"\b[0-9a-f]{12}\b", blocks[7]))
+    assert safety[:12] in ids and undo[0]["pre_checkpoint"][:12] in ids
     assert "its own safety checkpoint" in " ".join(blocks[7].split())
-    assert ids <= {safety[:8], undo[0]["pre_checkpoint"][:8]}, f"unexplained checkpoint ids in step 7: {ids}"
+    assert ids <= {safety[:12], undo[0]["pre_checkpoint"][:12]}, f"unexplained checkpoint ids in step 7: {ids}"
 
 
 def test_demo_shows_no_contradictory_or_raw_output(demo):

@@ -60,7 +60,7 @@ def test_metadata_without_a_description_is_shown_not_fatal(cli, ws, store_dir, h
         r = cli(*args, cwd=ws)
         assert r.rc == 0, (args, r.stdout + r.stderr)
     health = cli("health", cwd=ws)
-    assert health.rc == 0 and "DEGRADED" in health.stdout and bad[:8] in health.stdout, health.stdout + health.stderr
+    assert health.rc == 0 and "DEGRADED" in health.stdout and bad[:12] in health.stdout, health.stdout + health.stderr
     h = cli("--json", "health", cwd=ws).json
     assert h["protection"]["state"] == "degraded" and any(d["id"] == bad for d in h["damaged"])
     dry = cli("--json", "restore", first, "--dry-run", cwd=ws)

@@ -192,3 +192,15 @@ def test_a_file_call_is_taken_back_exactly_even_when_its_checkpoint_after_holds_
     res = s.agent_restore(str(ws), start, actor="test")
     a = (ws / "a.txt").read_text()
     assert res.status == "ok" and "agent line 2" not in a and "person line 15\n" in a, (res, a)
+
+
+def test_revert_undo_revert_again_each_time_changes_the_file(history, ws):
+    s, start = history
+    made = _op(s, "made.txt")
+    for _ in range(3):
+        r = s.revert(str(ws), made, actor="test")
+        assert r.status == "ok" and r.files_changed + r.untracked_removed == 1 and not (ws / "made.txt").exists(), r
+        u = s.undo(str(ws), actor="test")
+        assert u.status == "ok" and (ws / "made.txt").read_text() == "made by the agent\n", u
+        log = s.log(str(ws), 3).checkpoints
+        assert log[0].role == "restored"

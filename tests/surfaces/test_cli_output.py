@@ -85,7 +85,7 @@ def test_every_command_prints_text_with_its_facts(cli, ws):
     out = text_of(cli("snapshot", "-m", "first version", *W(ws)))
     assert "new checkpoint" in out and "first version" in out and str(ws) in out and "files" in out
     first = cli("log", *W(ws), "--json").json["checkpoints"][0]["id"]
-    assert first[:8] in out
+    assert first[:12] in out
     assert "nothing changed" in text_of(cli("snapshot", *W(ws)))
 
     (ws / "a.txt").write_text("alpha\nbeta\n")
@@ -230,7 +230,7 @@ def test_health_names_the_last_snapshot_beside_the_newest_checkpoint(cli, ws):
     assert h["last_snapshot"] is not None and h["last_snapshot"]["checkpoint"] == ids[-1]
     out = text_of(cli("health", *W(ws)))
     line = next(line for line in out.splitlines() if "last snapshot" in line)
-    assert ids[-1][:8] in line and "none" not in line
+    assert ids[-1][:12] in line and "none" not in line
     assert "null" not in out and "None" not in out
 
 
@@ -274,14 +274,14 @@ def test_restore_names_its_target_and_the_undo(cli, ws):
     out = text_of(cli("restore", ids[0], *W(ws)))
     target = next(c for c in cli("log", *W(ws), "--json").json["checkpoints"] if c["id"] == ids[0])
     when = datetime.fromtimestamp(target["time"]).strftime("%Y-%m-%d %H:%M:%S")
-    assert out.splitlines()[0] == (f'restored checkpoint {ids[0][:8]} ("version 0", {when}): '
+    assert out.splitlines()[0] == (f'restored checkpoint {ids[0][:12]} ("version 0", {when}): '
                                    "1 file written, 1 removed")
     undo = re.search(r"undo: (chronos-git restore ([0-9a-f]{12}))", out)
     assert undo, out
     assert (ws / "a.txt").read_text() == "version 0\n" and not (ws / "agent.txt").exists()
     # the undo command, as printed, brings everything back
     back = text_of(cli(*undo.group(1).split()[1:], *W(ws)))
-    assert f"restored checkpoint {undo.group(2)[:8]}" in back
+    assert f"restored checkpoint {undo.group(2)[:12]}" in back
     assert (ws / "a.txt").read_text() == "version 1\n" and (ws / "agent.txt").exists()
 
 

@@ -255,7 +255,7 @@ def test_rollback_needs_approval_with_a_unique_rule_key(plugin):
     d1 = p.on_pre_tool_call(tool_name="chronos_rollback", args={"checkpoint_id": cp}, tool_call_id="c1")
     d2 = p.on_pre_tool_call(tool_name="chronos_rollback", args={"checkpoint_id": cp}, tool_call_id="c2")
     assert d1["action"] == d2["action"] == "approve"
-    assert d1["rule_key"] != d2["rule_key"] and cp[:8] in d1["message"]
+    assert d1["rule_key"] != d2["rule_key"] and cp[:12] in d1["message"]
     bad = p.on_pre_tool_call(tool_name="chronos_rollback", args={"checkpoint_id": "nope"}, tool_call_id="c3")
     assert bad["action"] == "block"
 

@@ -124,7 +124,7 @@ def test_journal_show_says_exit_code_checkpoints_and_actor(cli, ws):
     op, pre, post = r.json["operation_id"], r.json["pre_checkpoint"], r.json["post_checkpoint"]
     out = ok(cli("journal", "show", op)).stdout
     assert re.search(r"^\s+exit code\s+3$", out, re.M), out
-    assert re.search(rf"^\s+checkpoints\s+before {pre[:8]}, after {post[:8]}$", out, re.M), out
+    assert re.search(rf"^\s+checkpoints\s+before {pre[:12]}, after {post[:12]}$", out, re.M), out
     assert re.search(r"^\s+actor\s+cli$", out, re.M), out
     assert re.search(r"^\s+tool\s+terminal$", out, re.M) and re.search(r"^\s+outcome\s+returned error$", out, re.M)
     started = next(e for e in ok(cli("journal", "show", op, "--json")).json["events"] if e["kind"] == "started")
@@ -136,7 +136,7 @@ def test_journal_show_says_exit_code_checkpoints_and_actor(cli, ws):
     ok(cli("journal", "resolve", u.json["operation_id"], "--outcome", "completed", "--evidence", "checked"))
     out = ok(cli("journal", "show", u.json["operation_id"])).stdout
     assert re.search(r"^\s+actor\s+cli; resolved by operator-cli$", out, re.M), out
-    assert re.search(rf"^\s+checkpoints\s+{u.json['pre_checkpoint'][:8]} \(nothing changed\)$", out, re.M), out
+    assert re.search(rf"^\s+checkpoints\s+{u.json['pre_checkpoint'][:12]} \(nothing changed\)$", out, re.M), out
     assert re.search(r"^\s+outcome\s+resolved by an operator: completed$", out, re.M), out
 
 
