@@ -75,13 +75,11 @@ class Reverts:
 
     def history(self, ws) -> History:
         h = History()
-        by_id: dict[str, CallChange] = {}
         for c in self._calls(ws):
             done = c.status in ("ok", "partial") or (c.status in ("recovered", "resolved")
                                                       and c.settled in ("completed", "partial"))
             if c.tool not in OPERATIONS or not done:  # a crash cut off and settled completed: done too
                 continue
-            by_id[c.operation_id] = c
             undoes, redoes = c.args.get("undoes"), c.args.get("redoes")
             if c.tool == "chronos.undo" and h.done and h.done[-1].operation_id == undoes:
                 h.undone.append((h.done.pop(), c))

@@ -382,7 +382,7 @@ def test_model_rollback_is_agent_only_by_default_when_approved(henv):
     result = next(t for t in henv.tool_results_seen() if "agent-only" in t or "agent_only" in t)
     assert "BLOCKED" not in result, result
     events = journal(henv)
-    (op,) = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos.agent_restore"]
+    (op,) = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos_rollback"]
     assert op["args"]["agent_only"] is True and op["args"]["checkpoint"] == cp, op
     assert "approved automatically" in (op.get("actor") or ""), op          # the host's answer, journaled
     assert op["session_id"] and op["session_id"] != started(events, "call_w_write")["session_id"], op

@@ -243,6 +243,8 @@ def test_real_answers_validate_against_their_models(served):
     assert post("/undo", {"workspace": w, "plan_token": undo.plan_token}).kind == "undo"
     redo = post("/redo", {"workspace": w, "dry_run": True})
     assert post("/redo", {"workspace": w, "plan_token": redo.plan_token}).kind == "redo"
+    agent = post("/restore", {"checkpoint": first, "workspace": w, "agent_only": True, "dry_run": True})
+    assert agent.kind == "agent-only restore" and agent.restored_checkpoint == first and agent.plan_token
     post("/journal/verify", {})
     post("/snapshot", {"workspace": w, "message": "from the schema test"})
     post("/compact", {"dry_run": True})
