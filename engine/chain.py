@@ -35,7 +35,7 @@ def commit_at(repo, objects: Path, oid) -> tuple[pygit2.Commit | None, str | Non
     hexid = str(oid)
     if len(hexid) != 40 or not all(ch in "0123456789abcdef" for ch in hexid):
         return None, f"{hexid[:60]!r} is not an object id"
-    if not loose_object_ok(objects / hexid[:2] / hexid[2:]):
+    if not loose_object_ok(os.path.join(objects, hexid[:2], hexid[2:])):
         return None, f"object {hexid[:12]} is damaged (a torn or altered file)"
     try:
         obj = repo[hexid]

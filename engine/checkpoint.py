@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import pygit2
@@ -207,6 +207,12 @@ def _read_message(commit: pygit2.Commit) -> tuple[str, list[str]]:
                 [f"its message claims an encoding that cannot be read ({str(commit.message_encoding)[:40]!r})"])
 
 
+# a commit's metadata, parsed once per process: a commit never changes (its id is its content),
+# and a listing of 10,000 checkpoints would parse every one on every call
+_PARSED: dict[str, tuple[CheckpointMeta, list[str]]] = {}
+_PARSED_MAX = 100_000
+
+
 @dataclass
 class Checkpoint:
     id: str
@@ -218,10 +224,17 @@ class Checkpoint:
 
     @classmethod
     def from_commit(cls, commit: pygit2.Commit) -> Checkpoint:
-        when = min(max(float(commit.commit_time), 0.0), MAX_TIME)
-        message, odd = _read_message(commit)
-        meta, problems = CheckpointMeta.parse(message, when=when)
-        problems += odd
+        key = str(commit.id)
+        parsed = _PARSED.get(key)
+        if parsed is None:
+            when = min(max(float(commit.commit_time), 0.0), MAX_TIME)
+            message, odd = _read_message(commit)
+            meta, problems = CheckpointMeta.parse(message, when=when)
+            parsed = (meta, problems + odd)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[key] = parsed
+        meta, problems = replace(parsed[0]), parsed[1]
         return cls(id=str(commit.id), tree_id=str(commit.tree_id),
                    parent_id=str(commit.parent_ids[0]) if commit.parent_ids else None, meta=meta,
                    damage=f"damaged metadata: {'; '.join(problems)}" if problems else None, number=meta.number)

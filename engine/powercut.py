@@ -43,8 +43,33 @@ def current_boot() -> str | None:
         return None
 
 
-def loose_object_ok(path: Path) -> bool:
-    """A loose object is whole: it inflates to the end, its header fits, its name is its hash."""
+_WHOLE: dict[str, tuple] = {}             # loose objects found whole, by path: the stat they had then
+_WHOLE_MAX = 200_000
+
+
+def loose_object_ok(path: Path | str) -> bool:
+    """A loose object is whole: it inflates to the end, its header fits, its name is its hash.
+    One found whole is not read again while its file is the same (inode, size, mtime): a
+    listing of 10,000 checkpoints would otherwise inflate each on every call."""
+    key = str(path)
+    try:
+        st = os.stat(key)
+    except FileNotFoundError:
+        return True                         # packed meanwhile: not ours to judge
+    except OSError:
+        return False
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if _WHOLE.get(key) == stamp:
+        return True
+    ok = _whole(Path(path))
+    if ok:
+        if len(_WHOLE) >= _WHOLE_MAX:
+            _WHOLE.clear()
+        _WHOLE[key] = stamp
+    return ok
+
+
+def _whole(path: Path) -> bool:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

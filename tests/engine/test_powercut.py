@@ -224,3 +224,21 @@ def test_a_damaged_loose_copy_of_a_packed_journal_object_is_quarantined_and_the_
     assert repair["indexes_dropped"] == 0           # nothing was lost: the pack holds it
     assert s.journal_verify().wire()["status"] == "ok"   # the chain through `head`, from the pack
     assert pygit2.Repository(str(store_dir))[head].type == pygit2.GIT_OBJECT_COMMIT
+
+
+def test_a_loose_object_found_whole_is_judged_again_once_its_file_changes(tmp_path):
+    import hashlib
+    import zlib
+
+    from chronos_git.engine.powercut import loose_object_ok
+    data = b"blob 6\0hello\n"
+    oid = hashlib.sha1(data).hexdigest()
+    path = tmp_path / oid[:2] / oid[2:]
+    path.parent.mkdir()
+    raw = zlib.compress(data)
+    path.write_bytes(raw)
+    assert loose_object_ok(path) and loose_object_ok(str(path))       # the second answer from the cache
+    path.write_bytes(raw[:-3])                                          # torn: another size, a new stat
+    assert not loose_object_ok(path)
+    path.unlink()
+    assert loose_object_ok(path)                                        # packed meanwhile
