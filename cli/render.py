@@ -472,7 +472,7 @@ def _merged(res: r.RestoreResult):
             for label, text in (("agent", it.agent), ("after", it.person)):
                 if text:
                     yield _indent(Text(f"            {label}: {_name(text)}", style="dim"))
-            if not it.agent and it.reason:
+            if it.reason and (not it.agent or it.reason.startswith("conflict markers")):
                 yield _indent(Text(f"            why: {_name(it.reason)}", style="dim"))
     if len(res.plan) > 200:
         yield Text(f"  ... and {len(res.plan) - 200} more (--json lists them all)", style="dim")

@@ -36,6 +36,7 @@ class CallChange:
     status: str | None = None          # returned: ok | error | partial; else the event kind (uncertain, ...)
     left_running: bool = False
     partial_pre: bool = False
+    pre_kind: str | None = None        # how its checkpoint before was taken: full, declared (its paths only)
     parent_call: str | None = None     # the subagent's parent tool call, where the host says
     settled: str | None = None         # a crashed call settled later: its outcome (completed, not_applied)
     args: dict = field(default_factory=dict)
@@ -88,6 +89,7 @@ def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[Cal
                                    actor=ev.get("actor"), started_ns=int(ev.get("timestamp_ns") or 0),
                                    pre=ev.get("pre_checkpoint"), partial_pre=bool(snap.get("partial")
                                                                                   or snap.get("error")),
+                                   pre_kind=snap.get("kind"),
                                    parent_call=ev.get("parent_tool_call_id"), args=dict(ev.get("args") or {}),
                                    declared=list(ev.get("declared") or ()))
         elif op and kind in ("returned", "uncertain", "recovered", "resolved") and op not in outcomes:
@@ -125,12 +127,13 @@ def _mark_ambiguous(out: list[CallChange]) -> None:
 
 def gaps(cs: list[CallChange]) -> list[Segment]:
     """The stretches between calls whose author is not known: after a call that left a
-    process running, up to the next call's pre-checkpoint (or now: `None` as `after`, for the
-    caller to fill with the current tree)."""
+    process running, up to the next checkpoint of the whole workspace taken before a call (a
+    file call's reads only its own paths, so it says nothing of the rest), or now (`""` as
+    `after`, for the caller to fill with the current tree)."""
     out = []
     for i, c in enumerate(cs):
         if c.left_running and c.post:
-            nxt = cs[i + 1].pre if i + 1 < len(cs) else None
+            nxt = next((d.pre for d in cs[i + 1:] if d.pre and d.pre_kind != "declared"), None)
             if nxt != c.post:
                 out.append(Segment(before=c.post, after=nxt or "", label=f"after {c.operation_id[:12]}",
                                    ambiguous=True))

@@ -80,6 +80,8 @@ class Reverts:
                                                       and c.settled in ("completed", "partial"))
             if c.tool not in OPERATIONS or not done:  # a crash cut off and settled completed: done too
                 continue
+            if _after_of(c) is not None and _after_of(c) == c.pre:
+                continue                              # it changed nothing: nothing to undo or redo
             undoes, redoes = c.args.get("undoes"), c.args.get("redoes")
             if c.tool == "chronos.undo" and h.done and h.done[-1].operation_id == undoes:
                 h.undone.append((h.done.pop(), c))
@@ -108,7 +110,9 @@ class Reverts:
     def revert(self, workspace: str, operation: str | None = None, *, session: str | None = None,
                **kw) -> RestoreResult:
         """Take back one call (an operation id or a unique prefix), or every call of a session."""
-        if (operation is None) == (session is None):
+        if operation is not None and session is not None:
+            raise ValueError("revert takes an operation id or --session ID, not both")
+        if operation is None and session is None:
             raise ValueError("revert takes an operation id (or a unique prefix of one), or --session ID")
         ws = self.time.existing(workspace)
         cs = [c for c in self._calls(ws) if not c.is_time_machine or c.tool == "chronos_rollback"]
@@ -158,6 +162,8 @@ class Reverts:
         # the checkpoint whose permission record a path taken back to its state before a call gets
         checkpoint_before = {c.operation_id: c.pre for c in chosen}
 
+        marked: dict = {}                 # paths written with conflict markers, by the last merge
+
         def merge(current_tree: str) -> MergeTarget:
             segs = [s if s.after else Segment(s.before, current_tree, s.label, s.ambiguous) for s in segments]
             plan = agent_merge.undo_segments(repo, current_tree, segs, markers=markers)
@@ -167,6 +173,8 @@ class Reverts:
             conflicts = [RestoreStep(s.path, "conflict", reason=s.why, agent=_said(s.agent, what, operation_step),
                                      person=s.person)
                          for s in plan.conflicts if not s.markers]
+            marked.clear()
+            marked.update({s.path: s for s in plan.conflicts if s.markers})
             return MergeTarget(Checkpoint.from_commit(repo[cid].peel(pygit2.Commit)), conflicts)
 
         point = branch_point.id if isinstance(branch_point, Checkpoint) else branch_point
@@ -189,7 +197,17 @@ class Reverts:
                                 plan_token=plan_token, require_plan=require_plan)
         res.kind = what
         res.calls = ids
-        if not chosen and res.status == "ok":
+        for item in res.plan:             # written with markers: still a conflict to resolve by hand
+            step = marked.get(item.path)
+            if step is not None and item.action == "restore":
+                item.action, item.agent, item.person = "conflict", _said(step.agent, what, operation_step), step.person
+                item.reason = "conflict markers written into the file: resolve them by hand"
+        res.conflicts = sum(1 for i in res.plan if i.action == "conflict")
+        if not dry_run and res.status == "ok" and res.after_checkpoint == res.safety_checkpoint:
+            res.note = f"nothing was left to take back: the {what} changed nothing (and is not on the undo stack)"
+        if res.note:
+            pass
+        elif not chosen and res.status == "ok":
             res.note = f"no protected call to take back: the {what} changes nothing"
         elif res.conflicts and res.status == "ok":
             res.note = (f"{plural(res.conflicts, 'path')} left as {'they are' if res.conflicts > 1 else 'it is'}: "

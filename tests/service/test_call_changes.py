@@ -59,3 +59,13 @@ def test_compact_keeps_what_the_time_machine_reads():
     ev = {**started("a", 1), "args": {"undoes": "x", "content": "secret" * 100}, "owner": {"pid": 1}}
     small = call_changes.compact(ev)
     assert small["args"] == {"undoes": "x"} and "owner" not in small and small["pre_checkpoint"] == "p" * 40
+
+
+def test_a_file_calls_checkpoint_says_nothing_of_what_a_process_left_running_did_elsewhere():
+    """Its pre-checkpoint reads only its own paths (it may even be the shell call's post), so the
+    stretch runs on to the next whole checkpoint, or to now."""
+    declared = {**started("b", 3, pre="q" * 40, tool="write_file"), "snapshot": {"kind": "declared"}}
+    cs = call_changes.calls(list(reversed([started("a", 1), returned("a", 2, left_running=[[7, 1, "sh"]]),
+                                           declared, returned("b", 4)])), WS)
+    [gap] = call_changes.gaps(cs)
+    assert gap.ambiguous and gap.before == "q" * 40 and gap.after == ""

@@ -81,6 +81,8 @@ def test_conflict_markers_by_choice(history, ws):
     res = s.agent_restore(str(ws), start, markers=True, actor="test")
     a = (ws / "a.txt").read_text()
     assert "<<<<<<< current" in a and ">>>>>>> before the agent's call" in a and res.status == "ok"
+    [c] = [i for i in res.plan if i.path == "a.txt"]
+    assert c.action == "conflict" and "markers" in c.reason and res.conflicts == 1     # told, not hidden
 
 
 def test_revert_one_call_only(history, ws):
@@ -126,18 +128,22 @@ def test_undo_twice_redo_twice(history, ws):
 
     states = [files()]
     s.restore(str(ws), start, actor="test")
-    states.append(files())
     (ws / "later.txt").write_text("typed after the restore\n")
+    agent_write(s, ws, "agent2.txt", "the agent again\n")
     states.append(files())
-    s.agent_restore(str(ws), start, actor="test")
+    s.agent_restore(str(ws), start, actor="test")                      # takes agent2.txt back
+    assert not (ws / "agent2.txt").exists() and (ws / "later.txt").exists()
     s.undo(str(ws), actor="test")
-    assert files() == states[2]
-    s.undo(str(ws), actor="test")                                     # undoes the restore, keeps later.txt
+    assert files() == states[1]
+    s.undo(str(ws), actor="test")                                     # undoes the restore, keeps the rest
     now = files()
-    assert now.pop("later.txt") == b"typed after the restore\n" and now == states[0]
+    assert now.pop("later.txt") == b"typed after the restore\n" and now.pop("agent2.txt") and now == states[0]
     s.redo(str(ws), actor="test")
-    assert files() == states[2]
+    assert files() == states[1]
     s.redo(str(ws), actor="test")
+    assert not (ws / "agent2.txt").exists() and (ws / "later.txt").exists()
+    with pytest.raises(ValueError, match="nothing to redo"):
+        s.redo(str(ws), actor="test")
 
 
 def _op(s, name):
@@ -204,3 +210,14 @@ def test_revert_undo_revert_again_each_time_changes_the_file(history, ws):
         assert u.status == "ok" and (ws / "made.txt").read_text() == "made by the agent\n", u
         log = s.log(str(ws), 3).checkpoints
         assert log[0].role == "restored"
+
+
+def test_an_operation_that_changed_nothing_is_not_on_the_undo_stack(history, ws):
+    s, start = history
+    made = _op(s, "made.txt")
+    first = s.revert(str(ws), made, actor="test")
+    again = s.revert(str(ws), made, actor="test")
+    assert first.files_changed + first.untracked_removed == 1
+    assert again.files_changed + again.untracked_removed == 0 and "nothing was left" in again.note
+    s.undo(str(ws), actor="test")                       # undoes the first, the real one
+    assert (ws / "made.txt").read_text() == "made by the agent\n"
