@@ -74,7 +74,8 @@ def register(ctx) -> None:
     if hasattr(ctx, "register_command"):
         ctx.register_command("chronos", SlashCommand(plugin),
                              description="chronos-git checkpoints, rollback and recovery",
-                             args_hint="[ID|status|verify|recover|resolve|--list N|--diff ID|--dry-run ID]")
+                             args_hint="[ID [--agent-only]|undo|redo|revert OP|status|verify|recover|resolve|"
+                                       "--list N|--diff ID|--dry-run ID]")
     if hasattr(ctx, "register_cli_command"):
         ctx.register_cli_command(PLUGIN_KEY, help="chronos-git checkpoints and tool-call journal",
                                  setup_fn=plugin.setup_cli, handler_fn=plugin.handle_cli,

@@ -230,7 +230,8 @@ def _by_prefix(cs: list[CallChange], prefix: str) -> list[CallChange]:
                          "(`chronos-git journal log` lists them)")
     found = [c for c in cs if c.operation_id.startswith(p)]
     if not found:
-        raise CheckpointNotFound(f"no protected call {prefix!r} in this workspace")
+        raise CheckpointNotFound(f"no protected call {prefix!r} in this workspace (a restore, revert or undo of "
+                                 "the time machine is taken back with `undo`)")
     if len(found) > 1:
         raise ValueError(f"operation prefix {prefix!r} is ambiguous ({len(found)} calls)")
     return found
