@@ -189,20 +189,21 @@ def rows_for(run: dict) -> list[list[str]]:
     elif "error" in p8:
         add("P8", "time machine", p8)
     elif p8:
-        def vs_full(row: dict, what: str, full: str) -> None:
-            out.append([name, "P8", f"{full} (beside it)", _pair(row, "full_restore"), "-", "-", "-", _rss(row),
-                        str(row.get("full_restore_n", ""))])
+        def against_full(row: dict, what: str) -> None:
             r = row.get("ratio")
             out.append([name, "P8", what, _pair(row, "chronos"), "-", "-",
                         "-" if r is None else f"{r:.2f}x full", _rss(row), str(row.get("chronos_n", ""))])
+
+        def vs_full(row: dict, what: str, full: str) -> None:
+            out.append([name, "P8", f"{full} (beside it)", _pair(row, "full_restore"), "-", "-", "-", _rss(row),
+                        str(row.get("full_restore_n", ""))])
+            against_full(row, what)
         setup = p8.get("setup") or {}
         a, p = setup.get("agent_files", "?"), setup.get("person_files", "?")
         vs_full(p8["agent_only"], f"agent-only restore, {a} files ({p} person-edited)",
                 f"full restore of C0, {a} files")
         for key, what in (("undo", "undo (of the agent-only restore)"), ("redo", "redo (right after the undo)")):
-            r = p8[key].get("ratio")
-            out.append([name, "P8", what, _pair(p8[key], "chronos"), "-", "-",
-                        "-" if r is None else f"{r:.2f}x full", _rss(p8[key]), str(p8[key].get("chronos_n", ""))])
+            against_full(p8[key], what)
         vs_full(p8["revert_one"], "revert of a one-file call", "full restore of its pre-checkpoint")
     p9 = run.get("P9") or {}
     if p9.get("skipped"):

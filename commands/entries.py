@@ -6,7 +6,9 @@ decide differently, except what the entry declares per surface.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from pathlib import Path
 
 from ..report.build import ReportWritten
 from ..service import results as r
@@ -151,14 +153,11 @@ def _capture(svc, ctx: Context, p: dict):
 
 
 def _report(svc, ctx: Context, p: dict):
-    from pathlib import Path
-
     from ..report import build, written  # jinja2 only when a report is asked for
     if ctx.surface == "http":
         return build(svc, limit=p["limit"], checkpoints=p["checkpoints"])
     out = p.get("out")
     if out is not None and ctx.surface == "slash":
-        import os
         out = os.path.join(_ws(ctx), os.path.expanduser(out))
     return written(svc, Path(out) if out else None, limit=p["limit"], checkpoints=p["checkpoints"],
                    workspace=ctx.workspace if ctx.extra.get("workspace_named", True) else None)
@@ -186,7 +185,6 @@ def _run_cmd(svc, ctx: Context, p: dict):
 def _write(svc, ctx: Context, p: dict):
     if (p.get("content") is None) == (p.get("from_file") is None):
         raise ValueError("write needs exactly one of --content TEXT and --from FILE")
-    import os
     content = (content_of(p["from_file"], svc.settings.max_file_size_mb) if p.get("from_file") is not None
                else os.fsencode(p["content"]))
     return svc.write_file(_ws(ctx), p["path"], content)

@@ -206,8 +206,8 @@ class Reverts:
         if not dry_run and res.status == "ok" and res.after_checkpoint == res.safety_checkpoint:
             res.note = f"nothing was left to take back: the {what} changed nothing (and is not on the undo stack)"
         if res.note:
-            pass
-        elif not chosen and res.status == "ok":
+            return res
+        if not chosen and res.status == "ok":
             res.note = f"no protected call to take back: the {what} changes nothing"
         elif res.conflicts and res.status == "ok":
             res.note = (f"{plural(res.conflicts, 'path')} left as {'they are' if res.conflicts > 1 else 'it is'}: "

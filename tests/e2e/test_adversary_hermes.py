@@ -34,19 +34,6 @@ pytestmark = [pytest.mark.hermes,
                                  reason="hermes-agent is not installed in this environment")]
 
 
-@pytest.fixture
-def henv(tmp_path):
-    env = HermesEnv(tmp_path).start()
-    yield env
-    env.stop()
-
-
-def journal(env) -> list[dict]:
-    r = env.chronos("journal", "log", "--limit", "1000", "--json")
-    assert r.returncode == 0, r.stderr
-    return list(reversed(json.loads(r.stdout)["events"]))
-
-
 def chronos_json(env, *args) -> dict:
     """An operator's `hermes chronos-git ARGS --json` (whatever its exit code: a degraded health
     or a failed verify is still one JSON document)."""
@@ -129,7 +116,7 @@ def test_terminal_call_that_makes_terminal_read_only_is_held_and_shown(henv):
     # the model only that a change waits for the operator, not how to accept it
     assert not any("settings accept" in t for t in henv.tool_results_seen())
 
-    events = journal(henv)
+    events = henv.journal()
     # the later terminal call is still journaled, as a protected call with an outcome
     (after,) = started(events, "call_after")
     assert after["tool"] == "terminal"
@@ -202,7 +189,7 @@ def _gate_still_closed_on(env, op: str) -> None:
     status = chronos_json(env, "journal", "status")
     assert status["gate"] == "closed", status
     assert [u["operation_id"] for u in status["unresolved"]] == [op], status
-    assert not [e for e in journal(env) if e["kind"] == "resolved"]
+    assert not [e for e in env.journal() if e["kind"] == "resolved"]
 
 
 def test_next_session_cannot_resolve_its_crashed_call_from_the_terminal(henv, tmp_path):
@@ -222,7 +209,7 @@ def test_next_session_cannot_resolve_its_crashed_call_from_the_terminal(henv, tm
     # check (agent_descendant) is not reached.  The next test reaches it.
     assert any("chronos_blocked" in t for t in henv.tool_results_seen()), henv.tool_results_seen()
     assert not out.exists(), out.read_text()
-    events = journal(henv)
+    events = henv.journal()
     assert not started(events, "call_settle")
     assert not [e for e in events if e["kind"] == "maintenance" and e.get("action") == "operator_refused"]
     _gate_still_closed_on(henv, op)
@@ -278,7 +265,7 @@ while time.monotonic() < deadline:
     assert tried["rc"] != 0, tried
     assert "agent_descendant" in tried["stdout"] + tried["stderr"], tried
 
-    events = journal(henv)
+    events = henv.journal()
     (crash,) = started(events, "call_crash")
     assert tried["op"] == crash["operation_id"]
     refused = [e for e in events if e["kind"] == "maintenance" and e.get("action") == "operator_refused"]

@@ -22,19 +22,6 @@ pytestmark = [pytest.mark.hermes,
                                  reason="hermes-agent is not installed in this environment")]
 
 
-@pytest.fixture
-def henv(tmp_path):
-    env = HermesEnv(tmp_path).start()
-    yield env
-    env.stop()
-
-
-def journal(env) -> list[dict]:
-    r = env.chronos("journal", "log", "--limit", "1000", "--json")
-    assert r.returncode == 0, r.stderr
-    return list(reversed(json.loads(r.stdout)["events"]))
-
-
 def store_git(env, *args) -> subprocess.CompletedProcess:
     return subprocess.run(["git", f"--git-dir={env.store}", *args], capture_output=True, text=True)
 
@@ -72,7 +59,7 @@ def test_file_and_terminal_calls_are_checkpointed_and_journaled(henv):
     for call in ("call_write1", "call_patch1", "call_term1"):
         assert f"Tool-Call: {call}" in git_log.stdout
 
-    events = journal(henv)
+    events = henv.journal()
     for call, tool in (("call_write1", "write_file"), ("call_patch1", "patch"), ("call_term1", "terminal")):
         started = [e for e in events if e["kind"] == "started" and e.get("tool_call_id") == call]
         assert len(started) == 1 and started[0]["tool"] == tool
@@ -115,7 +102,7 @@ def test_crash_after_write_landed_is_settled_completed_and_alerted(henv):
     assert (st2.st_ino, st2.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
     assert target.read_text() == "landed once\n"
 
-    events = journal(henv)
+    events = henv.journal()
     op = next(e for e in events if e["kind"] == "started" and e.get("tool_call_id") == "call_crash")["operation_id"]
     kinds = [e["kind"] for e in events if e.get("operation_id") == op]
     assert kinds == ["started", "recovered"]
@@ -174,7 +161,7 @@ def test_crashed_terminal_call_blocks_until_operator_resolves(henv):
     r3 = henv.chat("AGAIN please")
     assert r3.returncode == 0
     assert (henv.ws / "allowed.txt").read_text() == "ok\n"
-    events = journal(henv)
+    events = henv.journal()
     resolved = [e for e in events if e["kind"] == "resolved"]
     assert resolved and resolved[0]["operation_id"] == op and resolved[0]["outcome"] == "completed"
 
@@ -187,7 +174,7 @@ def test_parallel_writes_journal_one_operation_each(henv):
     r = henv.chat("parallel writes")
     assert r.returncode == 0, r.stderr
     assert (henv.ws / "p1.txt").read_text() == "one\n" and (henv.ws / "p2.txt").read_text() == "two\n"
-    events = journal(henv)
+    events = henv.journal()
     for call in ("call_par1", "call_par2"):
         started = [e for e in events if e["kind"] == "started" and e.get("tool_call_id") == call]
         assert len(started) == 1, [e for e in events if e.get("tool_call_id") == call]
@@ -209,7 +196,7 @@ def test_failed_call_gets_a_rollback_hint(henv):
     # a returned error is a known outcome: the gate stays open
     status = json.loads(henv.chronos("journal", "status", "--json").stdout)
     assert status["gate"] == "open"
-    ret = [e for e in journal(henv) if e["kind"] == "returned"]
+    ret = [e for e in henv.journal() if e["kind"] == "returned"]
     assert ret[-1]["status"] == "error" and ret[-1]["exit_code"] == 3
 
 
@@ -223,7 +210,7 @@ def _two_versions(env) -> str:
     r = env.chat("make versions")
     assert r.returncode == 0
     assert (env.ws / "keep.txt").read_text() == "v2\n"
-    events = journal(env)
+    events = env.journal()
     return next(e for e in events if e["kind"] == "started" and e.get("tool_call_id") == "call_v2")["pre_checkpoint"]
 
 
@@ -252,7 +239,7 @@ def test_model_rollback_allow_once_in_repl_restores(henv):
     assert ok, text[-3000:]
     assert "chronos-git rollback" in text
     assert (henv.ws / "keep.txt").read_text() == "v1\n"
-    events = journal(henv)
+    events = henv.journal()
     rb = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos_rollback"]
     assert len(rb) == 1 and rb[0]["pre_checkpoint"]          # the safety checkpoint
     # undo the undo: the safety checkpoint holds v2
@@ -272,7 +259,7 @@ def test_model_rollback_deny_in_repl_changes_nothing(henv):
                           {"send": "/quit\r"}, {"sleep": 2}])
     assert ok, text[-3000:]
     assert (henv.ws / "keep.txt").read_text() == "v2\n"
-    assert not [e for e in journal(henv) if e.get("tool") == "chronos_rollback"]
+    assert not [e for e in henv.journal() if e.get("tool") == "chronos_rollback"]
     after = json.loads(henv.chronos("log", "--workspace", henv.ws, "--json").stdout)["checkpoints"]
     assert [c["id"] for c in after if c["kind"] == "safety"] == [c["id"] for c in before if c["kind"] == "safety"]
 

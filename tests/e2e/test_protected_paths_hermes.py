@@ -14,18 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from support.hermes_env import HermesEnv
-
 pytestmark = [pytest.mark.hermes,
               pytest.mark.skipif(shutil.which("hermes", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}") is None,
                                  reason="hermes-agent is not installed in this environment")]
-
-
-@pytest.fixture
-def henv(tmp_path):
-    env = HermesEnv(tmp_path).start()
-    yield env
-    env.stop()
 
 
 def test_a_write_into_the_store_is_refused_and_a_planted_hook_is_recorded(henv):

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.hermes_env import TOOLSETS, HermesEnv, hermes_bin
+from support.hermes_env import TOOLSETS, hermes_bin
 
 _PATH = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
 pytestmark = [pytest.mark.hermes,
@@ -35,21 +35,7 @@ pytestmark = [pytest.mark.hermes,
 ORIGINAL = "".join(f"line {i:02d}\n" for i in range(1, 21))
 
 
-@pytest.fixture
-def henv(tmp_path):
-    env = HermesEnv(tmp_path).start()
-    yield env
-    env.stop()
-
-
 # ------------------------------------------------------------------ helpers
-def journal(env) -> list[dict]:
-    """The journal, oldest first."""
-    r = env.chronos("journal", "log", "--limit", "1000", "--json")
-    assert r.returncode == 0, r.stderr
-    return list(reversed(json.loads(r.stdout)["events"]))
-
-
 def started(events: list[dict], call_id: str) -> dict:
     (ev,) = [e for e in events if e["kind"] == "started" and e.get("tool_call_id") == call_id]
     return ev
@@ -193,7 +179,7 @@ def test_revert_one_session_keeps_the_other_session_and_the_persons_edit(henv):
     assert (henv.ws / "b.txt").read_text() == "from session B\n"
 
     # two sessions, told apart by the journal's session ids
-    events = journal(henv)
+    events = henv.journal()
     sa = {started(events, c)["session_id"] for c in ("call_a_write", "call_a_patch")}
     sb = {started(events, c)["session_id"] for c in ("call_b_write", "call_b_patch")}
     assert len(sa) == 1 and len(sb) == 1 and sa != sb and None not in sa | sb, (sa, sb)
@@ -219,7 +205,7 @@ def test_revert_one_session_keeps_the_other_session_and_the_persons_edit(henv):
     assert (henv.ws / "b.txt").read_text() == "from session B\n"
 
     # the revert is a journaled operation, and it can be undone byte for byte
-    events = journal(henv)
+    events = henv.journal()
     rev = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos.revert"]
     assert len(rev) == 1 and rev[0]["operation_id"] == res["operation_id"], rev
     undo = chronos_json(henv, "undo", "--workspace", henv.ws)
@@ -239,7 +225,7 @@ def test_the_first_call_in_a_new_workspace_is_not_silently_left_out_of_a_revert(
         {"content": "done"}]}])
     chat_ok(henv, "write it")
     assert (henv.ws / "a.txt").exists()
-    ev = started(journal(henv), "call_n_write")
+    ev = started(henv.journal(), "call_n_write")
     if ev["pre_checkpoint"] is not None:
         pytest.skip("the first checkpoint was ready before the first call")
     assert ev["snapshot"]["kind"] == "none" and ev["declared"][0]["pre"] is None, ev
@@ -288,7 +274,7 @@ def test_agent_only_restore_keeps_the_persons_edits_and_undo_redo_are_exact(henv
     (henv.ws / "person.txt").write_text("mine\n")
     before_restore = tree(henv.ws)
 
-    events = journal(henv)
+    events = henv.journal()
     ops = [started(events, c)["operation_id"] for c in ("call_s_write", "call_s_rm", "call_s_patch1",
                                                         "call_s_patch2")]
 
@@ -321,7 +307,7 @@ def test_agent_only_restore_keeps_the_persons_edits_and_undo_redo_are_exact(henv
     assert undo2["status"] == "ok" and undo2["kind"] == "undo", undo2
     assert tree(henv.ws) == before_restore
 
-    events = journal(henv)
+    events = henv.journal()
     tools = [e.get("tool") for e in events if e["kind"] == "started" and (e.get("tool") or "").startswith("chronos.")]
     assert tools == ["chronos.agent_restore", "chronos.undo", "chronos.redo", "chronos.undo"], tools
 
@@ -339,7 +325,7 @@ def test_a_persons_edit_right_after_a_call_returns_is_not_taken_back(henv):
     out, err, rc = chat_with_edit(henv, "quick edits", lambda: edit_line(
         shared, "line 05\n", "line 05 edited by the person\n"), poll_s=0.002)
     assert rc == 0, (out[-2000:], err[-3000:])
-    events = journal(henv)
+    events = henv.journal()
     cp = started(events, "call_r_patch1")["pre_checkpoint"]
     op1 = started(events, "call_r_patch1")["operation_id"]
     post1 = next(e for e in events if e["kind"] == "returned" and e["operation_id"] == op1)["post_checkpoint"]
@@ -381,7 +367,7 @@ def test_model_rollback_is_agent_only_by_default_when_approved(henv):
     assert (henv.ws / "shared.txt").read_text() == with_lines(l05="line 05 edited by the person")
     result = next(t for t in henv.tool_results_seen() if "agent-only" in t or "agent_only" in t)
     assert "BLOCKED" not in result, result
-    events = journal(henv)
+    events = henv.journal()
     (op,) = [e for e in events if e["kind"] == "started" and e.get("tool") == "chronos_rollback"]
     assert op["args"]["agent_only"] is True and op["args"]["checkpoint"] == cp, op
     assert "approved automatically" in (op.get("actor") or ""), op          # the host's answer, journaled

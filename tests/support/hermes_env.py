@@ -144,6 +144,12 @@ class HermesEnv:
         """`hermes chronos-git ...` (the plugin's CLI subcommand)."""
         return self.hermes("chronos-git", *args, timeout=timeout)
 
+    def journal(self) -> list[dict]:
+        """The journal's events, oldest first."""
+        r = self.chronos("journal", "log", "--limit", "1000", "--json")
+        assert r.returncode == 0, r.stderr
+        return list(reversed(json.loads(r.stdout)["events"]))
+
     def repl(self, steps: list[dict], *, toolsets: str = TOOLSETS, timeout: float = 240,
              env: dict | None = None) -> tuple[bool, str]:
         """Drive the interactive REPL in a pseudo-terminal.
