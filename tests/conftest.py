@@ -8,6 +8,7 @@ marked `fsync`, fsync is skipped in this process: a SIGKILL loses nothing the pa
 holds, and power cuts are simulated by damaging files, so only the fsync tests need it."""
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 from pathlib import Path
@@ -35,6 +36,14 @@ def _no_fsync(request, monkeypatch):
 
 def _skip_sync(*_args) -> None:
     return None
+
+
+def pytest_collection_finish(session):
+    """What collection imported lives to the end: out of the collector's way (gc.freeze), so
+    the full collection each in-process CLI call ends with (support.helpers.run_cli) walks
+    only what the tests made, not every module and test item."""
+    gc.collect()
+    gc.freeze()
 
 
 # every test, and every process a test starts, takes locks in engine/metadir.py's order or fails
