@@ -112,8 +112,7 @@ def import_progress(stream, label: str = "first snapshot", unit: str = "files"):
     if stream is None or not stream.isatty():
         yield None
         return
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     bar = Progress(SpinnerColumn(), TextColumn(label + ": {task.description}"), BarColumn(),
                    MofNCompleteColumn(), TextColumn(unit), TimeElapsedColumn(),
                    console=_live_console(stream), transient=True)
@@ -221,7 +220,9 @@ ROLE_LABELS = {"baseline": "first", "before_call": "before call", "after_call": 
 
 
 def _role(c: r.CheckpointInfo) -> str:
-    label = ROLE_LABELS.get(c.role or "", c.kind)
+    """Every role it served (a reused checkpoint: "after call + before call"), its own first."""
+    served = [c.role] + [x for x in (c.roles or ()) if x != c.role] if c.role else []
+    label = " + ".join(ROLE_LABELS.get(x, x) for x in served) or c.kind
     return f"{label} (partial)" if c.kind == "partial" and c.role else label
 
 
@@ -497,7 +498,7 @@ def _ops(items) -> list[r.Operation]:
             try:
                 o = r.Operation.model_validate(o)
             except ValueError:
-                o = r.Operation.model_construct(**({k: None for k in r.Operation.model_fields} | o))
+                o = r.Operation.model_construct(**(dict.fromkeys(r.Operation.model_fields) | o))
         out.append(o)
     return out
 
@@ -610,6 +611,12 @@ def _head(res: r.JournalHeadResult):
                "chronos-git journal verify --head head.json", style="dim")
 
 
+def _fields(e: r.Event) -> dict:
+    """An event's fields beyond the common ones: those its model declares and the rest."""
+    return {**{k: v for k in ("tool", "session_id", "subagent_id", "workspace") if (v := getattr(e, k)) is not None},
+            **(e.model_extra or {})}
+
+
 def _events(res: r.EventsResult | r.OperationEvents):
     if isinstance(res, r.OperationEvents):
         yield Text(f"operation {res.operation_id}: {plural(len(res.events), 'event')}")
@@ -619,7 +626,7 @@ def _events(res: r.EventsResult | r.OperationEvents):
         return
     t = _table(("#", "right"), "when", "kind", "operation", "what")
     for e in res.events:
-        extra = e.model_extra or {}
+        extra = _fields(e)
         what = " ".join(str(extra[k]) for k in ("tool", "status", "outcome", "reason", "action") if extra.get(k))
         t.add_row(str(e.seq), _when(e.timestamp_ns / 1e9), e.kind, (e.operation_id or "-")[:12], _name(what))
     yield _indent(t)
@@ -628,7 +635,7 @@ def _events(res: r.EventsResult | r.OperationEvents):
 def _operation_facts(events: list[r.Event]) -> Padding:
     """What `journal show` says of the call itself (the JSON has it in its events): the tool,
     who ran and who settled it, its checkpoints before and after, its exit code, its outcome."""
-    ev = [(e.kind, e.model_extra or {}) for e in events]
+    ev = [(e.kind, _fields(e)) for e in events]
     started = next((x for k, x in ev if k in ("started", "refused")), {})
     after = next((x for _, x in reversed(ev) if x.get("post_checkpoint")), {})
     exit_code = next((x["exit_code"] for _, x in reversed(ev) if x.get("exit_code") is not None), None)
@@ -658,6 +665,9 @@ def _operation_facts(events: list[r.Event]) -> Padding:
         ("tool", _name(str(started["tool"])) if started.get("tool") else None),
         ("workspace", _name(str(started["workspace"])) if started.get("workspace") else None),
         ("actor", _name("; ".join(actors)) if actors else None),
+        ("subagent", _name(" ".join(filter(None, (started.get("subagent_id"), started.get("parent_tool_call_id") and
+                                                   f"(started by call {started['parent_tool_call_id']})"))))
+         if started.get("subagent_id") or started.get("parent_tool_call_id") else None),
         ("checkpoints", cps),
         ("exit code", str(exit_code) if exit_code is not None else None),
         ("outcome", _name(outcome) if outcome else "none recorded yet (running, or cut off by a crash)"),

@@ -97,7 +97,8 @@ def _workspaces(svc, ctx: Context, p: dict):
 
 
 def _revert(svc, ctx: Context, p: dict):
-    return svc.revert(_ws(ctx), p.get("operation"), session=p.get("session"), markers=_markers(p),
+    return svc.revert(_ws(ctx), p.get("operation"), session=p.get("session"), subagent=p.get("subagent"),
+                      markers=_markers(p),
                       **_timeop(ctx, p))
 
 
@@ -286,6 +287,8 @@ COMMANDS = Table([
                 Arg("operation", help="a journal operation id or a unique prefix (`journal log` lists them)",
                     positional=True, nargs="?", metavar="OPERATION"),
                 Arg("session", help="instead: every call of this Hermes session", metavar="ID"),
+                Arg("subagent", help="instead: every call of one subagent (its id, or the tool call that "
+                                     "started it, where the host names them)", metavar="ID"),
                 DRY_RUN, CONFLICTS, FORCE, PLAN_TOKEN,
             ), slash=("revert",), slash_args=("operation",), confirm=True,
         http=Http("POST", "/revert", body="RevertRequest", conflict=True)),

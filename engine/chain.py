@@ -8,6 +8,7 @@ checkpoint too) serves instead; a damaged loose object is never handed to libgit
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,6 +24,9 @@ from .powercut import loose_object_ok
 MIN_PREFIX = 7
 
 
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}")
+
+
 class Tip(NamedTuple):
     commit: pygit2.Commit | None     # the newest checkpoint that can serve
     problem: str | None              # why the ref names none (then `commit` is HEAD's, or None)
@@ -33,7 +37,7 @@ def commit_at(repo, objects: Path, oid) -> tuple[pygit2.Commit | None, str | Non
     """(the commit `oid`, None), or (None, why it cannot serve as a checkpoint).  A damaged
     loose object is never handed to libgit2 (it loops inflating a truncated one)."""
     hexid = str(oid)
-    if len(hexid) != 40 or not all(ch in "0123456789abcdef" for ch in hexid):
+    if not _OBJECT_ID.fullmatch(hexid):
         return None, f"{hexid[:60]!r} is not an object id"
     if not loose_object_ok(os.path.join(objects, hexid[:2], hexid[2:])):
         return None, f"object {hexid[:12]} is damaged (a torn or altered file)"

@@ -6,9 +6,10 @@ reads back, so humans and programs see the same facts.
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pygit2
@@ -173,6 +174,11 @@ _FIELDS = {
     "role": ((lambda v: v in ROLES), "one of " + ", ".join(ROLES)),
     "restored_from": ((lambda v: isinstance(v, str) and len(v) == 40), "a checkpoint id"),
 }
+def roles_in_order(roles) -> list[str]:
+    """Roles (None dropped) in ROLES' order, for one way of listing them everywhere."""
+    return [r for r in ROLES if r in roles]
+
+
 def role_of(meta: CheckpointMeta) -> str | None:
     """The role, also of a checkpoint written before roles were (from its kind, tool and
     description, as those versions wrote them)."""
@@ -209,8 +215,14 @@ def _read_message(commit: pygit2.Commit) -> tuple[str, list[str]]:
 
 # a commit's metadata, parsed once per process: a commit never changes (its id is its content),
 # and a listing of 10,000 checkpoints would parse every one on every call
-_PARSED: dict[str, tuple[CheckpointMeta, list[str]]] = {}
+_PARSED: dict[str, tuple[CheckpointMeta, str | None, str, str | None]] = {}   # meta, damage, tree, parent
 _PARSED_MAX = 100_000
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def iso_time(t: float) -> str:
+    """A checkpoint's time as `log` shows it (kept: a listing of 10,000 asks for each again)."""
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -230,14 +242,14 @@ class Checkpoint:
             when = min(max(float(commit.commit_time), 0.0), MAX_TIME)
             message, odd = _read_message(commit)
             meta, problems = CheckpointMeta.parse(message, when=when)
-            parsed = (meta, problems + odd)
+            parsed = (meta, f"damaged metadata: {'; '.join(problems + odd)}" if problems or odd else None,
+                      str(commit.tree_id), str(commit.parent_ids[0]) if commit.parent_ids else None)
             if len(_PARSED) >= _PARSED_MAX:
                 _PARSED.clear()
             _PARSED[key] = parsed
-        meta, problems = replace(parsed[0]), parsed[1]
-        return cls(id=str(commit.id), tree_id=str(commit.tree_id),
-                   parent_id=str(commit.parent_ids[0]) if commit.parent_ids else None, meta=meta,
-                   damage=f"damaged metadata: {'; '.join(problems)}" if problems else None, number=meta.number)
+        meta = object.__new__(CheckpointMeta)           # a copy of its own: callers may set fields
+        meta.__dict__.update(parsed[0].__dict__)        # (copy.copy, without its generic path)
+        return cls(id=key, tree_id=parsed[2], parent_id=parsed[3], meta=meta, damage=parsed[1], number=meta.number)
 
     def summary(self, index: int | None = None) -> dict:
         m = self.meta
@@ -245,7 +257,7 @@ class Checkpoint:
             "id": self.id,
             "short_id": self.id[:SHORT_ID],
             "time": m.time,
-            "time_iso": datetime.fromtimestamp(m.time, UTC).isoformat(timespec="seconds"),
+            "time_iso": iso_time(m.time),
             "description": m.description,
             "kind": m.kind,
             "tool": m.tool,

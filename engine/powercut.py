@@ -52,6 +52,8 @@ def loose_object_ok(path: Path | str) -> bool:
     One found whole is not read again while its file is the same (inode, size, mtime): a
     listing of 10,000 checkpoints would otherwise inflate each on every call."""
     key = str(path)
+    if not os.access(key, os.F_OK):         # packed (a long chain mostly is): no exception raised and caught
+        return True                         # (a stat that fails costs 2.5x); unreadable: libgit2 says so
     try:
         st = os.stat(key)
     except FileNotFoundError:

@@ -33,11 +33,12 @@ from .alerts import (
 )
 from .approval import APPROVAL_HOOK, RollbackApproval
 from .shell import HERMES_PROG
+from .subagents import Subagents
 
 log = logging.getLogger("chronos_git")
 
 HOOKS = ("pre_tool_call", "transform_tool_result", "pre_llm_call", "transform_llm_output", "on_session_end",
-         APPROVAL_HOOK)
+         APPROVAL_HOOK, "subagent_start")
 MIDDLEWARE = ("tool_execution", "llm_execution")
 OWN_TOOLS = frozenset({"chronos_snapshot", "chronos_list_checkpoints", "chronos_diff", "chronos_rollback",
                        "chronos_status", "chronos_verify"})
@@ -60,6 +61,8 @@ def register(ctx) -> None:
     ctx.register_hook("on_session_end", plugin.on_session_end)
     if _host_has_hook(APPROVAL_HOOK):
         ctx.register_hook(APPROVAL_HOOK, plugin.on_approval)
+    if _host_has_hook("subagent_start"):
+        ctx.register_hook("subagent_start", plugin.subagents.started)
     atexit.register(plugin.drain_pushes)
     ctx.register_middleware("tool_execution", plugin.tool_execution)
     ctx.register_middleware("llm_execution", plugin.llm_execution)
@@ -112,6 +115,7 @@ class Plugin:
         self._calls_lock = threading.Lock()
         self.section_registered = False
         self.approvals = RollbackApproval(self)
+        self.subagents = Subagents()               # child session -> what the host said of that subagent
         self._told: dict[str, str] = {}           # session -> the protection notice it was given
         self._person_lock = threading.Lock()
         self._gate_told: dict[str, tuple] = {}    # session -> (operation ids, message) of the closed gate told
@@ -222,7 +226,8 @@ class Plugin:
                                               f"checkpoint {str(prior['post_checkpoint'])[:12]})",
                                    "operation_id": prior["operation_id"]})
         call = Call(tool=tool_name, args=args or {}, workspace=cwd, session_id=session_id, turn_id=turn_id,
-                    tool_call_id=tool_call_id, declared=declared_paths(tool_name, args or {}, cwd))
+                    tool_call_id=tool_call_id, declared=declared_paths(tool_name, args or {}, cwd),
+                    subagent=self.subagents.of(session_id))
         dispatched = False
         try:
             # write-behind: the outcome is recorded after Hermes has the result, before the next call

@@ -67,6 +67,10 @@ class Started(JournalEvent):
     declared: list | None = None              # [{"path", "pre", "post"}] of a file call
     snapshot: dict | None = None
     replay_of: str | None = None
+    # a subagent's call, as the host names it (each only where the host says)
+    subagent_id: str | None = None
+    parent_session_id: str | None = None
+    parent_tool_call_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ the change is marked ambiguous, and every path it touched becomes a conflict, ne
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from ..engine.agent_merge import Segment
+from ..journal_refs.journal import REF as JOURNAL_REF
 
 TIME_MACHINE_TOOLS = frozenset({"chronos.restore", "chronos.revert", "chronos.agent_restore", "chronos.undo",
                                 "chronos.redo", "chronos.rollback"})
@@ -38,6 +40,7 @@ class CallChange:
     partial_pre: bool = False
     pre_kind: str | None = None        # how its checkpoint before was taken: full, declared (its paths only)
     parent_call: str | None = None     # the subagent's parent tool call, where the host says
+    subagent_id: str | None = None     # the subagent that made it, where the host says
     settled: str | None = None         # a crashed call settled later: its outcome (completed, not_applied)
     args: dict = field(default_factory=dict)
     declared: list = field(default_factory=list)   # a file call's paths with their pre- and post-images
@@ -58,8 +61,8 @@ class CallChange:
 
 KINDS = frozenset({"started", "returned", "uncertain", "recovered", "resolved"})
 _KEPT = ("kind", "operation_id", "timestamp_ns", "workspace", "tool", "session_id", "actor", "pre_checkpoint",
-         "snapshot", "parent_tool_call_id", "args", "declared", "post_checkpoint", "status", "outcome",
-         "left_running", "after_checkpoint")
+         "snapshot", "parent_tool_call_id", "subagent_id", "parent_session_id", "args", "declared",
+         "post_checkpoint", "status", "outcome", "left_running", "after_checkpoint")
 
 
 def compact(payload: dict) -> dict:
@@ -69,6 +72,52 @@ def compact(payload: dict) -> dict:
     if isinstance(args, dict):            # only what the time machine reads back
         out["args"] = {k: args[k] for k in ("undoes", "redoes", "target", "checkpoint") if k in args}
     return out
+
+
+class CallEvents:
+    """The journal's call events, read once: each read takes only what was appended since the
+    last (the journal only grows; a history that did not is read again whole).  Also what role
+    each checkpoint served a call in, since a checkpoint is reused when nothing changed (one
+    call's after-checkpoint is often the next one's before-checkpoint)."""
+
+    def __init__(self, core):
+        self._core = core
+        self._seen: list[dict] = []                      # compacted, newest first
+        self._head: str | None = None                    # ... up to this event
+        self._roles: dict[str, dict[str, set[str]]] = {}     # workspace -> checkpoint id -> roles
+        self._lock = threading.Lock()
+
+    def newest_first(self) -> list[dict]:
+        with self._lock:
+            got = self._core.journal.payloads_since(self._head)
+            if got is None:
+                self._seen, self._roles, got = [], {}, self._core.journal.payloads_since(None)
+            head, new = got or (None, [])
+            kept = [compact(p) for p in reversed(new) if p.get("kind") in KINDS]
+            for ev in reversed(kept):
+                _note_roles(self._roles, ev)
+            self._seen = kept + self._seen
+            self._head = head
+            return self._seen
+
+    def roles(self, workspace: str) -> dict[str, set[str]]:
+        """Checkpoint id -> the roles the journal says it served in `workspace`'s calls (a
+        store without a journal: none, and none is created by looking)."""
+        if self._core.store.repo().references.get(JOURNAL_REF) is None:
+            return {}
+        self.newest_first()
+        with self._lock:
+            return self._roles.get(workspace, {})
+
+
+def _note_roles(roles: dict[str, dict[str, set[str]]], ev: dict) -> None:
+    ws = ev.get("workspace")
+    if ev.get("kind") == "started" and ev.get("pre_checkpoint") and ws:
+        role = "safety" if ev.get("tool") in TIME_MACHINE_TOOLS | {"chronos_rollback"} else "before_call"
+        roles.setdefault(ws, {}).setdefault(ev["pre_checkpoint"], set()).add(role)
+    for key, role in (("post_checkpoint", "after_call"), ("after_checkpoint", "restored")):
+        if ev.get(key) and ws:
+            roles.setdefault(ws, {}).setdefault(ev[key], set()).add(role)
 
 
 def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[CallChange]:
@@ -90,7 +139,8 @@ def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[Cal
                                    pre=ev.get("pre_checkpoint"), partial_pre=bool(snap.get("partial")
                                                                                   or snap.get("error")),
                                    pre_kind=snap.get("kind"),
-                                   parent_call=ev.get("parent_tool_call_id"), args=dict(ev.get("args") or {}),
+                                   parent_call=ev.get("parent_tool_call_id"), subagent_id=ev.get("subagent_id"),
+                                   args=dict(ev.get("args") or {}),
                                    declared=list(ev.get("declared") or ()))
         elif op and kind in ("returned", "uncertain", "recovered", "resolved") and op not in outcomes:
             outcomes[op] = ev

@@ -38,6 +38,7 @@ class Call:
     actor: str | None = None
     pre_checkpoint: str | None = None         # set: taken already (a restore's safety checkpoint),
     snapshots: bool = True                    # and with snapshots=False none is taken before or after
+    subagent: dict | None = None              # a subagent's call: what the host said of it (Subagent.fields)
 
 
 @dataclass

@@ -13,9 +13,10 @@ may rely on them.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..deployment import Deployment
 from ..engine.codec import jsonable
@@ -89,6 +90,9 @@ class CheckpointInfo(Model):
                                                  "(`@N` names it); None only for one off the workspace's chain")
     role: str | None = Field(None, description="what it is for: baseline, before_call, after_call, turn_start, "
                                                "safety, manual, restored, boundary (None: not known)")
+    roles: list[str] | None = Field(None, description="in a listing: every role it served, its own and those "
+                                                     "the journal gives it (a checkpoint is reused when nothing "
+                                                     "changed: one call's after-call is the next one's before-call)")
     restored_from: str | None = Field(None, description="the checkpoint a time-machine operation put back: "
                                                         "this one starts a branch of the timeline there")
     parents: list[str] | None = Field(None, description="in a listing: its parent in the timeline (the "
@@ -423,6 +427,13 @@ class JournalHeadResult(Result):
     checkpoint: JournalHead
 
 
+def _as_text(v: Any) -> str | None:
+    return v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+
+
+_Text = Annotated[str | None, BeforeValidator(_as_text)]
+
+
 class Event(Model):
     """One journal event: the common fields; the rest depend on its kind (docs/design.md)."""
     model_config = ConfigDict(extra="allow")
@@ -432,6 +443,12 @@ class Event(Model):
     kind: str
     operation_id: str | None
     id: str
+    # read from the journal as written: an edited event's odd value is shown as its JSON text, never
+    # an error that would hide the rest of the listing
+    tool: _Text = Field(None, description="the tool called (a call's intent; an outcome names only its operation)")
+    session_id: _Text = Field(None, description="the Hermes session of the call")
+    subagent_id: _Text = Field(None, description="the subagent that made the call, where the host said")
+    workspace: _Text = Field(None, description="the workspace of the call (its intent)")
 
 
 class EventsResult(Result):

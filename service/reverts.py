@@ -18,7 +18,6 @@ be redone.  With nothing changed in between both are byte-identical; otherwise t
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass, field
 
 import pygit2
@@ -52,26 +51,11 @@ class Reverts:
     def __init__(self, core: Core, time: TimeMachine):
         self.core = core
         self.time = time
-        self._seen: list[dict] = []          # the journal's call events read so far, newest first
-        self._head: str | None = None        # ... up to this event
-        self._lock = threading.Lock()
+        self.events = time.events
 
     # ------------------------------------------------------------ what changed
     def _calls(self, ws, since_ns: int = 0) -> list[CallChange]:
-        return call_changes.calls(self._events(), os.fsdecode(ws.root_bytes), since_ns=since_ns)
-
-    def _events(self) -> list[dict]:
-        """The journal's call events, newest first: only those appended since the last read
-        are read (the journal only grows; a history that did not is read again whole)."""
-        with self._lock:
-            got = self.core.journal.payloads_since(self._head)
-            if got is None:
-                self._seen, got = [], self.core.journal.payloads_since(None)
-            head, new = got or (None, [])
-            kept = [call_changes.compact(p) for p in reversed(new) if p.get("kind") in call_changes.KINDS]
-            self._seen = kept + self._seen
-            self._head = head
-            return self._seen
+        return call_changes.calls(self.events.newest_first(), os.fsdecode(ws.root_bytes), since_ns=since_ns)
 
     def history(self, ws) -> History:
         h = History()
@@ -108,12 +92,18 @@ class Reverts:
         return res
 
     def revert(self, workspace: str, operation: str | None = None, *, session: str | None = None,
-               **kw) -> RestoreResult:
-        """Take back one call (an operation id or a unique prefix), or every call of a session."""
-        if operation is not None and session is not None:
-            raise ValueError("revert takes an operation id or --session ID, not both")
-        if operation is None and session is None:
-            raise ValueError("revert takes an operation id (or a unique prefix of one), or --session ID")
+               subagent: str | None = None, **kw) -> RestoreResult:
+        """Take back one call (an operation id or a unique prefix), every call of a session, or
+        every call of one subagent (its id, or the tool call that started it, as the host names
+        them)."""
+        scopes = [name for name, v in (("an operation", operation), ("--session", session),
+                                       ("--subagent", subagent)) if v is not None]
+        if len(scopes) > 1:
+            raise ValueError(f"revert takes one of an operation id, --session ID or --subagent ID, not "
+                             f"{' and '.join(scopes)}")
+        if not scopes:
+            raise ValueError("revert takes an operation id (or a unique prefix of one), --session ID or "
+                             "--subagent ID")
         ws = self.time.existing(workspace)
         cs = [c for c in self._calls(ws) if not c.is_time_machine or c.tool == "chronos_rollback"]
         if session is not None:
@@ -121,6 +111,14 @@ class Reverts:
             if not chosen:
                 raise CheckpointNotFound(f"no call of session {session!r} in workspace {ws.root}")
             args = {"session": session}
+        elif subagent is not None:
+            chosen = [c for c in cs if subagent in (c.subagent_id, c.parent_call)]
+            if not chosen:
+                raise CheckpointNotFound(
+                    f"no call of subagent {subagent!r} in workspace {ws.root} (a subagent is known by the id "
+                    "the host gave it, or by the tool call that started it where the host names that; "
+                    "`journal log` shows them; --session with the subagent's session id works too)")
+            args = {"subagent": subagent}
         else:
             chosen = _by_prefix(cs, operation or "")
             args = {"operation": chosen[0].operation_id}

@@ -20,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine import diff as diff_mod, faults, restore as restore_mod
-from ..engine.checkpoint import CheckpointMeta
+from ..engine.checkpoint import CheckpointMeta, roles_in_order
 from ..engine.codec import canonical
 from ..engine.errors import ChronosError, PlanTokenError, UnknownWorkspace, WorkspaceRefused
 from ..engine.layout import canonical_root, system_folder
 from ..engine.wording import plural
 from ..journal_refs import JournalError, events
 from ..journal_refs.events import sha256_hex
+from .call_changes import CallEvents
 from .calls import Call, Declared, Outcome
 from .core import Core
 from .errors import PlanChanged, PlanRequired
@@ -58,6 +59,7 @@ class TimeMachine:
         self.snapshots = snapshots           # for each workspace's background job (health)
         self._start = start
         self._maybe_compact = maybe_compact
+        self.events = CallEvents(core)           # the journal's call events (reverts, roles in a listing)
         self._plans: dict[str, tuple[str, str | None, float]] = {}   # token -> (request key, plan digest, expiry)
         self._plans_lock = threading.Lock()
 
@@ -145,12 +147,14 @@ class TimeMachine:
         damage: list[dict] = []
         chain = ws.numbered(damage)                     # read lazily: a limit stops the walk
         shown = chain if all else _current_line(chain)
+        served = self.events.roles(os.fsdecode(ws.root_bytes))
         listed = []
         for i, c in enumerate(itertools.islice(shown, limit), 1):
-            info = CheckpointInfo(**c.summary(i))
+            d = c.summary(i)
             parent = c.meta.restored_from or c.parent_id
-            info.parents = [parent] if parent else []
-            listed.append(info)
+            d["parents"] = [parent] if parent else []
+            d["roles"] = roles_in_order({d["role"]} | served.get(c.id, set()))
+            listed.append(CheckpointInfo(**d))       # one validation (setting a field validates again)
         return LogResult(workspace=os.fsdecode(ws.root_bytes), checkpoints=listed, all=all,
                          damaged=[Damage(**d) for d in damage] or None)
 

@@ -228,6 +228,8 @@ class ProtectedCalls:
             fields["replay_of"] = call.replay_of
         if call.actor:
             fields["actor"] = call.actor
+        if call.subagent:
+            fields.update(call.subagent)
         journal.append(events.Started, fields, blobs=blobs)
         ticket = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
                         gate_warning=warning)

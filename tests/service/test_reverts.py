@@ -221,3 +221,19 @@ def test_an_operation_that_changed_nothing_is_not_on_the_undo_stack(history, ws)
     assert again.files_changed + again.untracked_removed == 0 and "nothing was left" in again.note
     s.undo(str(ws), actor="test")                       # undoes the first, the real one
     assert (ws / "made.txt").read_text() == "made by the agent\n"
+
+
+def test_a_reused_checkpoint_lists_every_role_it_served(history, ws):
+    s, _start = history
+    listed = s.log(str(ws), None, all=True).checkpoints
+    served = {c.id: c for c in listed}
+    calls = [c for c in s.reverts._calls(s.time.existing(str(ws))) if c.pre]
+    assert any(c.pre == d.post for d in calls for c in calls), "no call began at the checkpoint another ended at"
+    for c in calls:
+        assert "before_call" in served[c.pre].roles, (c.tool, served[c.pre])
+        if c.post:
+            assert "after_call" in served[c.post].roles, (c.tool, served[c.post])
+    both = [c for c in listed if {"before_call", "after_call"} <= set(c.roles)]
+    assert both and all(c.roles == ["before_call", "after_call"] for c in both)        # in ROLES' order
+    from chronos_git.cli.render import _role
+    assert {_role(c) for c in both} == {"after call + before call"}        # its own role first

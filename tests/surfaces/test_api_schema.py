@@ -267,11 +267,20 @@ def test_the_field_check_names_what_the_schema_does_not_declare():
     fine = ["GET /checkpoints: checkpoints[].short_id", "GET /checkpoints: checkpoints[].skipped[].path",
             "GET /checkpoints/0123abc: changes.files[].path_b64", "GET /journal/status: protection.fix",
             "GET /journal/status: unresolved[].operation_id", "GET /journal/status: totals.started",
-            "POST /restore: target.description", "POST /journal/recover: replayed[].paths[]"]
+            "POST /restore: target.description", "POST /journal/recover: replayed[].paths[]",
+            "GET /journal/log: events[].tool"]
     assert undeclared(doc, fine) == []
-    assert undeclared(doc, ["GET /checkpoints: checkpoints[].bogus", "GET /journal/log: events[].tool",
+    assert undeclared(doc, ["GET /checkpoints: checkpoints[].bogus", "GET /journal/log: events[].args",
                             "GET /journal/status: unresolved[].owner.pid", "GET /nowhere: x",
                             "POST /checkpoints: checkpoints", "GET /journal/status: gate.x"]) == [
-        "GET /checkpoints: checkpoints[].bogus", "GET /journal/log: events[].tool",
+        "GET /checkpoints: checkpoints[].bogus", "GET /journal/log: events[].args",
         "GET /journal/status: gate.x", "GET /journal/status: unresolved[].owner.pid",
         "GET /nowhere: x  (no such route)", "POST /checkpoints: checkpoints  (no such route)"]
+
+
+def test_an_edited_events_odd_tool_is_shown_as_text_not_an_error():
+    from chronos_git.service.results import Event
+    e = Event(schema="chronos-git.journal.v1", seq=1, timestamp_ns=1, kind="started", operation_id=None, id="x",
+              tool=["rm", "-rf"], session_id=7, actor={"uid": 0})
+    assert (e.tool, e.session_id, e.subagent_id) == ('["rm", "-rf"]', "7", None)
+    assert e.model_extra == {"actor": {"uid": 0}}

@@ -20,6 +20,7 @@ from chronos_git.hermes.tools import SCHEMAS
 from chronos_git.journal_refs.evidence import UNKNOWN
 from chronos_git.service import Call, Chronos, Outcome
 from chronos_git.settings import INSPECTION_TOOLS, Settings
+from support.helpers import run_cli
 
 REPO = Path(chronos_git.__file__).resolve().parent
 MANIFEST = yaml.safe_load((REPO / "plugin.yaml").read_text())
@@ -599,3 +600,48 @@ def test_the_rollbacks_approval_answer_is_journaled(plugin):
     started = [e for e in svc.journal_log(20).events if e.kind == "started"][0]
     assert started.model_dump()["actor"] == "model (through Hermes' approval: approved at the prompt (once))"
     p.on_approval(choice="once", pattern_key="some-other-rule")          # not ours: ignored
+
+
+def test_one_subagents_calls_are_reverted_by_its_id_or_the_call_that_started_it(plugin):
+    """subagent_start names a child session; its calls are journaled with what the host said
+    (0.19: the subagent's id and parent session; newer hosts also the parent tool call), and
+    `revert --subagent` takes back that subagent's calls only."""
+    ctx, p, ws = plugin()
+    [start] = ctx.hooks["subagent_start"]
+    start(parent_session_id="s1", parent_turn_id="t1", parent_subagent_id=None, child_session_id="child-a",
+          child_subagent_id="sa-1", child_role="leaf", child_goal="write a file",
+          parent_tool_call_id="call_delegate")                      # a newer host's extra field
+    start(parent_session_id="s1", child_session_id="child-b", child_subagent_id="sa-2")     # 0.19's fields
+    start(child_session_id="child-c", child_subagent_id=["not", "a", "string"])            # nothing usable
+    svc = p.svc()
+    svc.snapshot(str(ws), "before")
+
+    def write(name, session, call):
+        def run(args):
+            (ws / name).write_text(args["content"])
+            return json.dumps({"bytes_written": 3})
+        _mw(p, "write_file", {"path": str(ws / name), "content": "new"}, run, call_id=call, session=session)
+
+    write("by-parent.txt", "s1", "call_1")
+    write("by-a.txt", "child-a", "call_2")
+    write("by-b.txt", "child-b", "call_3")
+    write("by-c.txt", "child-c", "call_4")
+    started = {e["tool_call_id"]: e for e in svc.journal_log(None).wire()["events"] if e["kind"] == "started"
+               and e.get("tool") == "write_file"}
+    assert started["call_2"]["subagent_id"] == "sa-1" and started["call_2"]["parent_tool_call_id"] == "call_delegate"
+    assert started["call_3"]["subagent_id"] == "sa-2" and "parent_tool_call_id" not in started["call_3"]
+    assert not {"subagent_id", "parent_session_id"} & (set(started["call_4"]) | set(started["call_1"]))
+
+    shown = run_cli(p.store_dir(), "journal", "show", started["call_2"]["operation_id"], cwd=ws)
+    assert "sa-1 (started by call call_delegate)" in shown.stdout, shown.stdout
+
+    res = svc.revert(str(ws), subagent="call_delegate", actor="person")
+    assert res.status == "ok", res
+    assert not (ws / "by-a.txt").exists()
+    assert all((ws / n).exists() for n in ("by-parent.txt", "by-b.txt", "by-c.txt"))
+    assert svc.revert(str(ws), subagent="sa-2", actor="person").status == "ok"
+    assert not (ws / "by-b.txt").exists() and (ws / "by-parent.txt").exists() and (ws / "by-c.txt").exists()
+    with pytest.raises(Exception, match="no call of subagent 'sa-9'"):
+        svc.revert(str(ws), subagent="sa-9", actor="person")
+    with pytest.raises(ValueError, match="not --session and --subagent"):
+        svc.revert(str(ws), session="s1", subagent="sa-1", actor="person")
