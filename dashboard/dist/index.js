@@ -12,13 +12,26 @@
  * not UTF-8 arrive as `path` (display) + `path_b64` (exact): requests always
  * send the `_b64` form when there is one.  A restore is two requests: the dry
  * run (first click) returns the plan and a `plan_token`; the confirm click
- * sends the same request with that token.
+ * sends the same request with that token.  The time machine's merging operations
+ * (agent-only restore: POST /restore with agent_only; POST /revert, /undo, /redo)
+ * work the same way: a dry run lists what is merged and what conflicts (`agent` /
+ * `person` of each conflict), the second click confirms with the plan_token.
+ *
+ * The timeline is a tree: GET /checkpoints?all=true lists every checkpoint with its
+ * `parents` in the timeline; the current line is the newest one and its parents, the
+ * lines left behind by restores are dimmed (still selectable, still restorable); a
+ * checkpoint two lines leave is marked as a branch point; `@N` (its `number`) and its
+ * roles (`roles` where an answer carries it, else `role`) are shown.  A slider (and the
+ * arrow keys, on it or on the list) scrubs through the checkpoints; the diff of each is
+ * asked for once the scrub rests SCRUB_MS.
  *
  * The pane reads only what the OpenAPI schema declares for each route
  * (/api/plugins/chronos-git/openapi.json, the models of service/results.py):
  * tests/e2e/test_dashboard_browser.py records every field it reads and checks
  * them against that schema.  Answers are kept as they came (`{res, ...}` beside
- * the pane's own notes), never merged with local state.
+ * the pane's own notes), never merged with local state.  A field an older API may
+ * lack is read only where the schema declares it: a journal event's `tool` (Event is
+ * open, so the served schema is looked up: probeSchema).
  *
  * Stable data-testid attributes are part of the contract with
  * tests/test_dashboard_browser.py — rename them only together with the tests.
@@ -42,6 +55,8 @@
   var ARM_MS = 5000;           // how long the first restore click stays armed
   var CHECKPOINT_LIMIT = 50;
   var EVENT_LIMIT = 15;
+  var SCRUB_MS = 180;          // scrubbing: the diff of a checkpoint is asked for once it rests this long
+  var LANE_W = 14, DOT_Y = 13; // the timeline tree: lane width, the dot's height in a row
 
   // ------------------------------------------------------------ components
   // SDK components when present, plain elements otherwise (older/newer hosts).
@@ -173,12 +188,158 @@
     restore: "rewritten to the checkpoint's content", create: "created from the checkpoint",
     delete: "removed: not in the checkpoint", skip: "left untouched",
     keep: "left untouched: not captured by the safety checkpoint (ignored, too large or special)",
-    failed: "could not be written"
+    failed: "could not be written",
+    conflict: "left exactly as it is: the change taken back and a later one overlap (or their boundary is not known)"
   };
 
-  function actionCounts(items) {
+  var ROLE_LABEL = { baseline: "baseline", before_call: "before call", after_call: "after call",
+                     turn_start: "turn start", safety: "safety", manual: "manual", restored: "restored",
+                     boundary: "boundary" };
+  var ROLE_TONE = { safety: "warning", restored: "success", manual: "secondary", baseline: "secondary", boundary: "warning" };
+
+  /** The roles a checkpoint served: `roles` (a reused checkpoint serves several) when the answer
+   *  carries it, else its `role`.  CheckpointInfo is a closed model (additionalProperties: false),
+   *  so an answer carries `roles` only where the schema declares it: the `in` test reads nothing. */
+  function rolesOf(c) {
+    var list = "roles" in c && c.roles && c.roles.length ? c.roles : (c.role ? [c.role] : []);
+    return list;
+  }
+
+  function numberText(c) { return c && c.number != null ? "@" + c.number : ""; }
+
+  /** Optional fields the pane shows only when the OpenAPI schema declares them.  The schema
+   *  document is read as text (it is the contract, not an answer of a route): our own
+   *  (BASE/openapi.json, the standalone server), else the host's (/openapi.json: Hermes' app,
+   *  which holds our routes), each looked up by route, never by a component's name. */
+  var OPTIONAL = { eventTool: false, schema: null };   // schema: where it was found ("plugin", "host")
+  var schemaProbe = null;
+
+  function schemaBranches(doc, schema, out) {
+    if (!schema || typeof schema !== "object") return out;
+    if (schema.$ref) {
+      var name = String(schema.$ref).split("/").pop();
+      return schemaBranches(doc, ((doc.components || {}).schemas || {})[name], out);
+    }
+    var alts = schema.anyOf || schema.oneOf || schema.allOf;
+    if (alts) { alts.forEach(function (a) { schemaBranches(doc, a, out); }); return out; }
+    out.push(schema);
+    return out;
+  }
+
+  /** Does the 200 answer of `method path` declare `fields` (["events", "[]", "tool"])? */
+  function schemaDeclares(doc, method, path, fields) {
+    var op = ((doc.paths || {})[path] || {})[method];
+    var content = op && op.responses && op.responses["200"] && op.responses["200"].content;
+    var cur = content && content["application/json"] ? [content["application/json"].schema] : [];
+    fields.forEach(function (seg) {
+      var next = [];
+      cur.forEach(function (sc) {
+        schemaBranches(doc, sc, []).forEach(function (b) {
+          if (seg === "[]") { if (b.type === "array" && b.items) next.push(b.items); }
+          else if (b.properties && b.properties[seg]) next.push(b.properties[seg]);
+        });
+      });
+      cur = next;
+    });
+    return cur.length > 0;
+  }
+
+  function probeSchema() {
+    if (schemaProbe) return schemaProbe;
+    var fetcher = SDK.authedFetch || window.fetch.bind(window);
+    function load(url) {
+      return Promise.resolve().then(function () { return fetcher(url); })
+        .then(function (res) { return res.ok ? res.text() : ""; })
+        .then(function (text) {
+          var doc = null;
+          try { doc = JSON.parse(text); } catch (_e) { doc = null; }
+          return doc && doc.paths && doc.paths[BASE + "/journal/log"] ? doc : null;
+        }, function () { return null; });
+    }
+    schemaProbe = load(BASE + "/openapi.json").then(function (doc) {
+      if (doc) { OPTIONAL.schema = "plugin"; return doc; }
+      return load("/openapi.json").then(function (d2) { if (d2) OPTIONAL.schema = "host"; return d2; });
+    })
+      .then(function (doc) {
+        if (doc) OPTIONAL.eventTool = schemaDeclares(doc, "get", BASE + "/journal/log", ["events", "[]", "tool"]);
+        return OPTIONAL;
+      });
+    return schemaProbe;
+  }
+
+  /** The timeline as a tree, from GET /checkpoints?all=true (newest first, each with its
+   *  `parents` in the timeline).  The current line is the newest checkpoint and its parents;
+   *  it is always lane 0.  Lanes are laid out as `git log --graph` does: a lane waits for a
+   *  checkpoint's parent; lanes waiting for the same one join there (a branch point). */
+  function timelineLayout(list) {
+    var byId = {}, children = {}, onLine = {}, rows = {}, lanes = [], width = 1;
+    // an answer without `parents` (a listing from before the timeline branched): a straight line
+    var linear = !list.some(function (c) { return Array.isArray(c.parents); });
+    function parentsOf(c, i) { return linear ? (list[i + 1] ? [list[i + 1].id] : []) : (c.parents || []); }
+    var parentList = {};
+    list.forEach(function (c, i) { byId[c.id] = c; parentList[c.id] = parentsOf(c, i); });
+    list.forEach(function (c) {
+      parentList[c.id].forEach(function (p) { (children[p] = children[p] || []).push(c.id); });
+    });
+    var cur = list[0];
+    while (cur && !onLine[cur.id]) { onLine[cur.id] = true; cur = byId[parentList[cur.id][0]] || null; }
+    list.forEach(function (c) {
+      var before = lanes.slice(), mine = [];
+      lanes.forEach(function (x, i) { if (x === c.id) mine.push(i); });
+      var lane = mine.length ? mine[0] : lanes.indexOf(null);
+      if (lane < 0) { lane = lanes.length; lanes.push(null); }
+      mine.forEach(function (i) { lanes[i] = null; });
+      var parent = parentList[c.id][0];
+      var hasParent = !!(parent && byId[parent]);
+      if (hasParent) lanes[lane] = parent;
+      while (lanes.length && lanes[lanes.length - 1] === null) lanes.pop();
+      width = Math.max(width, before.length, lanes.length, lane + 1);
+      rows[c.id] = { lane: lane, before: before, joins: mine.slice(1), tip: !mine.length, hasParent: hasParent,
+                     onLine: !!onLine[c.id], children: (children[c.id] || []).length };
+    });
+    return { rows: rows, width: width, byId: byId };
+  }
+
+  /** One row's share of the tree: lines through, lines joining at this checkpoint, its dot. */
+  function TreeCell(props) {
+    var r = props.row, w = props.width * LANE_W + 6, parts = [];
+    function x(i) { return i * LANE_W + LANE_W / 2; }
+    function color(i) { return i === 0 ? "rgb(90,150,230)" : "rgba(150,150,150,0.8)"; }
+    function line(key, i, top, bottom) {
+      parts.push(h("div", { key: key, style: { position: "absolute", left: x(i) - 1, width: 2, top: top,
+        bottom: bottom === null ? undefined : bottom, height: bottom === null ? DOT_Y : undefined,
+        background: color(i), opacity: i === 0 ? 1 : 0.7 } }));
+    }
+    r.before.forEach(function (id, i) {
+      if (id === null || id === undefined) return;
+      if (i === r.lane || r.joins.indexOf(i) >= 0) line("in" + i, i, 0, null);   // down to the dot
+      else line("through" + i, i, 0, 0);                                        // passes by
+    });
+    r.joins.forEach(function (i) {                                              // a line that left from here
+      var a = Math.min(x(i), x(r.lane)), b = Math.max(x(i), x(r.lane));
+      parts.push(h("div", { key: "join" + i, style: { position: "absolute", top: DOT_Y - 1, height: 2, left: a,
+        width: b - a, background: color(i), opacity: 0.7 } }));
+    });
+    if (r.hasParent) line("out", r.lane, DOT_Y, 0);
+    parts.push(h("div", { key: "dot", "data-testid": "tree-dot", "data-lane": r.lane, style: {
+      position: "absolute", left: x(r.lane) - 5, top: DOT_Y - 5, width: 10, height: 10, borderRadius: 5,
+      boxSizing: "border-box", background: r.onLine ? color(0) : "transparent",
+      border: "2px solid " + (r.onLine ? color(0) : color(1)) } }));
+    return h("div", { "aria-hidden": "true", "data-testid": "tree-cell",
+                      style: { position: "absolute", left: 0, top: 0, bottom: 0, width: w } }, parts);
+  }
+
+  // a merging operation (agent-only restore, revert, undo, redo) takes changes back over the
+  // workspace as it is: its "restore" is a three-way merge, later changes in the file kept
+  var MERGE_HELP = {
+    restore: "merged: the change taken back, every later change in the file kept",
+    create: "brought back: the change taken back had deleted it", delete: "removed: the change taken back had created it"
+  };
+  function actionLabel(action, merging) { return merging && action === "restore" ? "merge" : action; }
+
+  function actionCounts(items, merging) {
     var n = {};
-    items.forEach(function (i) { n[i.action] = (n[i.action] || 0) + 1; });
+    items.forEach(function (i) { var a = actionLabel(i.action, merging); n[a] = (n[a] || 0) + 1; });
     return Object.keys(n).map(function (a) { return n[a] + " " + a; }).join(" · ");
   }
 
@@ -194,7 +355,7 @@
             alignItems: "start" },
     muted: { opacity: 0.65, fontSize: 12 },
     mono: { fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace", fontSize: 12 },
-    list: { display: "flex", flexDirection: "column", maxHeight: 520, overflowY: "auto" },
+    list: { display: "flex", flexDirection: "column", maxHeight: "max(520px, 70vh)", overflowY: "auto" },
     item: { display: "flex", flexDirection: "column", gap: 2, padding: "6px 8px", cursor: "pointer",
             borderLeft: "3px solid transparent", borderBottom: "1px solid rgba(127,127,127,0.15)",
             textAlign: "left", background: "transparent", color: "inherit", width: "100%" },
@@ -252,21 +413,43 @@
   }
 
   function CheckpointRow(props) {
-    var c = props.cp;
+    var c = props.cp, t = props.tree || null, layout = props.layout;
     var skipped = (c.skipped || []).length;
+    var roles = rolesOf(c);
+    var from = c.restored_from && layout ? layout.byId[c.restored_from] : null;
+    var dim = t && !t.onLine;
     return h("button", {
       type: "button", "data-testid": "checkpoint-row", "data-checkpoint-id": c.id,
+      "data-number": c.number != null ? c.number : "", "data-on-line": t ? (t.onLine ? "true" : "false") : "",
+      "data-lane": t ? t.lane : "",
       "aria-pressed": props.selected ? "true" : "false",
-      style: Object.assign({}, S.item, props.selected ? S.itemSel : null),
+      title: dim ? "Not on the line the workspace is on (left behind by a restore): still restorable" : undefined,
+      style: Object.assign({}, S.item, props.selected ? S.itemSel : null,
+        t ? { position: "relative", paddingLeft: layout.width * LANE_W + 12 } : null,
+        dim ? { opacity: props.selected ? 0.8 : 0.5 } : null),
       onClick: function () { props.onSelect(c.id); }
     },
+      t ? h(TreeCell, { row: t, width: layout.width }) : null,
       h("div", { style: S.row },
+        c.number != null ? h("strong", { style: S.mono, "data-testid": "checkpoint-number" }, numberText(c)) : null,
         h("span", { style: S.mono, "data-testid": "checkpoint-id", title: c.id }, c.short_id || short(c.id)),
-        h(Badge, { tone: KIND_TONE[c.kind] || "outline", "data-testid": "checkpoint-kind" }, c.kind || "?"),
+        roles.map(function (r) {
+          return h(Badge, { key: r, tone: ROLE_TONE[r] || "outline", "data-testid": "checkpoint-role", "data-role": r },
+            ROLE_LABEL[r] || r);
+        }),
+        roles.indexOf(c.kind) < 0   // the capture's kind, unless a role already says it ("manual", "safety")
+          ? h(Badge, { tone: KIND_TONE[c.kind] || "outline", "data-testid": "checkpoint-kind" }, c.kind || "?") : null,
         c.tool ? h("span", { style: S.mono, "data-testid": "checkpoint-tool" }, c.tool) : null,
         skipped ? h(Badge, { tone: "warning", "data-testid": "checkpoint-skipped", title: skippedText(c.skipped, "\n") },
           skipped + " skipped") : null),
       h("div", { "data-testid": "checkpoint-description" }, c.description || "(no description)"),
+      c.restored_from || (t && t.children > 1) || dim ? h("div", { style: S.row },
+        c.restored_from ? h("span", { style: S.mono, "data-testid": "checkpoint-restored-from",
+                                      "data-restored-from": c.restored_from },
+          "↩ branches from " + (from && from.number != null ? "@" + from.number + " " : "") + short(c.restored_from, 10)) : null,
+        t && t.children > 1 ? h(Badge, { tone: "secondary", "data-testid": "branch-marker", "data-branches": t.children },
+          "branch point: " + t.children + " lines leave here") : null,
+        dim ? h("span", { style: S.muted, "data-testid": "off-line" }, "line left behind · restorable") : null) : null,
       h("div", { style: S.muted },
         h("span", { "data-testid": "checkpoint-time", title: c.time_iso || "" }, fmtTime(c.time)),
         c.tool_call_id ? h("span", { style: S.mono, "data-testid": "checkpoint-call" }, "  · " + c.tool_call_id) : null,
@@ -283,33 +466,106 @@
     return r.kept ? r.kept + " file(s) kept as they are: not captured by the safety checkpoint" : "";
   }
 
-  /** props.plan: {res: RestoreResult of the dry run, request, undo, selected}. */
+  // the time-machine operations: the route, what a plan of it is called, what its confirm button says
+  var OPS = {
+    restore: { endpoint: "/restore", title: "Restore plan", confirm: "Confirm restore", done: "Restored. " },
+    agent: { endpoint: "/restore", title: "Agent-only restore plan", confirm: "Confirm agent-only restore",
+             done: "Agent-only restore done. " },
+    revert: { endpoint: "/revert", title: "Revert plan", confirm: "Confirm revert", done: "Reverted. " },
+    undo: { endpoint: "/undo", title: "Undo plan", confirm: "Confirm undo", done: "Undone. " },
+    redo: { endpoint: "/redo", title: "Redo plan", confirm: "Confirm redo", done: "Redone. " }
+  };
+
+  /** A conflict of a merging plan: what the agent's call did, what happened afterwards. */
+  function ConflictText(props) {
+    var it = props.item;
+    return h("div", { "data-testid": "plan-conflict", "data-path": it.path,
+                      style: { whiteSpace: "normal", margin: "2px 0 6px 0", paddingLeft: 8,
+                               borderLeft: "2px solid rgba(230,170,40,0.8)" } },
+      it.agent ? h("div", { "data-testid": "plan-conflict-agent" }, "agent: " + it.agent) : null,
+      it.person ? h("div", { "data-testid": "plan-conflict-person" }, "since then: " + it.person) : null,
+      it.reason ? h("div", { style: S.muted }, it.reason) : null);
+  }
+
+  /** props.plan: {res: RestoreResult of the dry run, request, kind (OPS), undo, selected}. */
   function RestorePlan(props) {
     if (!props.plan) return null;
-    var p = props.plan.res;
+    var p = props.plan.res, kind = props.plan.kind || "restore", op = OPS[kind];
     var items = p.plan || [];
-    return h("div", { "data-testid": "restore-plan", style: props.armed ? S.notice : { padding: 10, border: "1px dashed rgba(127,127,127,0.4)" } },
-      h("div", null, h("strong", null, (props.plan.undo ? "Undo plan" : "Restore plan") + (props.armed
-          ? " (dry run) — click Confirm restore to apply" : " (dry run) — not armed: click Restore again to preview anew")),
-        h("span", { style: S.muted, "data-testid": "restore-plan-target" }, "  → " + targetText(p))),
+    var conflicts = items.filter(function (i) { return i.action === "conflict"; });
+    var merging = kind !== "restore";
+    var title = props.plan.undo ? "Undo plan" : op.title;
+    return h("div", { "data-testid": "restore-plan", "data-kind": kind,
+                      style: props.armed ? S.notice : { padding: 10, border: "1px dashed rgba(127,127,127,0.4)" } },
+      h("div", null, h("strong", null, title + (props.armed
+          ? " (dry run) — click " + (kind === "restore" ? "Confirm restore" : op.confirm) + " to apply"
+          : " (dry run) — not armed: click again to preview anew")),
+        kind === "restore" || kind === "agent"
+          ? h("span", { style: S.muted, "data-testid": "restore-plan-target" }, "  → " + targetText(p)) : null),
       h("div", { style: S.muted, "data-testid": "restore-plan-summary" },
-        (items.length ? actionCounts(items) : "no changes") + (p.clean ? "" : " (no clean)")),
+        (items.length ? actionCounts(items, merging) : "no changes") + (p.clean || merging ? "" : " (no clean)") +
+        (merging && p.calls ? " · takes back " + p.calls.length + " call(s)" : "")),
+      conflicts.length ? h("div", { style: S.error, "data-testid": "restore-plan-conflicts", "data-count": conflicts.length },
+        h("span", null, h("strong", null, conflicts.length + " conflict(s): "),
+          "left exactly as they are — the change taken back and a later one overlap. " +
+          "Everything else is merged.")) : null,
       p.kept ? h("div", { style: S.muted, "data-testid": "restore-plan-kept" }, keptText(p)) : null,
+      merging && p.note ? h("div", { style: S.muted, "data-testid": "restore-plan-note" }, p.note) : null,
       items.length
         ? h("ul", { style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) }, items.map(function (it) {
             return h("li", { key: (it.path_b64 || it.path) + it.action, "data-testid": "restore-plan-item",
-                             "data-action": it.action, title: ACTION_HELP[it.action] || "" },
-              it.action + "  " + it.path + (it.reason ? "  (" + it.reason + ")" : ""));
+                             "data-action": it.action, "data-path": it.path,
+                             title: (merging && MERGE_HELP[it.action]) || ACTION_HELP[it.action] || "" },
+              actionLabel(it.action, merging) + "  " + it.path + (it.reason && it.action !== "conflict" ? "  (" + it.reason + ")" : ""),
+              it.action === "conflict" ? h(ConflictText, { item: it }) : null);
           }))
-        : h("div", { style: S.muted }, "Nothing to change: the working tree already matches."));
+        : h("div", { style: S.muted }, merging ? "Nothing to take back." : "Nothing to change: the working tree already matches."));
+  }
+
+  /** A revert, undo or redo previewed: its plan and the confirm button (two clicks, like a restore). */
+  function OperationPlan(props) {
+    var plan = props.plan;
+    if (!plan || (plan.kind !== "revert" && plan.kind !== "undo" && plan.kind !== "redo")) return null;
+    var op = OPS[plan.kind];
+    return h("div", { "data-testid": "op-plan", "data-kind": plan.kind, style: { display: "flex", flexDirection: "column", gap: 6 } },
+      h(RestorePlan, { plan: plan, armed: props.armed }),
+      h("div", { style: S.row },
+        h(Button, { destructive: props.armed, outlined: !props.armed, disabled: props.busy, "data-testid": "op-confirm-button",
+                    "data-armed": props.armed ? "true" : "false", onClick: props.onConfirm },
+          props.armed ? op.confirm : "Preview again"),
+        h(Button, { ghost: true, size: "sm", "data-testid": "op-cancel-button", onClick: props.onCancel }, "Cancel"),
+        props.armed ? h("span", { style: S.muted }, "Armed: click within " + Math.round(ARM_MS / 1000) +
+          " s (a safety checkpoint is taken first).") : null));
   }
 
   /** props.result: {res: RestoreResult (an incomplete one arrives with HTTP 409), undo}. */
   function RestoreResult(props) {
     if (!props.result) return null;
-    var r = props.result.res;
+    var r = props.result.res, kind = props.result.kind || "restore";
     var failed = (r.plan || []).filter(function (i) { return i.action === "failed"; });
-    return h("div", { "data-testid": "restore-result", style: r.failed ? S.notice : S.ok },
+    var conflicts = kind !== "restore" ? (r.plan || []).filter(function (i) { return i.action === "conflict"; }) : [];
+    if (kind !== "restore") {     // a merging operation: what it took back, where the workspace is now
+      return h("div", { "data-testid": "restore-result", "data-kind": kind, style: r.failed || conflicts.length ? S.notice : S.ok },
+        h("div", null, h("strong", null, r.failed ? OPS[kind].title.replace(" plan", "") + " incomplete. " : OPS[kind].done),
+          (r.calls ? r.calls.length + " call(s) taken back · " : "") + r.files_changed + " file(s) written, " +
+          r.untracked_removed + " removed" + (conflicts.length ? ", " + conflicts.length + " conflict(s) left as they are" : "") +
+          (r.failed ? ", " + r.failed + " failed" : "") + "."),
+        h("div", { style: Object.assign({ marginTop: 6 }, S.row) },
+          h("span", null, "Checkpoint after: "),
+          h("span", { style: S.mono, "data-testid": "after-checkpoint-id", "data-checkpoint-id": r.after_checkpoint || "" },
+            short(r.after_checkpoint, 12)),
+          h("span", null, " · safety checkpoint: "),
+          h("span", { style: S.mono, "data-testid": "safety-checkpoint-id", "data-checkpoint-id": r.safety_checkpoint || "" },
+            short(r.safety_checkpoint, 12)),
+          h("span", { style: S.muted }, " · Undo / Redo above the timeline take it back")),
+        r.note ? h("div", { style: S.muted }, r.note) : null,
+        conflicts.length ? h("ul", { "data-testid": "restore-conflicts", style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) },
+          conflicts.map(function (it) {
+            return h("li", { key: it.path_b64 || it.path }, "conflict  " + it.path, h(ConflictText, { item: it }));
+          })) : null,
+        r.operation_id ? h("div", { style: S.muted }, "journal operation " + short(r.operation_id, 12)) : null);
+    }
+    return h("div", { "data-testid": "restore-result", "data-kind": kind, style: r.failed ? S.notice : S.ok },
       h("div", null, h("strong", null, r.failed ? "Restore incomplete. " : props.result.undo ? "Undone. " : "Restored. "),
         "Workspace is now at checkpoint ",
         h("span", { style: S.mono, "data-testid": "restored-checkpoint-id" }, short(r.restored_checkpoint, 12)),
@@ -348,12 +604,16 @@
     var cp = props.checkpoint, mode = props.mode;
     if (!cp) return h("div", { style: S.muted, "data-testid": "checkpoint-detail-empty" }, "Select a checkpoint to see its diff.");
     // props.detail: {mode, res}: a ShowResult ("changes") or a DiffResult ("worktree")
-    var d = props.detail && props.detail.mode === mode ? props.detail.res : null;
+    var d = props.detail && props.detail.mode === mode && props.detail.id === cp.id ? props.detail.res : null;
+    var armedRestore = props.armedKind === "restore", armedAgent = props.armedKind === "agent";
+    var planHere = props.plan && (props.plan.kind === "restore" || props.plan.kind === "agent") ? props.plan : null;
     var diff = d && (mode === "changes" ? d.changes : d);
     return h("div", { "data-testid": "checkpoint-detail", "data-checkpoint-id": cp.id, style: { display: "flex", flexDirection: "column", gap: 10 } },
       h("div", null,
         h("div", { style: S.row },
+          cp.number != null ? h("strong", { style: S.mono, "data-testid": "detail-number" }, numberText(cp)) : null,
           h("strong", { style: S.mono, "data-testid": "detail-id" }, cp.id),
+          rolesOf(cp).map(function (r) { return h(Badge, { key: r, tone: ROLE_TONE[r] || "outline" }, ROLE_LABEL[r] || r); }),
           h(Badge, { tone: KIND_TONE[cp.kind] || "outline" }, cp.kind)),
         h("div", null, cp.description),
         h("div", { style: S.muted }, fmtTime(cp.time) + (cp.tool ? " · tool " + cp.tool : "") +
@@ -380,13 +640,19 @@
       h("div", { style: { display: "flex", flexDirection: "column", gap: 8 } },
         h("div", { style: S.row },
           h(Button, {
-            destructive: props.armed, outlined: !props.armed, disabled: props.busy, "data-testid": "restore-button",
-            "data-armed": props.armed ? "true" : "false", onClick: props.onRestoreClick
-          }, props.armed ? "Confirm restore" : "Restore this checkpoint…"),
-          props.armed ? h("span", { style: S.muted, "data-testid": "restore-armed" },
-            "Armed: click again within " + Math.round(ARM_MS / 1000) + " s to restore (a safety checkpoint is taken first).") : null,
+            destructive: armedRestore, outlined: !armedRestore, disabled: props.busy, "data-testid": "restore-button",
+            "data-armed": armedRestore ? "true" : "false", onClick: props.onRestoreClick
+          }, armedRestore ? "Confirm restore" : "Restore this checkpoint…"),
+          h(Button, {
+            destructive: armedAgent, outlined: !armedAgent, disabled: props.busy, "data-testid": "agent-restore-button",
+            "data-armed": armedAgent ? "true" : "false", onClick: props.onAgentClick,
+            title: "Take back only what tool calls changed since this checkpoint; your own edits stay"
+          }, armedAgent ? "Confirm agent-only restore" : "Agent-only restore…"),
+          props.armedKind === "restore" || props.armedKind === "agent" ? h("span", { style: S.muted, "data-testid": "restore-armed" },
+            "Armed: click again within " + Math.round(ARM_MS / 1000) + " s to " +
+            (armedAgent ? "take the agent's changes back" : "restore") + " (a safety checkpoint is taken first).") : null,
           props.busy ? h("span", { style: S.muted, "data-testid": "restore-busy" }, "Working…") : null),
-        h(RestorePlan, { plan: props.plan, armed: props.armed })));
+        h(RestorePlan, { plan: planHere, armed: props.armedKind !== null && planHere !== null })));
   }
 
   function ResolveForm(props) {
@@ -469,13 +735,21 @@
             })) : null,
           h("div", null,
             h("strong", null, "Recent events"),
-            h("table", { style: S.table, "data-testid": "journal-events" },
+            h("table", { style: S.table, "data-testid": "journal-events", "data-tool-declared": props.eventTool ? "true" : "false",
+                         "data-schema": props.schema || "none" },
               h("tbody", null, events.map(function (e) {   // only the fields Event declares
+                // its tool: only where the schema declares Event.tool (OPTIONAL, from openapi.json)
+                var tool = props.eventTool && e.kind === "started" ? e.tool : null;
                 return h("tr", { key: e.id || e.seq, "data-testid": "journal-event", "data-kind": e.kind, "data-seq": e.seq },
                   h("td", { style: Object.assign({}, S.td, S.mono) }, "#" + e.seq),
                   h("td", { style: S.td }, h(Badge, { tone: EVENT_TONE[e.kind] || "outline" }, e.kind)),
+                  h("td", { style: Object.assign({}, S.td, S.mono), "data-testid": "journal-event-tool" }, tool || ""),
                   h("td", { style: Object.assign({}, S.td, S.mono) }, e.operation_id ? short(e.operation_id, 10) : ""),
-                  h("td", { style: Object.assign({}, S.td, S.muted) }, e.timestamp_ns ? ago(e.timestamp_ns / 1e9) : ""));
+                  h("td", { style: Object.assign({}, S.td, S.muted) }, e.timestamp_ns ? ago(e.timestamp_ns / 1e9) : ""),
+                  h("td", { style: S.td }, e.kind === "started" && e.operation_id && !(tool && tool.indexOf("chronos.") === 0)
+                    ? h(Button, { size: "sm", ghost: true, disabled: props.busy, "data-testid": "revert-button",
+                                  "data-operation-id": e.operation_id, title: "Take back this one call (previewed first)",
+                                  onClick: function () { props.onRevert(e.operation_id); } }, "Revert…") : null));
               })))))));
   }
 
@@ -500,6 +774,7 @@
     var s16 = useState(null), error = s16[0], setError = s16[1];
     var s17 = useState(null), updated = s17[0], setUpdated = s17[1];
     var s18 = useState(null), offProtection = s18[0], setOffProtection = s18[1];
+    var s19 = useState(OPTIONAL), optional = s19[0], setOptional = s19[1];
 
     var wsRef = useRef(null); wsRef.current = ws;
     var listRef = useRef([]); listRef.current = workspaces;
@@ -508,6 +783,8 @@
     var again = useRef(false);       // ... and whether another was asked for meanwhile
     var refreshRef = useRef(null);
     var detailSeq = useRef(0);
+    var scrubbing = useRef(false);   // the selection moved by scrubbing: its diff is asked for debounced
+    var reveal = useRef(false);      // ... and its row scrolled into view
 
     var fail = useCallback(function (context) {
       return function (e) { setError(Object.assign(toApiError(e), { context: context })); };
@@ -522,7 +799,8 @@
 
     var loadCheckpoints = useCallback(function (root) {
       if (!root) { setCheckpoints([]); return Promise.resolve(); }
-      return api("/checkpoints" + qs(Object.assign(wsArgs(listRef.current, root), { limit: CHECKPOINT_LIMIT }))).then(function (r) {
+      // every checkpoint, the lines left behind by restores too: the tree is drawn from `parents`
+      return api("/checkpoints" + qs(Object.assign(wsArgs(listRef.current, root), { limit: CHECKPOINT_LIMIT, all: true }))).then(function (r) {
         if (wsRef.current === root) setCheckpoints(r.checkpoints || []);
       });
     }, []);
@@ -561,6 +839,7 @@
 
     // initial load + polling (skipped while the tab is hidden)
     useEffect(function () {
+      probeSchema().then(function (o) { setOptional(Object.assign({}, o)); });
       refresh();
       var t = setInterval(function () { if (!document.hidden) refresh(); }, POLL_MS);
       return function () { clearInterval(t); if (armTimer.current) clearTimeout(armTimer.current); };
@@ -572,17 +851,23 @@
       if (ws) loadCheckpoints(ws).catch(fail("Loading checkpoints"));
     }, [ws, loadCheckpoints, fail]);
 
-    // selected checkpoint / diff mode -> diff
+    // selected checkpoint / diff mode -> diff (debounced while scrubbing: one request once it rests)
     useEffect(function () {
       if (!selected || !ws) { setDetail(null); return; }
       var seq = ++detailSeq.current;
+      var delay = scrubbing.current ? SCRUB_MS : 0;
+      scrubbing.current = false;
       setDetailLoading(true);
-      var req = mode === "changes"
-        ? api("/checkpoints/" + encodeURIComponent(selected) + qs(wsArgs(listRef.current, ws)))
-        : api("/diff" + qs(Object.assign(wsArgs(listRef.current, ws), { from: selected })));
-      req.then(function (r) { if (seq === detailSeq.current) setDetail({ mode: mode, res: r }); },
-               function (e) { if (seq === detailSeq.current) { setDetail(null); fail("Loading the diff")(e); } })
-        .then(function () { if (seq === detailSeq.current) setDetailLoading(false); });
+      var timer = setTimeout(function () {
+        if (seq !== detailSeq.current) return;
+        var req = mode === "changes"
+          ? api("/checkpoints/" + encodeURIComponent(selected) + qs(wsArgs(listRef.current, ws)))
+          : api("/diff" + qs(Object.assign(wsArgs(listRef.current, ws), { from: selected })));
+        req.then(function (r) { if (seq === detailSeq.current) setDetail({ mode: mode, id: selected, res: r }); },
+                 function (e) { if (seq === detailSeq.current) { setDetail(null); fail("Loading the diff")(e); } })
+          .then(function () { if (seq === detailSeq.current) setDetailLoading(false); });
+      }, delay);
+      return function () { clearTimeout(timer); };
     }, [selected, mode, ws, fail]);
 
     function disarm() {
@@ -595,13 +880,15 @@
       setSelected(id);
     }
 
-    /** Second click: the dry run's request again, with its plan_token and the full id. */
+    /** Second click: the dry run's request again, with its plan_token (and a restore's full id). */
     function doRestore(p) {
+      var kind = p.kind || "restore", endpoint = OPS[kind].endpoint;
+      var extra = { dry_run: false, plan_token: p.res.plan_token };
+      if (endpoint === "/restore") extra.checkpoint = p.res.restored_checkpoint;
       setBusy(true);
-      return api("/restore", { method: "POST", body: Object.assign({}, p.request,
-        { checkpoint: p.res.restored_checkpoint, dry_run: false, plan_token: p.res.plan_token }) })
+      return api(endpoint, { method: "POST", body: Object.assign({}, p.request, extra) })
         .then(function (r) {
-          setResult({ res: r, undo: p.undo });
+          setResult({ res: r, undo: p.undo, kind: kind });
           setPlan(null);
           setError(null);
           // the working tree changed: the resultKey effect below re-fetches the diff
@@ -609,10 +896,10 @@
         }, function (e) {
           var err = toApiError(e);
           // an incomplete restore (HTTP 409) is still a RestoreResult: show what failed, offer undo
-          if (err.body && err.body.safety_checkpoint && err.body.plan) { setResult({ res: err.body, undo: p.undo }); setPlan(null); }
+          if (err.body && err.body.safety_checkpoint && err.body.plan) { setResult({ res: err.body, undo: p.undo, kind: kind }); setPlan(null); }
           // the workspace changed since the preview (HTTP 409, nothing restored): the new plan, armed
           if (err.body && err.body.code === "plan_changed" && err.body.plan_token) arm(Object.assign({}, p, { res: err.body }));
-          fail(p.undo ? "Undo" : "Restore")(err);
+          fail(p.undo ? "Undo" : kind === "restore" ? "Restore" : OPS[kind].title.replace(" plan", ""))(err);
           return refresh();
         })
         .then(function () { setBusy(false); });
@@ -624,9 +911,41 @@
       setBusy(true);
       return api("/restore", { method: "POST", body: Object.assign({ dry_run: true }, request) })
         .then(function (p) {
-          arm({ res: p, request: request, undo: !!isUndo, selected: checkpointId });
+          arm({ res: p, request: request, undo: !!isUndo, selected: checkpointId, kind: "restore" });
         }, fail(isUndo ? "Undo preview" : "Restore preview"))
         .then(function () { setBusy(false); });
+    }
+
+    /** First click of an agent-only restore, a revert, an undo or a redo: the dry run, armed. */
+    function previewOp(kind, fields, checkpointId) {
+      var request = Object.assign({}, fields, wsArgs(listRef.current, ws));
+      setBusy(true);
+      return api(OPS[kind].endpoint, { method: "POST", body: Object.assign({ dry_run: true }, request) })
+        .then(function (p) {
+          arm({ res: p, request: request, undo: false, selected: checkpointId || null, kind: kind });
+        }, fail(OPS[kind].title.replace(" plan", "") + " preview"))
+        .then(function () { setBusy(false); });
+    }
+
+    function onAgentClick() {
+      if (!selected || busy) return;
+      if (armed && plan && plan.kind === "agent" && plan.selected === selected) { disarm(); doRestore(plan); return; }
+      disarm();
+      previewOp("agent", { checkpoint: selected, agent_only: true }, selected);
+    }
+
+    /** Undo / redo (the toolbar) and revert (a journal row): previewed, then confirmed in the plan panel. */
+    function onOp(kind, fields) {
+      if (busy) return;
+      disarm();
+      setPlan(null);
+      previewOp(kind, fields || {});
+    }
+
+    function onOpConfirm() {
+      if (!plan || busy) return;
+      if (armed) { disarm(); doRestore(plan); return; }
+      previewOp(plan.kind, Object.assign({}, plan.request));   // expired: preview anew
     }
 
     /** Show a plan and arm the confirm button for ARM_MS. */
@@ -639,12 +958,39 @@
 
     function onRestoreClick() {
       if (!selected || busy) return;
-      if (armed && plan && plan.selected === selected) {   // second click: apply
+      if (armed && plan && plan.kind === "restore" && plan.selected === selected) {   // second click: apply
         disarm();
         doRestore(plan);
         return;
       }
+      disarm();
       preview(selected, false);
+    }
+
+    /** Scrub: move the selection through the timeline; each checkpoint is previewed as it passes. */
+    function scrubTo(id) {
+      if (!id || id === selected) return;
+      scrubbing.current = true;
+      reveal.current = true;
+      select(id);
+    }
+
+    useEffect(function () {
+      if (!reveal.current || !selected) return;
+      reveal.current = false;
+      var el = document.querySelector('[data-testid="checkpoint-row"][data-checkpoint-id="' + selected + '"]');
+      if (el && el.scrollIntoView) el.scrollIntoView({ block: "nearest" });
+    }, [selected]);
+
+    function onListKey(e) {
+      var list = checkpoints || [];
+      if (!list.length || (e.key !== "ArrowUp" && e.key !== "ArrowDown")) return;
+      e.preventDefault();
+      var i = list.map(function (c) { return c.id; }).indexOf(selected);
+      var j = i < 0 ? 0 : e.key === "ArrowUp" ? Math.max(0, i - 1) : Math.min(list.length - 1, i + 1);
+      scrubTo(list[j].id);
+      var el = document.querySelector('[data-testid="checkpoint-row"][data-checkpoint-id="' + list[j].id + '"]');
+      if (el && el.focus) el.focus();
     }
 
     /** Undo = restore the safety checkpoint, previewed and confirmed like any restore. */
@@ -676,9 +1022,15 @@
       var req = mode === "changes"
         ? api("/checkpoints/" + encodeURIComponent(selected) + qs(wsArgs(listRef.current, ws)))
         : api("/diff" + qs(Object.assign(wsArgs(listRef.current, ws), { from: selected })));
-      req.then(function (r) { if (seq === detailSeq.current) setDetail({ mode: mode, res: r }); }, function () {});
+      req.then(function (r) { if (seq === detailSeq.current) setDetail({ mode: mode, id: selected, res: r }); }, function () {});
     }, [resultKey]);  // eslint-disable-line
 
+    var layout = checkpoints && checkpoints.length ? timelineLayout(checkpoints) : null;
+    var oldestFirst = (checkpoints || []).slice().reverse();
+    var scrubIndex = oldestFirst.map(function (c) { return c.id; }).indexOf(selected);
+    var previewRes = detail && detail.id === selected && detail.mode === mode ? detail.res : null;
+    var previewDiff = previewRes && (mode === "changes" ? previewRes.changes : previewRes);
+    var armedKind = armed && plan ? plan.kind || "restore" : null;
     var protection = offProtection || (jstatus && jstatus.protection) || null;
     var wsOptions = workspaces.map(function (w) {
       return { value: w.root, label: w.root + "  (" + w.checkpoints + ")" + (w.exists === false ? " — missing" : "") };
@@ -702,6 +1054,8 @@
       h(ProtectionBanner, { protection: protection }),
       h(ErrorBanner, { error: error, onDismiss: function () { setError(null); } }),
       h(RestoreResult, { result: result, busy: busy, onUndo: onUndo }),
+      h(OperationPlan, { plan: plan, armed: armed && plan && (plan.kind === "revert" || plan.kind === "undo" || plan.kind === "redo"),
+                         busy: busy, onConfirm: onOpConfirm, onCancel: function () { disarm(); setPlan(null); } }),
       h("div", { style: S.row },
         h(Label, null, "Workspace"),
         workspaces.length
@@ -711,20 +1065,50 @@
         ws ? h("span", { style: S.mono, "data-testid": "workspace-root" }, ws) : null),
       h("div", { style: S.cols },
         h(Card, { "data-testid": "timeline" },
-          h(CardHeader, null, h(CardTitle, null, "Checkpoints" + (checkpoints ? " (" + checkpoints.length + ")" : ""))),
+          h(CardHeader, null,
+            h("div", { style: Object.assign({ justifyContent: "space-between" }, S.row) },
+              h(CardTitle, null, "Checkpoints" + (checkpoints ? " (" + checkpoints.length + ")" : "")),
+              h("div", { style: S.row },
+                h(Button, { size: "sm", outlined: true, disabled: busy || !ws, "data-testid": "tm-undo-button",
+                            title: "Take back the newest restore, revert or agent-only restore (previewed first)",
+                            onClick: function () { onOp("undo"); } }, "↶ Undo"),
+                h(Button, { size: "sm", outlined: true, disabled: busy || !ws, "data-testid": "tm-redo-button",
+                            title: "Take back the newest undo (previewed first)",
+                            onClick: function () { onOp("redo"); } }, "↷ Redo")))),
           h(CardContent, { style: { padding: 0 } },
+            checkpoints && checkpoints.length > 1 ? h("div", { "data-testid": "timeline-scrub", style: { padding: "8px 10px",
+                borderBottom: "1px solid rgba(127,127,127,0.2)", display: "flex", flexDirection: "column", gap: 4 } },
+              h("div", { style: S.row },
+                h("span", { style: S.muted }, "oldest"),
+                h("input", { type: "range", min: 0, max: oldestFirst.length - 1, step: 1, "data-testid": "timeline-scrubber",
+                             "aria-label": "Scrub through the checkpoints (arrow keys step one)",
+                             value: scrubIndex < 0 ? oldestFirst.length - 1 : scrubIndex, style: { flex: 1, minWidth: 160 },
+                             onChange: function (e) { var c = oldestFirst[Number(e.target.value)]; if (c) scrubTo(c.id); } }),
+                h("span", { style: S.muted }, "newest")),
+              cp ? h("div", { style: Object.assign({}, S.mono, { whiteSpace: "normal" }), "data-testid": "scrub-preview",
+                              "data-checkpoint-id": cp.id, "data-loaded": previewDiff || (previewRes && mode === "changes") ? "true" : "false" },
+                h("strong", null, numberText(cp) + " "), rolesOf(cp).map(function (r) { return ROLE_LABEL[r] || r; }).join(" + ") +
+                  " · " + (cp.description || "") + " · " +
+                  (previewDiff && previewDiff.stats ? previewDiff.stats.files + " file(s) +" + previewDiff.stats.additions + " −" +
+                    previewDiff.stats.deletions + (previewDiff.files && previewDiff.files.length ? ": " +
+                    previewDiff.files.map(function (f) { return f.path; }).join(", ") : "")
+                    : previewRes && mode === "changes" && !previewRes.changes ? "first checkpoint" : "…"))
+                : h("div", { style: S.muted }, "Drag the slider, or select a checkpoint and use ↑ ↓, to preview each one.")) : null,
             checkpoints === null ? h("div", { style: Object.assign({ padding: 12 }, S.muted) }, "Loading…")
               : checkpoints.length === 0 ? h("div", { style: Object.assign({ padding: 12 }, S.muted), "data-testid": "no-checkpoints" }, "No checkpoints.")
-              : h("div", { style: S.list, "data-testid": "checkpoint-list" }, checkpoints.map(function (c) {
-                  return h(CheckpointRow, { key: c.id, cp: c, selected: c.id === selected, onSelect: select });
+              : h("div", { style: S.list, "data-testid": "checkpoint-list", onKeyDown: onListKey }, checkpoints.map(function (c) {
+                  return h(CheckpointRow, { key: c.id, cp: c, selected: c.id === selected, onSelect: select,
+                                            tree: layout ? layout.rows[c.id] : null, layout: layout });
                 })))),
         h(Card, { "data-testid": "detail" },
           h(CardHeader, null, h(CardTitle, null, "Diff & restore")),
           h(CardContent, null, h(CheckpointDetail, {
             checkpoint: cp, detail: detail, mode: mode, loading: detailLoading,
-            onMode: setMode, plan: plan, armed: armed, busy: busy, onRestoreClick: onRestoreClick })))),
+            onMode: setMode, plan: plan, armedKind: armedKind, busy: busy, onRestoreClick: onRestoreClick,
+            onAgentClick: onAgentClick })))),
       h(JournalPanel, { status: jstatus, events: events, verify: verify, verifying: verifying,
-                        onVerify: onVerify, onResolved: onResolved }));
+                        onVerify: onVerify, onResolved: onResolved, eventTool: optional.eventTool, schema: optional.schema, busy: busy,
+                        onRevert: function (opId) { onOp("revert", { operation: opId }); } }));
   }
 
   function mib(n) { return (n / 1048576).toFixed(n < 10485760 ? 1 : 0) + " MiB"; }

@@ -483,3 +483,272 @@ def test_remote_state_shows_in_the_journal_panel(ctx, page, tmp_path):
     assert "failing" in down.inner_text() and "Connection refused" in down.inner_text()
     assert_reads_declared(page, "GET /journal/status: remotes[].name", "GET /journal/status: remotes[].last_error")
     assert not page.errors, page.errors
+
+
+def cp_row_texts(page, cid: str, testid: str) -> list[str]:
+    return row(page, cid).get_by_test_id(testid).evaluate_all("els => els.map(e => e.textContent.trim())")
+
+
+def shot(page, tmp_path: Path, name: str, locator=None) -> Path:
+    """A Chromium screenshot in tmp_path, copied to docs/panes/ (the pane's documentation)."""
+    out = tmp_path / name
+    (locator or page).screenshot(path=str(out), **({} if locator else {"full_page": True}))
+    docs = Path(__file__).resolve().parents[2] / "docs" / "panes"
+    docs.mkdir(exist_ok=True)
+    shutil.copyfile(out, docs / name)
+    return out
+
+
+def plan_items(scope) -> list[str]:
+    """`action path` of each item of the plan shown in `scope` (the page, or one panel)."""
+    return scope.get_by_test_id("restore-plan-item").evaluate_all(
+        "els => els.map(e => e.dataset.action + ' ' + e.dataset.path)")
+
+
+def confirm(page, testid: str):
+    """The second click of a two-click operation.  The first click's arming lasts 5 s: when
+    it ran out (a slow machine), one click previews anew and arms again."""
+    button = page.get_by_test_id(testid)
+    if button.get_attribute("data-armed") != "true":
+        button.click()
+        page.locator(f'[data-testid="{testid}"][data-armed="true"]').wait_for()
+    button.click()
+
+
+@browser_test
+def test_timeline_tree_scrub_agent_only_conflict_and_undo_redo(ctx, page, tmp_path):
+    """A timeline that branches: a restore to an older checkpoint, then new calls.  The tab
+    draws the tree (the line left behind dimmed, the branch point marked, @N and roles),
+    scrubs through it with the arrow keys (the diff of each checkpoint previewed, asked for
+    once the scrub rests), previews an agent-only restore whose plan lists the person's edit
+    in the agent's hunk as a conflict, applies it, and undoes and redoes it with the buttons."""
+    ws = ctx.ws
+    eight = "".join(f"{i}\n" for i in range(1, 9))
+    (ws / "a.txt").write_text("one\ntwo\nthree\n")
+    (ws / "m.txt").write_text(eight)
+    base = ctx.cli("snapshot", "-m", "base")["checkpoint"]
+    ctx.cli("write", "b.txt", "--content", "bee\n")                      # the agent's calls ...
+    ctx.cli("write", "a.txt", "--content", "one\nTWO\nthree\n")
+    ctx.cli("restore", base)                                             # ... taken back: a branch
+    ctx.cli("write", "m.txt", "--content", eight.replace("1\n", "1 agent\n", 1))   # new calls on the new line
+    ctx.cli("write", "c.txt", "--content", "sea\n")
+    ctx.cli("write", "a.txt", "--content", "one\ntwo agent\nthree\n")
+    (ws / "a.txt").write_text("one\ntwo person\nthree\n")                # the person, in the agent's hunk ...
+    (ws / "m.txt").write_text(eight.replace("1\n", "1 agent\n", 1).replace("8\n", "8 person\n"))   # ... and apart
+    log = ctx.log()
+    num = {c["number"]: c for c in log}
+    assert sorted(num) == [1, 2, 3, 4, 5, 6, 7], [(c["number"], c["role"]) for c in log]
+    restored = num[4]
+    assert restored["role"] == "restored" and restored["restored_from"] == base == num[1]["id"]
+    line = [c["id"] for c in ctx.cli("log", "-n", "100")["checkpoints"]]      # the current line
+    assert line == [num[n]["id"] for n in (7, 6, 5, 4, 1)]
+    left_behind = {num[2]["id"], num[3]["id"]}
+    ctx.dash.start()
+
+    page.set_viewport_size({"width": 1400, "height": 1600})          # room for the tree and a plan
+    page.clock.install()                # real time flows until paused (the debounce check below)
+    open_tab(page, ctx)
+    for c in log:
+        row(page, c["id"]).wait_for()
+    rows = page.locator('[data-testid="checkpoint-row"]')
+    assert rows.evaluate_all("els => els.map(e => e.dataset.checkpointId)") == [c["id"] for c in log]
+
+    # ---- the tree: numbers, roles, the line left behind dimmed, the branch point marked
+    for c in log:
+        r = row(page, c["id"])
+        assert r.get_by_test_id("checkpoint-number").inner_text() == f"@{c['number']}"
+        assert r.get_attribute("data-on-line") == ("false" if c["id"] in left_behind else "true"), c["number"]
+        assert r.get_attribute("data-lane") == ("1" if c["id"] in left_behind else "0"), c["number"]
+        if c["id"] in left_behind:
+            assert float(r.evaluate("e => getComputedStyle(e).opacity")) < 0.9
+            assert r.get_by_test_id("off-line").count() == 1
+        else:
+            assert r.get_by_test_id("off-line").count() == 0
+        roles = cp_row_texts(page, c["id"], "checkpoint-role")
+        assert {"before call" if x == "before_call" else "after call" if x == "after_call" else x
+                for x in c.get("roles") or [c["role"]]} == set(roles), (c, roles)
+    assert "restored" in cp_row_texts(page, restored["id"], "checkpoint-role")
+    assert "manual" in cp_row_texts(page, base, "checkpoint-role")
+    assert "after call" in cp_row_texts(page, num[3]["id"], "checkpoint-role")
+    marker = page.get_by_test_id("branch-marker")
+    assert marker.count() == 1
+    assert row(page, base).get_by_test_id("branch-marker").get_attribute("data-branches") == "2"
+    came_from = row(page, restored["id"]).get_by_test_id("checkpoint-restored-from")
+    assert came_from.get_attribute("data-restored-from") == base and "@1" in came_from.inner_text()
+    # the line left behind stays restorable: its plan is previewed like any other
+    row(page, num[3]["id"]).click()
+    page.get_by_test_id("restore-button").click()
+    page.locator('[data-testid="restore-button"][data-armed="true"]').wait_for()
+    items = plan_items(page)
+    assert sorted(items) == ["create b.txt", "delete c.txt", "restore a.txt", "restore m.txt"], items
+    assert (ws / "a.txt").read_text() == "one\ntwo person\nthree\n"          # a preview writes nothing
+    shot(page, tmp_path, "dashboard-tree.png", page.get_by_test_id("timeline"))
+
+    # ---- scrub: the arrow keys on the slider step through the checkpoints, each previewed
+    row(page, num[7]["id"]).click()
+    preview = page.get_by_test_id("scrub-preview")
+    page.locator(f'[data-testid="scrub-preview"][data-checkpoint-id="{num[7]["id"]}"][data-loaded="true"]').wait_for()
+    assert "a.txt" in preview.inner_text() and "@7" in preview.inner_text()
+    scrubber = page.get_by_test_id("timeline-scrubber")
+    assert scrubber.input_value() == "6"
+    scrubber.focus()
+    seen = []
+    for n, path, added in ((6, "c.txt", "+sea"), (5, "m.txt", "+1 agent"), (4, "a.txt", "+two")):
+        page.keyboard.press("ArrowLeft")
+        cid = num[n]["id"]
+        page.locator(f'[data-testid="scrub-preview"][data-checkpoint-id="{cid}"][data-loaded="true"]').wait_for()
+        assert row(page, cid).get_attribute("aria-pressed") == "true"
+        assert page.get_by_test_id("checkpoint-detail").get_attribute("data-checkpoint-id") == cid
+        assert f"@{n}" in preview.inner_text() and path in preview.inner_text(), preview.inner_text()
+        assert added in page.get_by_test_id("diff-patch").inner_text()
+        seen.append(preview.inner_text())
+        if n == 5:
+            shot(page, tmp_path, "dashboard-scrub.png")
+    assert len(set(seen)) == 3
+    assert scrubber.input_value() == "3"
+    # ... and the arrow keys on the list, too (up = newer, down = older: into the line left behind)
+    row(page, num[4]["id"]).focus()
+    page.keyboard.press("ArrowDown")
+    page.locator(f'[data-testid="scrub-preview"][data-checkpoint-id="{num[3]["id"]}"][data-loaded="true"]').wait_for()
+    assert "+TWO" in page.get_by_test_id("diff-patch").inner_text()
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    page.locator(f'[data-testid="scrub-preview"][data-checkpoint-id="{num[5]["id"]}"][data-loaded="true"]').wait_for()
+    # the diff is asked for once the scrub rests (debounced): four quick steps, one request
+    asked: list[str] = []
+    page.on("request", lambda q: asked.append(q.url) if "/api/plugins/chronos-git/checkpoints/" in q.url else None)
+    page.clock.pause_at(time.time() + 2)
+    scrubber.focus()
+    for _ in range(4):
+        page.keyboard.press("ArrowRight")                                # @6, @7 ... the end: @7
+    page.keyboard.press("ArrowLeft")                                     # rests on @6
+    assert row(page, num[6]["id"]).get_attribute("aria-pressed") == "true"
+    assert asked == []
+    page.clock.run_for(400)
+    page.clock.resume()
+    page.locator(f'[data-testid="scrub-preview"][data-checkpoint-id="{num[6]["id"]}"][data-loaded="true"]').wait_for()
+    assert len(asked) == 1 and num[6]["id"] in asked[0], asked
+    # dragging the slider's thumb to the left end: the oldest checkpoint, previewed
+    box = scrubber.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.8, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 1, y, steps=8)
+    page.mouse.up()
+    page.locator(f'[data-testid="scrub-preview"][data-checkpoint-id="{base}"][data-loaded="true"]').wait_for()
+    assert scrubber.input_value() == "0" and "@1" in preview.inner_text()
+
+    # ---- agent-only restore to @4: the calls since (m.txt, c.txt, a.txt) taken back: m.txt
+    # merged (the person's line 8 stays), the person's edit in the agent's hunk of a.txt a
+    # conflict, listed before anything is written
+    row(page, restored["id"]).click()
+    with page.expect_request(lambda q: q.url.endswith("/restore") and q.method == "POST") as dry:
+        page.get_by_test_id("agent-restore-button").click()
+    assert json.loads(dry.value.post_data) == {"dry_run": True, "checkpoint": restored["id"], "agent_only": True,
+                                               "workspace": str(ws)}
+    page.locator('[data-testid="agent-restore-button"][data-armed="true"]').wait_for()
+    plan = page.get_by_test_id("restore-plan")
+    assert plan.get_attribute("data-kind") == "agent"
+    assert page.get_by_test_id("restore-button").get_attribute("data-armed") == "false"
+    items = plan_items(plan)
+    assert sorted(items) == ["conflict a.txt", "delete c.txt", "restore m.txt"], items
+    assert plan.locator('[data-testid="restore-plan-item"][data-path="m.txt"]').inner_text().startswith("merge")
+    assert plan.get_by_test_id("restore-plan-conflicts").get_attribute("data-count") == "1"
+    conflict = plan.locator('[data-testid="plan-conflict"][data-path="a.txt"]')
+    assert "line 2" in conflict.get_by_test_id("plan-conflict-agent").inner_text()
+    assert "line 2" in conflict.get_by_test_id("plan-conflict-person").inner_text()
+    summary = plan.get_by_test_id("restore-plan-summary").inner_text()
+    assert "1 merge" in summary and "1 conflict" in summary and "takes back 3 call(s)" in summary, summary
+    assert (ws / "c.txt").exists() and (ws / "a.txt").read_text() == "one\ntwo person\nthree\n"
+    shot(page, tmp_path, "dashboard-agent-only-conflict.png")
+    with page.expect_request(lambda q: q.url.endswith("/restore") and q.method == "POST"
+                             and not json.loads(q.post_data)["dry_run"]) as confirmed:
+        confirm(page, "agent-restore-button")                           # second click: with the dry run's token
+    body = json.loads(confirmed.value.post_data)
+    assert body["dry_run"] is False and body["plan_token"] and body["agent_only"] is True
+    result = page.locator('[data-testid="restore-result"][data-kind="agent"]')
+    result.wait_for()
+    assert not (ws / "c.txt").exists()
+    assert (ws / "a.txt").read_text() == "one\ntwo person\nthree\n"      # left exactly as it is
+    assert (ws / "m.txt").read_text() == eight.replace("8\n", "8 person\n")   # the agent's line back, the person's kept
+    assert result.get_by_test_id("restore-conflicts").count() == 1
+    after = result.get_by_test_id("after-checkpoint-id").get_attribute("data-checkpoint-id")
+    log2 = ctx.log()
+    assert log2[0]["id"] == after and log2[0]["role"] == "restored"
+    row(page, after).wait_for()                                          # on the timeline, where it happened
+    assert "restored" in cp_row_texts(page, after, "checkpoint-role")
+
+    # ---- undo and redo: the buttons, each previewed, then confirmed
+    page.get_by_test_id("tm-undo-button").click()
+    op = page.locator('[data-testid="op-plan"][data-kind="undo"]')
+    op.wait_for()
+    page.locator('[data-testid="op-confirm-button"][data-armed="true"]').wait_for()
+    assert sorted(plan_items(op)) == ["create c.txt", "restore m.txt"]
+    assert not (ws / "c.txt").exists()
+    confirm(page, "op-confirm-button")
+    page.locator('[data-testid="restore-result"][data-kind="undo"]').wait_for()
+    assert (ws / "c.txt").read_text() == "sea\n" and (ws / "a.txt").read_text() == "one\ntwo person\nthree\n"
+    assert (ws / "m.txt").read_text() == eight.replace("1\n", "1 agent\n", 1).replace("8\n", "8 person\n")
+    undo_after = page.get_by_test_id("after-checkpoint-id").get_attribute("data-checkpoint-id")
+    row(page, undo_after).wait_for()
+    log3 = {c["id"]: c for c in ctx.log()}
+    assert log3[undo_after]["role"] == "restored"
+    if log3[undo_after].get("restored_from"):                            # a branch: the undo's own line
+        assert row(page, undo_after).get_by_test_id("checkpoint-restored-from").get_attribute(
+            "data-restored-from") == log3[undo_after]["restored_from"]
+    assert page.get_by_test_id("op-plan").count() == 0
+
+    page.get_by_test_id("tm-redo-button").click()
+    page.locator('[data-testid="op-plan"][data-kind="redo"]').wait_for()
+    page.locator('[data-testid="op-confirm-button"][data-armed="true"]').wait_for()
+    confirm(page, "op-confirm-button")
+    page.locator('[data-testid="restore-result"][data-kind="redo"]').wait_for()
+    assert not (ws / "c.txt").exists() and (ws / "a.txt").read_text() == "one\ntwo person\nthree\n"
+    assert (ws / "m.txt").read_text() == eight.replace("8\n", "8 person\n")
+    redo_after = page.get_by_test_id("after-checkpoint-id").get_attribute("data-checkpoint-id")
+    row(page, redo_after).wait_for()
+    page.screenshot(path=str(tmp_path / "dashboard-after-redo.png"), full_page=True)
+    tools = [e.get("tool") for e in ctx.cli("journal", "log", "-n", "40")["events"] if e["kind"] == "started"]
+    assert tools[:3] == ["chronos.redo", "chronos.undo", "chronos.agent_restore"], tools
+
+    # ---- revert one call from the journal: previewed, then confirmed
+    ctx.cli("write", "d.txt", "--content", "dee\n")
+    d_op = next(e["operation_id"] for e in ctx.cli("journal", "log", "-n", "10")["events"]
+                if e["kind"] == "started" and e.get("tool") == "write_file")
+    page.get_by_test_id("refresh-button").click()
+    revert = page.locator(f'[data-testid="revert-button"][data-operation-id="{d_op}"]')
+    with page.expect_request(lambda q: q.url.endswith("/revert") and q.method == "POST") as dry:
+        revert.click()
+    assert json.loads(dry.value.post_data) == {"dry_run": True, "operation": d_op, "workspace": str(ws)}
+    page.locator('[data-testid="op-plan"][data-kind="revert"]').wait_for()
+    page.locator('[data-testid="op-confirm-button"][data-armed="true"]').wait_for()
+    assert plan_items(page.get_by_test_id("op-plan")) == ["delete d.txt"]
+    assert (ws / "d.txt").exists()
+    confirm(page, "op-confirm-button")
+    page.locator('[data-testid="restore-result"][data-kind="revert"]').wait_for()
+    assert not (ws / "d.txt").exists() and (ws / "a.txt").read_text() == "one\ntwo person\nthree\n"
+
+    # the journal's events name their tool where the events route declares it
+    declared = "tool" in openapi_doc()["components"]["schemas"]["Event"].get("properties", {})
+    table = page.get_by_test_id("journal-events")
+    assert table.get_attribute("data-schema") == "host"          # Hermes' /openapi.json holds our routes
+    assert table.get_attribute("data-tool-declared") == str(declared).lower()
+    started = '[data-testid="journal-event"][data-kind="started"]'
+    cells = page.locator(f'{started} [data-testid="journal-event-tool"]')
+    if declared:                          # the list refreshes after the revert: its intent on top
+        page.wait_for_function("""sel => {
+            const c = document.querySelector(sel)
+            return c && c.textContent === 'chronos.revert' }""", arg=f'{started} [data-testid="journal-event-tool"]')
+        shown = cells.evaluate_all("els => els.map(e => e.textContent)")
+        assert "write_file" in shown and "chronos.agent_restore" in shown, shown
+        # a time-machine operation is taken back with Undo, not Revert: no button on its row
+        tm_rows = page.locator(f'{started}:has([data-testid="journal-event-tool"]:text-is("chronos.undo"))')
+        assert tm_rows.count() >= 1 and tm_rows.get_by_test_id("revert-button").count() == 0
+    else:
+        cells.first.wait_for()
+        assert set(cells.evaluate_all("els => els.map(e => e.textContent)")) == {""}
+    assert page.errors == []
+    assert_reads_declared(page, "GET /checkpoints: checkpoints[].parents", "GET /checkpoints: checkpoints[].number",
+                          "GET /checkpoints: checkpoints[].restored_from", "POST /restore: plan[].agent",
+                          "POST /restore: plan[].person", "POST /undo: plan[].action", "POST /redo: after_checkpoint",
+                          "POST /revert: plan_token", "POST /revert: calls")

@@ -1,15 +1,18 @@
 // Node module hooks for running desktop/plugin.js outside Electron.
 //  * `@hermes/plugin-sdk` -> a stub (sdk-stub.mjs, or sdk-stub-minimal.mjs for an old host)
-//  * `react`, `react/jsx-runtime`, `react-test-renderer` -> the harness' node_modules
+//  * `react`, `react/jsx-runtime`, `react-test-renderer`, and the host's state library
+//    (`nanostores`, `@nanostores/react`, as apps/desktop/package.json pins them) -> the
+//    harness' node_modules, resolved as Node resolves them from there (CommonJS React 19,
+//    ESM nanostores)
 //  * anything else imported BY THE PLUGIN FILE is refused, like the Desktop loader does.
-import { createRequire } from 'node:module'
 import { pathToFileURL } from 'node:url'
 
 let nodeModules = null
 let stubUrl = null
 let pluginUrl = null
 const PLUGIN_ALLOWED = new Set(['@hermes/plugin-sdk', 'react', 'react/jsx-runtime'])
-const FROM_NODE_MODULES = new Set(['react', 'react/jsx-runtime', 'react-test-renderer'])
+const FROM_NODE_MODULES = new Set(['react', 'react/jsx-runtime', 'react-test-renderer', 'react-dom', 'react-dom/client',
+                                   'nanostores', '@nanostores/react'])
 
 export async function initialize(data) {
   nodeModules = data.nodeModules
@@ -23,8 +26,7 @@ export async function resolve(specifier, context, next) {
   }
   if (specifier === '@hermes/plugin-sdk') return { url: stubUrl, shortCircuit: true }
   if (FROM_NODE_MODULES.has(specifier)) {
-    const req = createRequire(`${nodeModules}/harness.cjs`)
-    return { url: pathToFileURL(req.resolve(specifier)).href, format: 'commonjs', shortCircuit: true }
+    return next(specifier, { ...context, parentURL: pathToFileURL(`${nodeModules}/harness.mjs`).href })
   }
   return next(specifier, context)
 }

@@ -12,3 +12,9 @@ register('./loader.mjs', import.meta.url, {
     pluginUrl: pathToFileURL(process.env.HARNESS_PLUGIN).href
   }
 })
+
+// React 19's development build logs every re-render's changed props to the User Timing
+// "Components" track, diffing old and new props field by field: those reads would show up
+// in the field recorder as the pane's own.  The Desktop runs React's production build,
+// which has no such track; without console.timeStamp React 19 turns it off.
+console.timeStamp = undefined

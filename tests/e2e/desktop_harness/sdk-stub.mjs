@@ -1,37 +1,25 @@
-// A stand-in for @hermes/plugin-sdk on a NEW Desktop host: PANES_AREA, host.state.cwd
-// (a nanostore-like atom the test drives) and useValue.
-import * as React from 'react'
+// A stand-in for @hermes/plugin-sdk on a NEW Desktop host (apps/desktop/src/sdk/index.ts):
+// the contribution areas, `host.state.*` as real nanostores atoms (the Desktop's state
+// library, nanostores + @nanostores/react), `useValue` = @nanostores/react's useStore,
+// `host.notify`, and the pane door (`host.panes.setOpen`) the test drives.
+import { atom } from 'nanostores'
+import { useStore } from '@nanostores/react'
 
 export const PANES_AREA = 'panes'
+export const PALETTE_AREA = 'palette'
 export const STATUSBAR_AREAS = { left: 'statusBar.left', right: 'statusBar.right' }
 
-function atom(initial) {
-  let value = initial
-  const listeners = new Set()
-  return {
-    get: () => value,
-    set(next) {
-      value = next
-      for (const l of [...listeners]) l(next)
-    },
-    listen(l) {
-      listeners.add(l)
-      return () => listeners.delete(l)
-    },
-    subscribe(l) {
-      listeners.add(l)
-      l(value)
-      return () => listeners.delete(l)
-    }
-  }
-}
-
+const opened = []
+const notified = []
 export const host = {
-  state: { cwd: atom(process.env.HARNESS_CWD || null) },
-  notify: () => {}
+  state: { cwd: atom(process.env.HARNESS_CWD || ''), profile: atom(process.env.HARNESS_PROFILE || 'default') },
+  notify: n => { notified.push(n) },
+  panes: { setOpen: (id, open) => { opened.push([id, open]) }, open: id => atom(opened.some(([x, o]) => x === id && o)) }
 }
 globalThis.__harnessHost = host
+globalThis.__harnessOpened = opened
+globalThis.__harnessNotified = notified
 
 export function useValue(a) {
-  return React.useSyncExternalStore(a.listen, a.get, a.get)
+  return useStore(a)
 }
