@@ -105,6 +105,26 @@ def changed_notice(tool: str, operation_id: str | None, paths: list[str]) -> str
             "tell the user what you ran.")
 
 
+def disk_notice(changes) -> str | None:
+    """The files a restore, revert, undo or redo changed since the conversation last looked
+    (service DiskChange items): the model must read them again, not trust its memory."""
+    if not changes:
+        return None
+    lines = ["chronos-git: the files on disk changed since your last turn; what you remember of them is out "
+             "of date, so read a file again before you rely on it or edit it:"]
+    for c in changes:
+        who = f" by {human(c.actor)}" if c.actor else ""
+        back = f": {human(c.back_to)}" if c.back_to else ""
+        if c.count < 0:
+            files = "the files it changed cannot be listed (a checkpoint is gone)"
+        else:
+            shown = ", ".join(human(p) for p in c.paths)
+            more = f" and {c.count - len(c.paths)} more" if c.count > len(c.paths) else ""
+            files = f"{c.count} file{'s' if c.count != 1 else ''} changed: {shown}{more}"
+        lines.append(f"- {c.what}{who}{back}; {files} (operation {c.operation_id[:12]})")
+    return "\n".join(lines)
+
+
 def failure_hint(tool: str, pre_checkpoint: str) -> str:
     cp = pre_checkpoint[:12]
     return (f"[chronos-git] This {tool} call failed. The workspace was checkpointed just before it "

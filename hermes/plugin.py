@@ -24,6 +24,7 @@ from ..settings import PLUGIN_KEY, Loaded, Settings, hermes_home, store_location
 from ..settings import load as load_settings
 from .alerts import (
     changed_notice,
+    disk_notice,
     failure_hint,
     model_block,
     person_notice,
@@ -122,6 +123,8 @@ class Plugin:
         self._footers: dict[str, list[str]] = {}  # session -> notices for the answer's end (stderr unseen)
         self._held_keys: tuple = ()                # the held settings changes the person was told of
         self._narrowed_told: tuple = ()            # the narrowings of capture the person was told of
+        self._disk_told: dict[str, str | None] = {}   # session -> the journal event its disk changes were told up to
+        self._disk_base: str | None = None         # where the journal stood when this process first looked
 
     # ------------------------------------------------------------- plumbing
     def store_dir(self) -> Path:
@@ -338,10 +341,41 @@ class Plugin:
                 parts.append(HELD_FOR_MODEL)
             if self._tell_narrowed(svc, session_id, kwargs.get("platform")) or (is_first_turn and self._narrowed_told):
                 parts.append(NARROWED_FOR_MODEL)
+            moved = self._tell_disk_changes(svc, session_id, kwargs.get("platform"))
+            if moved:
+                parts.append(moved)
             return {"context": "\n\n".join(parts)} if parts else None
         except Exception as exc:
             log.warning("chronos-git pre_llm_call failed: %s", exc)
             return None
+
+    def disk_position(self, svc) -> None:
+        """Where the journal stands when this process first looks (a restore from the slash
+        command before the first turn is told to it too)."""
+        if self._disk_base is None:
+            try:
+                self._disk_base = svc.disk_changes(self.cwd(), None).position
+            except Exception as exc:       # a workspace never checkpointed or refused: nothing to tell
+                log.info("chronos-git: no journal position: %s", exc)
+
+    def _tell_disk_changes(self, svc, session_id, platform) -> str | None:
+        """Restores, reverts, undos and redos since this conversation's last turn (from any
+        surface: they are journaled), told once to the model and to the person."""
+        key = session_id or ""
+        self.disk_position(svc)
+        with self._person_lock:
+            told = self._disk_told.get(key, self._disk_base)
+        try:
+            res = svc.disk_changes(self.cwd(), told)
+        except Exception as exc:           # a workspace never checkpointed or refused: nothing to tell
+            log.info("chronos-git: no disk changes looked up: %s", exc)
+            return None
+        with self._person_lock:
+            self._disk_told[key] = res.position
+        notice = disk_notice(res.changes)
+        if notice:
+            self._say(notice, key, platform)
+        return notice
 
     def on_session_end(self, **kwargs):
         """After every user turn: push the journal to the remotes and, when a budget is

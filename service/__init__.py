@@ -29,7 +29,7 @@ from ..journal_refs import events
 from ..journal_refs.journal import REF as JOURNAL_REF
 from ..journal_refs.witness import witness_path_for
 from ..settings import Settings, store_location
-from . import capture, operators, results, storecheck
+from . import capture, disk_changes, operators, results, storecheck
 from .calls import Call, Declared, Outcome, Ticket
 from .core import Core
 from .errors import Blocked
@@ -311,6 +311,11 @@ class Chronos:
     def journal_export(self) -> results.JournalHeadResult:
         self.calls.settle_behind()            # every journal read sees this process's last outcome
         return self.reconcile.export_head()
+
+    def disk_changes(self, workspace: str, after: str | None) -> results.DiskChanges:
+        """Restores, reverts, undos and redos of the workspace journaled after event `after`."""
+        self.calls.settle_behind()
+        return disk_changes.since(self.core, self.reverts.events, self.time, workspace, after)
 
     def journal_log(self, limit: int | None = 50) -> results.EventsResult:
         self.calls.settle_behind()

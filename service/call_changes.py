@@ -70,7 +70,8 @@ def compact(payload: dict) -> dict:
     out = {k: payload[k] for k in _KEPT if k in payload}
     args = out.get("args")
     if isinstance(args, dict):            # only what the time machine reads back
-        out["args"] = {k: args[k] for k in ("undoes", "redoes", "target", "checkpoint") if k in args}
+        out["args"] = {k: args[k] for k in ("undoes", "redoes", "target", "checkpoint", "operation", "session",
+                                            "subagent") if k in args}
     return out
 
 

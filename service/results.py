@@ -451,6 +451,24 @@ class Event(Model):
     workspace: _Text = Field(None, description="the workspace of the call (its intent)")
 
 
+class DiskChange(Model):
+    """One time-machine operation's change on disk, as the conversation is told of it."""
+    operation_id: str
+    what: str = Field(description="restore, agent-only restore, revert, undo, redo")
+    actor: str | None = None
+    back_to: str | None = Field(None, description="to which checkpoint, call or turn it went back, in words")
+    paths: list[str] = Field(description="the files it changed (the first 20)")
+    count: int = Field(description="how many files it changed (-1: not known, a checkpoint is gone)")
+    after_checkpoint: str | None = None
+
+
+class DiskChanges(Result):
+    workspace: str
+    position: str | None = Field(description="the journal event it read up to: ask again after it to hear only "
+                                             "what is new (None: no journal yet)")
+    changes: list[DiskChange]
+
+
 class EventsResult(Result):
     events: list[Event]
 

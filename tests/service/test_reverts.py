@@ -237,3 +237,22 @@ def test_a_reused_checkpoint_lists_every_role_it_served(history, ws):
     assert both and all(c.roles == ["before_call", "after_call"] for c in both)        # in ROLES' order
     from chronos_git.cli.render import _role
     assert {_role(c) for c in both} == {"after call + before call"}        # its own role first
+
+
+def test_the_conversation_is_told_what_each_time_machine_operation_changed_once(history, ws):
+    s, start = history
+    base = s.disk_changes(str(ws), None)
+    assert base.changes == [] and base.position
+    assert s.disk_changes(str(ws), base.position).changes == []
+    s.restore(str(ws), start, actor="person")
+    told = s.disk_changes(str(ws), base.position)
+    (c,) = told.changes
+    assert c.what == "restore" and c.actor == "person"
+    assert c.back_to == "back to checkpoint @1, taken by hand", c.back_to
+    assert set(c.paths) == {"a.txt", "made.txt", "notes.txt", "old.txt"} and c.count == 4
+    assert s.disk_changes(str(ws), told.position).changes == []                 # told once
+    s.undo(str(ws), actor="person")
+    s.redo(str(ws), actor="person")
+    later = s.disk_changes(str(ws), told.position).changes
+    assert [x.what for x in later] == ["undo", "redo"]
+    assert later[0].back_to.startswith("undid operation ") and set(later[0].paths) == set(c.paths)

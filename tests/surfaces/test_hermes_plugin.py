@@ -645,3 +645,34 @@ def test_one_subagents_calls_are_reverted_by_its_id_or_the_call_that_started_it(
         svc.revert(str(ws), subagent="sa-9", actor="person")
     with pytest.raises(ValueError, match="not --session and --subagent"):
         svc.revert(str(ws), session="s1", subagent="sa-1", actor="person")
+
+
+def test_the_next_turn_is_told_what_a_restore_changed_on_disk_once(plugin, capsys):
+    """A restore from /chronos between turns (or from any surface: it is journaled): the
+    model's next turn carries the notice, the person sees it on stderr, and only once."""
+    ctx, p, ws, first = agent_then_person(plugin)
+
+    def ctx_of(out):
+        return (out or {}).get("context") or ""
+    assert "files on disk changed" not in ctx_of(p.on_pre_llm_call(session_id="s1", is_first_turn=True))
+    cmd = ctx.commands["chronos"]
+    cmd(f"{first[:10]}")
+    assert "restored checkpoint" in cmd("confirm")
+    capsys.readouterr()
+    told = ctx_of(p.on_pre_llm_call(session_id="s1", is_first_turn=False))
+    assert "the files on disk changed since your last turn" in told, told
+    assert ("- restore by user (/chronos confirm): back to checkpoint @1, taken by hand; "
+            "2 files changed: made.txt, mine.txt (operation ") in told, told
+    assert told in capsys.readouterr().err                                      # the person: the same words
+    assert "files on disk changed" not in ctx_of(p.on_pre_llm_call(session_id="s1", is_first_turn=False))
+    # the model's own rollback in a turn, then the dashboard's undo (another process: the journal)
+    from chronos_git.hermes.tools import handlers
+    assert p.svc().write_file(str(ws), "again.txt", b"by the agent\n").status == "ok"
+    assert json.loads(handlers(p)["chronos_rollback"]({"checkpoint_id": first}))["status"] == "ok"
+    assert not (ws / "again.txt").exists()
+    other = Chronos.get(p.store_dir(), p.settings)
+    assert other.undo(str(ws), actor="dashboard").status == "ok" and (ws / "again.txt").exists()
+    told = ctx_of(p.on_pre_llm_call(session_id="s1", is_first_turn=False))
+    assert told.count("\n- ") == 2, told
+    assert "- restore (the model's rollback) by model" in told and "1 file changed: again.txt" in told, told
+    assert "- undo by dashboard: undid operation " in told, told
