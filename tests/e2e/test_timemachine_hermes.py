@@ -384,3 +384,32 @@ def test_model_rollback_full_mode_is_still_behind_approval(henv):
     chat_ok(henv, "ROLLBACK please")                           # chat -q: nobody can approve
     assert tree(henv.ws) == before
     assert any("BLOCKED" in t or "denied" in t.lower() for t in henv.tool_results_seen())
+
+
+# ------------------------------------------------------- the conversation follows the files
+def test_a_restore_from_slash_chronos_is_told_to_the_models_next_turn(henv):
+    """In one interactive session: the model writes a file, the person restores the checkpoint
+    before it with `/chronos` (previewed, confirmed), and the model's next turn carries the
+    notice of what changed on disk; the person sees the same notice in the terminal."""
+    (henv.ws / "notes.txt").write_text("the person's notes\n")
+    cp = first_checkpoint(henv)
+    henv.set_script([
+        {"match": "WORK", "steps": [{"tool_calls": [write("__WS__/made.txt", "the agent made me\n", "call_made")]},
+                                    {"content": "work done"}]},
+        {"match": "NEXT", "steps": [{"content": "next turn done"}]}])
+    ok, text = henv.repl([{"wait": "❯|>|Type", "timeout": 90}, {"sleep": 2},
+                          {"send": "WORK please\r"}, {"wait": "work done", "timeout": 90}, {"sleep": 1},
+                          {"send": f"/chronos {cp[:12]}\r"}, {"wait": "/chronos confirm", "timeout": 30},
+                          {"sleep": 1}, {"send": "/chronos confirm\r"}, {"wait": "safety checkpoint", "timeout": 30},
+                          {"sleep": 1}, {"send": "NEXT please\r"}, {"wait": "next turn done", "timeout": 90},
+                          {"sleep": 1}, {"send": "/quit\r"}, {"sleep": 2}])
+    assert ok, text[-3000:]
+    assert not (henv.ws / "made.txt").exists()
+    work = next(m for m in henv.user_messages_seen() if "WORK please" in m)
+    assert "files on disk changed" not in work
+    nxt = [m for m in henv.user_messages_seen() if "NEXT please" in m]
+    assert nxt and "the files on disk changed since your last turn" in nxt[-1], nxt
+    assert "back to checkpoint @1" in nxt[-1] and "1 file changed: made.txt" in nxt[-1], nxt[-1]
+    assert "restore by user (/chronos confirm)" in nxt[-1], nxt[-1]
+    flat = " ".join(text.split())
+    assert "the files on disk changed since your last turn" in flat and "made.txt" in flat, text[-3000:]

@@ -11,16 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.helpers import run_cli
 
 import chronos_git
-from chronos_git.hermes import plugin as hermes_glue
-from chronos_git.hermes import semantics as tool_semantics
-from chronos_git.hermes import slash
+from chronos_git.hermes import plugin as hermes_glue, semantics as tool_semantics, slash
 from chronos_git.hermes.tools import SCHEMAS
 from chronos_git.journal_refs.evidence import UNKNOWN
 from chronos_git.service import Call, Chronos, Outcome
 from chronos_git.settings import INSPECTION_TOOLS, Settings
-from support.helpers import run_cli
 
 REPO = Path(chronos_git.__file__).resolve().parent
 MANIFEST = yaml.safe_load((REPO / "plugin.yaml").read_text())
@@ -405,6 +403,7 @@ def test_an_alert_with_nothing_left_to_tell_is_not_sent():
     """Regression (demo): settlements that only needed an operator, resolved since, left a bare
     '[chronos-git recovery alert]' header in the model's context."""
     from types import SimpleNamespace
+
     from chronos_git.hermes.alerts import recovery_alert
     assert recovery_alert([SimpleNamespace(result="needs_operator", tool="terminal", paths=[])], [], "ok") == ""
     done = recovery_alert([SimpleNamespace(result="completed", tool="write_file", paths=["/w/a.txt"])], [], "ok")
