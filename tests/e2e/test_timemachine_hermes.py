@@ -413,3 +413,33 @@ def test_a_restore_from_slash_chronos_is_told_to_the_models_next_turn(henv):
     assert "restore by user (/chronos confirm)" in nxt[-1], nxt[-1]
     flat = " ".join(text.split())
     assert "the files on disk changed since your last turn" in flat and "made.txt" in flat, text[-3000:]
+
+
+# ------------------------------------------------------------------ subagents
+def test_one_subagents_calls_are_reverted_in_a_real_delegate_task_run(henv):
+    """The model delegates a task; Hermes' subagent (its own session) writes a file, the parent
+    writes another. The child's call is journaled with the subagent's id and parent session
+    (Hermes 0.19's subagent_start), and `revert --subagent` takes back only the child's file."""
+    first_checkpoint(henv)
+    henv.set_script([
+        {"match": "CHILDTASK", "steps": [
+            {"tool_calls": [write("__WS__/child.txt", "the subagent made me\n", "call_child")]},
+            {"content": "child done"}]},
+        {"match": "PARENT", "steps": [
+            {"tool_calls": [{"name": "delegate_task", "id": "call_delegate",
+                             "arguments": {"goal": "CHILDTASK: write child.txt", "toolsets": ["file"]}}]},
+            {"tool_calls": [write("__WS__/parent.txt", "the parent made me\n", "call_parent")]},
+            {"content": "parent done"}]}])
+    r = chat_ok(henv, "PARENT please", toolsets=TOOLSETS + ",delegation")
+    assert (henv.ws / "child.txt").exists() and (henv.ws / "parent.txt").exists(), r.stdout[-2000:]
+    events = henv.journal()
+    child, parent = started(events, "call_child"), started(events, "call_parent")
+    assert child["subagent_id"] and child["parent_session_id"] == parent["session_id"], child
+    assert child["session_id"] != parent["session_id"] and "subagent_id" not in parent
+    shown = henv.chronos("journal", "show", child["operation_id"])
+    assert child["subagent_id"] in shown.stdout, shown.stdout
+    dry = chronos_json(henv, "revert", "--subagent", child["subagent_id"], "--dry-run", "--workspace", henv.ws)
+    assert dry["calls"] == [child["operation_id"]], dry
+    res = chronos_json(henv, "revert", "--subagent", child["subagent_id"], "--workspace", henv.ws)
+    assert res["status"] == "ok" and res["conflicts"] == 0, res
+    assert not (henv.ws / "child.txt").exists() and (henv.ws / "parent.txt").exists()
