@@ -287,8 +287,9 @@ const ROLE_LABEL = {
   safety: 'safety', manual: 'manual', restored: 'restored', boundary: 'boundary'
 }
 
-// in a merging operation (agent-only restore, revert, undo, redo) a rewritten file is a merge
-const shownAction = (res, it) => (res.kind && it.action === 'restore' ? 'merge' : it.action)
+// in a merging operation (agent-only restore, revert, undo, redo) a file that keeps later
+// changes is `merged` (a three-way merge); the others go back to what they were
+const shownAction = (res, it) => (res.kind && it.action === 'restore' && it.merged ? 'merge' : it.action)
 
 function actionCounts(res) {
   const n = {}

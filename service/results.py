@@ -231,6 +231,9 @@ class PlanItem(Model):
     reason: str | None = None
     agent: str | None = Field(None, description="a conflict: what the agent's call did to it")
     person: str | None = Field(None, description="a conflict: what changed it outside the calls afterwards")
+    merged: bool | None = Field(None, description="agent-only restore, revert, undo, redo: its new content keeps "
+                                                  "changes made after the calls taken back (merged hunk by hunk); "
+                                                  "absent: it goes back to what it was before them")
 
 
 class RestoreResult(Result):

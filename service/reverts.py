@@ -161,6 +161,7 @@ class Reverts:
         checkpoint_before = {c.operation_id: c.pre for c in chosen}
 
         marked: dict = {}                 # paths written with conflict markers, by the last merge
+        merged: set[str] = set()          # paths whose result keeps later changes (not the content before)
 
         def merge(current_tree: str) -> MergeTarget:
             segs = [s if s.after else Segment(s.before, current_tree, s.label, s.ambiguous) for s in segments]
@@ -173,6 +174,8 @@ class Reverts:
                          for s in plan.conflicts if not s.markers]
             marked.clear()
             marked.update({s.path: s for s in plan.conflicts if s.markers})
+            merged.clear()
+            merged.update(_merged(repo, plan, segs))
             return MergeTarget(Checkpoint.from_commit(repo[cid].peel(pygit2.Commit)), conflicts)
 
         point = branch_point.id if isinstance(branch_point, Checkpoint) else branch_point
@@ -196,6 +199,8 @@ class Reverts:
         res.kind = what
         res.calls = ids
         for item in res.plan:             # written with markers: still a conflict to resolve by hand
+            if item.path in merged and item.action == "restore":
+                item.merged = True
             step = marked.get(item.path)
             if step is not None and item.action == "restore":
                 item.action, item.agent, item.person = "conflict", _said(step.agent, what, operation_step), step.person
@@ -219,6 +224,25 @@ def _said(text: str | None, what: str, operation_step: bool) -> str | None:
         return text
     return text.replace("the agent's call", f"the operation {what} takes back").replace(
         "the agent", f"the operation {what} takes back")
+
+
+def _merged(repo, plan, segments: list[Segment]) -> set[str]:
+    """The paths a merge writes with content other than they had before the first call it takes
+    back: changes made after that call are kept in them (a three-way merge), where the others
+    simply go back."""
+    by_label = {s.label: s for s in segments}
+    out = set()
+    for step in plan.steps:
+        first = by_label.get(step.segments[-1]) if step.action == "write" and step.segments else None
+        if first is None:
+            continue
+        try:
+            before = str(repo[first.before].peel(pygit2.Tree)[step.path].id)
+        except (KeyError, ValueError, UnicodeError, pygit2.GitError):
+            before = None
+        if before != step.blob:
+            out.add(step.path)
+    return out
 
 
 def _by_prefix(cs: list[CallChange], prefix: str) -> list[CallChange]:

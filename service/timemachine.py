@@ -60,6 +60,7 @@ class TimeMachine:
         self._start = start
         self._maybe_compact = maybe_compact
         self.events = CallEvents(core)           # the journal's call events (reverts, roles in a listing)
+        self._infos: dict[str, tuple] = {}       # commit id -> (number, parent, roles), its listing entry
         self._plans: dict[str, tuple[str, str | None, float]] = {}   # token -> (request key, plan digest, expiry)
         self._plans_lock = threading.Lock()
 
@@ -148,15 +149,29 @@ class TimeMachine:
         chain = ws.numbered(damage)                     # read lazily: a limit stops the walk
         shown = chain if all else _current_line(chain)
         served = self.events.roles(os.fsdecode(ws.root_bytes))
-        listed = []
-        for i, c in enumerate(itertools.islice(shown, limit), 1):
-            d = c.summary(i)
-            parent = c.meta.restored_from or c.parent_id
-            d["parents"] = [parent] if parent else []
-            d["roles"] = roles_in_order({d["role"]} | served.get(c.id, set()))
-            listed.append(CheckpointInfo(**d))       # one validation (setting a field validates again)
+        listed = [self._info(c, i, served) for i, c in enumerate(itertools.islice(shown, limit), 1)]
         return LogResult(workspace=os.fsdecode(ws.root_bytes), checkpoints=listed, all=all,
                          damaged=[Damage(**d) for d in damage] or None)
+
+    def _info(self, c, index: int, served: dict[str, set[str]]) -> CheckpointInfo:
+        """One checkpoint of a listing.  A commit never changes, so what was made of it is kept
+        and copied with its index (validating 10,000 of them again would be most of a listing);
+        its number, parent in the timeline and roles are checked against the kept one.  The
+        copies share their lists with what is kept: a listing is read, not edited."""
+        parent = c.meta.restored_from or c.parent_id
+        extra = served.get(c.id)
+        key = (c.number, parent, frozenset(extra) if extra else None)
+        kept = self._infos.get(c.id)
+        if kept is not None and kept[0] == key:
+            return kept[1].model_copy(update={"index": index})
+        d = c.summary(index)
+        d["parents"] = [parent] if parent else []
+        d["roles"] = roles_in_order({d["role"]} | (extra or set()))
+        info = CheckpointInfo(**d)                  # one validation (setting a field validates again)
+        if len(self._infos) >= _INFOS_MAX:
+            self._infos.clear()
+        self._infos[c.id] = (key, info.model_copy())
+        return info
 
     def show(self, workspace: str, spec: str) -> ShowResult:
         ws = self.existing(workspace)
@@ -348,6 +363,8 @@ class TimeMachine:
                                  "or options differ): run the dry run of this request first")
         return entry[1]
 
+
+_INFOS_MAX = 50_000           # listing entries kept (a long-lived host lists the same checkpoints again)
 
 # paths the restore decided not to write (new bytes since its plan, or something in the way)
 LEFT_UNTOUCHED = ("keep", "skip")

@@ -330,16 +330,18 @@
   }
 
   // a merging operation (agent-only restore, revert, undo, redo) takes changes back over the
-  // workspace as it is: its "restore" is a three-way merge, later changes in the file kept
+  // workspace as it is: a file whose later changes are kept is `merged` (a three-way merge);
+  // the others simply go back to what they were before the calls
   var MERGE_HELP = {
-    restore: "merged: the change taken back, every later change in the file kept",
+    merge: "merged: the change taken back, every later change in the file kept",
+    restore: "taken back: as it was before the calls",
     create: "brought back: the change taken back had deleted it", delete: "removed: the change taken back had created it"
   };
-  function actionLabel(action, merging) { return merging && action === "restore" ? "merge" : action; }
+  function actionLabel(it, merging) { return merging && it.action === "restore" && it.merged ? "merge" : it.action; }
 
   function actionCounts(items, merging) {
     var n = {};
-    items.forEach(function (i) { var a = actionLabel(i.action, merging); n[a] = (n[a] || 0) + 1; });
+    items.forEach(function (i) { var a = actionLabel(i, merging); n[a] = (n[a] || 0) + 1; });
     return Object.keys(n).map(function (a) { return n[a] + " " + a; }).join(" · ");
   }
 
@@ -515,8 +517,8 @@
         ? h("ul", { style: Object.assign({ margin: "4px 0", paddingLeft: 18 }, S.mono) }, items.map(function (it) {
             return h("li", { key: (it.path_b64 || it.path) + it.action, "data-testid": "restore-plan-item",
                              "data-action": it.action, "data-path": it.path,
-                             title: (merging && MERGE_HELP[it.action]) || ACTION_HELP[it.action] || "" },
-              actionLabel(it.action, merging) + "  " + it.path + (it.reason && it.action !== "conflict" ? "  (" + it.reason + ")" : ""),
+                             title: (merging && MERGE_HELP[actionLabel(it, merging)]) || ACTION_HELP[it.action] || "" },
+              actionLabel(it, merging) + "  " + it.path + (it.reason && it.action !== "conflict" ? "  (" + it.reason + ")" : ""),
               it.action === "conflict" ? h(ConflictText, { item: it }) : null);
           }))
         : h("div", { style: S.muted }, merging ? "Nothing to take back." : "Nothing to change: the working tree already matches."));

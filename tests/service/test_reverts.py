@@ -52,6 +52,9 @@ def test_agent_only_restore_keeps_the_persons_edits_in_the_same_file(history, ws
     dry = s.agent_restore(str(ws), start, dry_run=True)
     assert dry.dry_run and dry.plan_token and dry.conflicts == 0
     assert (ws / "made.txt").exists()                                  # a dry run changes nothing
+    # a.txt keeps the person's line 8: merged; old.txt simply comes back as it was
+    assert {i.path: (i.action, i.merged) for i in dry.plan} == {
+        "a.txt": ("restore", True), "made.txt": ("delete", None), "old.txt": ("create", None)}, dry.plan
     res = s.agent_restore(str(ws), start, actor="test")
     assert res.status == "ok" and res.conflicts == 0, res
     a = (ws / "a.txt").read_text()

@@ -91,13 +91,13 @@ function cannedBackend({ gate = 'open', partial = false, protection = PROTECTION
     if (route === '/restore' && body.agent_only) {
       return { kind: 'agent-only restore', calls: [OP, OP2], conflicts: 1,
                note: '1 path left as it is: see the conflicts (--conflicts markers writes git-style markers into text files instead)',
-               plan: [{ path: 'a.txt', action: 'restore' },
+               plan: [{ path: 'a.txt', action: 'restore', merged: true },
                       { path: 'b.txt', action: 'conflict', reason: "the agent's change and a later change overlap",
                         agent: `the agent modified line 1 (call ${OP2})`, person: 'modified afterwards: line 1' }] }
     }
-    if (route === '/revert') return { kind: 'revert', calls: [body.operation], conflicts: 0, plan: [{ path: 'a.txt', action: 'restore' }] }
+    if (route === '/revert') return { kind: 'revert', calls: [body.operation], conflicts: 0, plan: [{ path: 'a.txt', action: 'restore', merged: true }] }
     if (route === '/undo' || route === '/redo') {
-      return { kind: route.slice(1), calls: [OP], conflicts: 0, plan: [{ path: 'a.txt', action: 'restore' }, { path: 'n.txt', action: 'delete' }] }
+      return { kind: route.slice(1), calls: [OP], conflicts: 0, plan: [{ path: 'a.txt', action: 'restore', merged: true }, { path: 'n.txt', action: 'delete' }] }
     }
     return null
   }
