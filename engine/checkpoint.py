@@ -171,7 +171,7 @@ _FIELDS = {
     "added_bytes": (_count, "a count"), "files": (_count, "a count"),
     "modes": (_modes, "a permission record (mode: [paths])"),
     "number": ((lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1), "a number from 1"),
-    "role": ((lambda v: v in ROLES), "one of " + ", ".join(ROLES)),
+    "role": ((lambda v: isinstance(v, str) and v in ROLES), "one of " + ", ".join(ROLES)),
     "restored_from": ((lambda v: isinstance(v, str) and len(v) == 40), "a checkpoint id"),
 }
 def roles_in_order(roles) -> list[str]:

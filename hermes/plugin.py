@@ -124,7 +124,6 @@ class Plugin:
         self._held_keys: tuple = ()                # the held settings changes the person was told of
         self._narrowed_told: tuple = ()            # the narrowings of capture the person was told of
         self._disk_told: dict[str, str | None] = {}   # session -> the journal event its disk changes were told up to
-        self._disk_base: str | None = None         # where the journal stood when this process first looked
 
     # ------------------------------------------------------------- plumbing
     def store_dir(self) -> Path:
@@ -349,24 +348,16 @@ class Plugin:
             log.warning("chronos-git pre_llm_call failed: %s", exc)
             return None
 
-    def disk_position(self, svc) -> None:
-        """Where the journal stands when this process first looks (a restore from the slash
-        command before the first turn is told to it too)."""
-        if self._disk_base is None:
-            try:
-                self._disk_base = svc.disk_changes(self.cwd(), None).position
-            except Exception as exc:       # a workspace never checkpointed or refused: nothing to tell
-                log.info("chronos-git: no journal position: %s", exc)
-
     def _tell_disk_changes(self, svc, session_id, platform) -> str | None:
         """Restores, reverts, undos and redos since this conversation's last turn (from any
-        surface: they are journaled), told once to the model and to the person."""
+        surface: they are journaled), told once to the model and to the person.  A conversation
+        new to this process starts where the journal stands: it has no last turn to correct."""
         key = session_id or ""
-        self.disk_position(svc)
         with self._person_lock:
-            told = self._disk_told.get(key, self._disk_base)
+            known = key in self._disk_told
+            told = self._disk_told.get(key)
         try:
-            res = svc.disk_changes(self.cwd(), told)
+            res = svc.disk_changes(self.cwd(), told if known else None)
         except Exception as exc:           # a workspace never checkpointed or refused: nothing to tell
             log.info("chronos-git: no disk changes looked up: %s", exc)
             return None

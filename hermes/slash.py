@@ -120,7 +120,6 @@ class SlashCommand:
         except ValueError as exc:
             return f"chronos: cannot parse arguments ({exc})\n{USAGE}"
         svc = self.plugin.svc()
-        self.plugin.disk_position(svc)          # a restore from here is told to the model's next turn
         cwd = self.plugin.cwd()
         if not argv:
             argv = ["list", "10"]

@@ -99,7 +99,8 @@ class Ledger:
         kind, op = p.get("kind"), p.get("operation_id")
         if kind == "started":
             ws = p.get("workspace")
-            restore = (p.get("snapshot") or {}).get("kind") == "safety"
+            snap = p.get("snapshot")
+            restore = isinstance(snap, dict) and snap.get("kind") == "safety"     # an edited event: anything
             tool = p.get("tool")
             if op:
                 self.ops[op] = (ws, restore, tool)

@@ -431,6 +431,10 @@ class Journal:
         """Payloads (with `id`), newest first; `kinds`: only events of these types."""
         return query.events(self, limit, kinds=kinds)
 
+    def walk(self):
+        """Payloads (with `id`), newest first, read lazily (query.walk)."""
+        return query.walk(self)
+
     def typed_events(self, limit: int | None = 50, *,
                      kinds: set[type[JournalEvent]] | None = None) -> list[JournalEvent]:
         """`events` as typed views (events.py)."""

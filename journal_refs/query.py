@@ -69,6 +69,19 @@ def events(journal: Journal, limit: int | None = 50, *, kinds: set[type[JournalE
     return out
 
 
+def walk(journal: Journal):
+    """Payloads (with `id`), newest first, read as they are consumed: a reader that stops early
+    reads no further.  ValueError for an event whose message is not one."""
+    journal.refresh()
+    repo = journal.repo()
+    cid = journal.head
+    while cid:
+        commit = read_commit(repo, cid)
+        payload, _ = parse_message(commit.message)
+        yield {**payload, "id": cid}
+        cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+
+
 def typed_events(journal: Journal, limit: int | None = 50, *,
                  kinds: set[type[JournalEvent]] | None = None) -> list[JournalEvent]:
     """`events`, as typed views (`ev.payload["id"]` is the event's commit); ValueError for an

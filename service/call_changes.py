@@ -15,11 +15,16 @@ the change is marked ambiguous, and every path it touched becomes a conflict, ne
 """
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 
+import pygit2
+
 from ..engine.agent_merge import Segment
 from ..journal_refs.journal import REF as JOURNAL_REF
+
+log = logging.getLogger("chronos_git")
 
 TIME_MACHINE_TOOLS = frozenset({"chronos.restore", "chronos.revert", "chronos.agent_restore", "chronos.undo",
                                 "chronos.redo", "chronos.rollback"})
@@ -62,16 +67,30 @@ class CallChange:
 KINDS = frozenset({"started", "returned", "uncertain", "recovered", "resolved"})
 _KEPT = ("kind", "operation_id", "timestamp_ns", "workspace", "tool", "session_id", "actor", "pre_checkpoint",
          "snapshot", "parent_tool_call_id", "subagent_id", "parent_session_id", "args", "declared",
-         "post_checkpoint", "status", "outcome", "left_running", "after_checkpoint")
+         "post_checkpoint", "status", "outcome", "left_running", "after_checkpoint", "time_machine")
+
+
+# fields that name something (an id, a path, a tool): anything but text is dropped, as an edited
+# event may carry anything and one such event must not stop every listing after it
+_TEXT = frozenset({"kind", "operation_id", "workspace", "tool", "session_id", "actor", "pre_checkpoint",
+                   "parent_tool_call_id", "subagent_id", "parent_session_id", "post_checkpoint", "status",
+                   "outcome", "after_checkpoint", "time_machine"})
 
 
 def compact(payload: dict) -> dict:
     """What `calls` reads of an event (kept in memory by a long-lived host, so it stays small)."""
-    out = {k: payload[k] for k in _KEPT if k in payload}
+    out = {k: payload[k] for k in _KEPT if k in payload and (k not in _TEXT or isinstance(payload[k], str))}
+    if not isinstance(out.get("timestamp_ns"), int) or isinstance(out.get("timestamp_ns"), bool):
+        out["timestamp_ns"] = 0
+    for key in ("snapshot", "args"):
+        if key in out and not isinstance(out[key], dict):
+            del out[key]
+    if not isinstance(out.get("declared"), (list, type(None))):
+        del out["declared"]
     args = out.get("args")
     if isinstance(args, dict):            # only what the time machine reads back
         out["args"] = {k: args[k] for k in ("undoes", "redoes", "target", "checkpoint", "operation", "session",
-                                            "subagent") if k in args}
+                                            "subagent") if k in args and isinstance(args[k], str)}
     return out
 
 
@@ -85,40 +104,106 @@ class CallEvents:
         self._core = core
         self._seen: list[dict] = []                      # compacted, newest first
         self._head: str | None = None                    # ... up to this event
-        self._roles: dict[str, dict[str, set[str]]] = {}     # workspace -> checkpoint id -> roles
+        self._roles = _Roles()
         self._lock = threading.Lock()
 
     def newest_first(self) -> list[dict]:
         with self._lock:
             got = self._core.journal.payloads_since(self._head)
             if got is None:
-                self._seen, self._roles, got = [], {}, self._core.journal.payloads_since(None)
+                self._roles = _Roles()
+                self._seen, got = [], self._core.journal.payloads_since(None)
             head, new = got or (None, [])
-            kept = [compact(p) for p in reversed(new) if p.get("kind") in KINDS]
-            for ev in reversed(kept):
-                _note_roles(self._roles, ev)
+            kept = [compact(p) for p in reversed(new) if call_event(p)]
+            for ev in reversed(kept):                    # oldest first: an intent before its outcome
+                self._roles.note(ev)
             self._seen = kept + self._seen
             self._head = head
             return self._seen
 
-    def roles(self, workspace: str) -> dict[str, set[str]]:
-        """Checkpoint id -> the roles the journal says it served in `workspace`'s calls (a
-        store without a journal: none, and none is created by looking)."""
-        if self._core.store.repo().references.get(JOURNAL_REF) is None:
+    def roles(self, workspace: str, since_ns: int = 0) -> dict[str, set[str]]:
+        """Checkpoint id -> the roles the journal says it served in `workspace`'s calls, for
+        checkpoints made at or after `since_ns` (a store without a journal: none, and none is
+        created by looking).  Read from what is kept when a reader of the whole journal (a
+        revert, an undo) has kept it; else only the events back to `since_ns` are read: a
+        listing of the 20 newest checkpoints does not read a long journal whole.  A journal
+        that cannot be read gives none (its own checks report it)."""
+        try:
+            if self._core.store.repo().references.get(JOURNAL_REF) is None:
+                return {}
+            if self._head is not None:
+                self.newest_first()
+                with self._lock:
+                    return self._roles.of(workspace)
+            return _roles_back_to(self._core.journal, workspace, since_ns)
+        except (ValueError, TypeError, KeyError, AttributeError, pygit2.GitError) as exc:
+            log.info("chronos-git: no roles from the journal: %s", exc)
             return {}
-        self.newest_first()
-        with self._lock:
-            return self._roles.get(workspace, {})
 
 
-def _note_roles(roles: dict[str, dict[str, set[str]]], ev: dict) -> None:
-    ws = ev.get("workspace")
-    if ev.get("kind") == "started" and ev.get("pre_checkpoint") and ws:
-        role = "safety" if ev.get("tool") in TIME_MACHINE_TOOLS | {"chronos_rollback"} else "before_call"
-        roles.setdefault(ws, {}).setdefault(ev["pre_checkpoint"], set()).add(role)
-    for key, role in (("post_checkpoint", "after_call"), ("after_checkpoint", "restored")):
-        if ev.get(key) and ws:
-            roles.setdefault(ws, {}).setdefault(ev[key], set()).add(role)
+def call_event(payload) -> bool:
+    """A call's event (what `calls` and the time machine read), of a kind this version knows."""
+    return isinstance(payload, dict) and isinstance(payload.get("kind"), str) and payload["kind"] in KINDS
+
+
+_WALK_ON = 1000         # events read past `since_ns` for the intents of outcomes found before it
+
+
+def _roles_back_to(journal, workspace: str, since_ns: int) -> dict[str, set[str]]:
+    roles = _Roles()
+    pending: list[dict] = []
+    wanted: set[str] = set()
+    past = 0
+    for payload in journal.walk():                       # newest first
+        if not call_event(payload):
+            continue
+        ev = compact(payload)
+        if ev["timestamp_ns"] < since_ns:
+            past += 1
+            if not wanted or past > _WALK_ON:
+                break
+        pending.append(ev)
+        if ev.get("kind") == "started":
+            wanted.discard(ev.get("operation_id") or "")
+        elif ev.get("operation_id"):
+            wanted.add(ev["operation_id"])
+    for ev in reversed(pending):
+        roles.note(ev)
+    return roles.of(workspace)
+
+
+class _Roles:
+    """Checkpoint id -> roles, per workspace, from call events given oldest first (an outcome
+    names no workspace: its intent does)."""
+
+    def __init__(self):
+        self.by_ws: dict[str, dict[str, set[str]]] = {}
+        self.ops: dict[str, tuple[str, bool]] = {}           # operation -> (workspace, a time-machine op)
+
+    def note(self, ev: dict) -> None:
+        op = ev.get("operation_id")
+        if ev.get("kind") == "started":
+            ws = ev.get("workspace")
+            if not ws or not op:
+                return
+            tm = ev.get("tool") in TIME_MACHINE_TOOLS | {"chronos_rollback"}
+            self.ops[op] = (ws, tm)
+            if ev.get("pre_checkpoint"):
+                self._add(ws, ev["pre_checkpoint"], "safety" if tm else "before_call")
+            return
+        ws, tm = self.ops.get(op or "", (None, False))
+        if ws is None:
+            return
+        if ev.get("after_checkpoint"):
+            self._add(ws, ev["after_checkpoint"], "restored")
+        if ev.get("post_checkpoint") and not tm:         # a time-machine op's post is what it went back to
+            self._add(ws, ev["post_checkpoint"], "after_call")
+
+    def _add(self, ws: str, checkpoint: str, role: str) -> None:
+        self.by_ws.setdefault(ws, {}).setdefault(checkpoint, set()).add(role)
+
+    def of(self, workspace: str) -> dict[str, set[str]]:
+        return self.by_ws.get(workspace, {})
 
 
 def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[CallChange]:

@@ -11,7 +11,7 @@ import os
 
 from ..engine.checkpoint import ROLES
 from ..journal_refs.journal import REF as JOURNAL_REF
-from .call_changes import TIME_MACHINE_TOOLS, CallEvents
+from .call_changes import TIME_MACHINE_TOOLS, CallEvents, call_event, compact
 from .results import DiskChange, DiskChanges
 
 _WHAT = {"chronos.restore": "restore", "chronos_rollback": "restore (the model's rollback)",
@@ -28,21 +28,26 @@ def since(core, events: CallEvents, time, workspace: str, after: str | None) -> 
     looked up in the whole journal's cache)."""
     ws = time.existing(workspace)
     root = os.fsdecode(ws.root_bytes)
-    if core.store.repo().references.get(JOURNAL_REF) is None:      # none yet: none is made by looking
+    tip = core.journal.ref_tip() if core.store.repo().references.get(JOURNAL_REF) is not None else None
+    if tip is None:                                  # no journal yet: none is made by looking
         return DiskChanges(workspace=root, position=None, changes=[])
     got = core.journal.payloads_since(after) if after is not None else None
     if got is None:                                  # to start from, or a history rewritten since
-        return DiskChanges(workspace=root, position=core.journal.head, changes=[])
+        return DiskChanges(workspace=root, position=tip, changes=[])
     head, new = got
-    started = {p.get("operation_id"): p for p in new if p.get("kind") == "started" and p.get("tool") in _TOOLS}
-    done = [p for p in new if p.get("kind") == "returned" and p.get("status") in ("ok", "partial")]
+    new = [compact(p) for p in new if call_event(p)]
+    started = {p.get("operation_id"): p for p in new if p["kind"] == "started" and p.get("tool") in _TOOLS}
+    # a time-machine operation's outcome says what it was; an older version's only by its intent
+    done = [p for p in new if p["kind"] in ("returned", "uncertain")
+            and (p.get("operation_id") in started or p.get("time_machine") in _TOOLS)]
     if any(p.get("operation_id") not in started for p in done):
         started.update({p.get("operation_id"): p for p in events.newest_first()
-                        if p.get("kind") == "started" and p.get("tool") in _TOOLS})
+                        if p["kind"] == "started" and p.get("tool") in _TOOLS})
     out = []
     for p in done:
         intent = started.get(p.get("operation_id"))
-        if intent is not None and intent.get("workspace") == root:
+        if intent is not None and intent.get("workspace") == root and \
+                (p["kind"] == "uncertain" or p.get("status") in ("ok", "partial")):
             out.append(_change(time, ws, intent, p))
     return DiskChanges(workspace=root, position=head, changes=[c for c in out if c.count])
 
@@ -50,8 +55,10 @@ def since(core, events: CallEvents, time, workspace: str, after: str | None) -> 
 def _change(time, ws, intent: dict, outcome: dict) -> DiskChange:
     before, after = intent.get("pre_checkpoint"), outcome.get("after_checkpoint")
     paths: list[str] = []
-    count = 0
-    if before and after and before != after:
+    count = -1                            # its checkpoint after was not taken, or its outcome is not known
+    if before and after and before == after:
+        count = 0                         # it changed nothing
+    elif before and after and outcome.get("kind") != "uncertain":
         try:
             files = time.diff(os.fsdecode(ws.root_bytes), before, after, patch=False).files
             count = len(files)

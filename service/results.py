@@ -30,6 +30,15 @@ class Model(BaseModel):
         return jsonable(_dump(self))
 
 
+# a value read back from the journal as written: an edited event's odd value is shown as its JSON
+# text, never an error that would hide the rest of an answer
+def _as_text(v: Any) -> str | None:
+    return v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+
+
+_Text = Annotated[str | None, BeforeValidator(_as_text)]
+
+
 def _dump(obj):
     if isinstance(obj, BaseModel):
         out = {}
@@ -329,10 +338,10 @@ class WriteResult(CallRecord):
 class Operation(Model):
     """An open operation as the journal's state holds it."""
     operation_id: str
-    tool: str | None
+    tool: _Text
     state: Literal["running", "pending", "uncertain"]
-    session_id: str | None
-    tool_call_id: str | None
+    session_id: _Text
+    tool_call_id: _Text
     workspace: str | None
     workspace_b64: str | None = None
     pre_checkpoint: str | None
@@ -348,7 +357,7 @@ class Operation(Model):
 
 class Settled(Model):
     operation_id: str
-    tool: str | None
+    tool: _Text
     result: Literal["completed", "not_applied", "partial", "needs_operator"]
     evidence: str | None = None
     paths: list[str] | None = None
@@ -430,11 +439,6 @@ class JournalHeadResult(Result):
     checkpoint: JournalHead
 
 
-def _as_text(v: Any) -> str | None:
-    return v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
-
-
-_Text = Annotated[str | None, BeforeValidator(_as_text)]
 
 
 class Event(Model):
@@ -446,8 +450,6 @@ class Event(Model):
     kind: str
     operation_id: str | None
     id: str
-    # read from the journal as written: an edited event's odd value is shown as its JSON text, never
-    # an error that would hide the rest of the listing
     tool: _Text = Field(None, description="the tool called (a call's intent; an outcome names only its operation)")
     session_id: _Text = Field(None, description="the Hermes session of the call")
     subagent_id: _Text = Field(None, description="the subagent that made the call, where the host said")
@@ -614,9 +616,9 @@ class JournalSummary(Model):
 class ProtectedChange(Model):
     """A call that changed chronos-git's own files (its outcome event has `protected_changed`)."""
     operation_id: str
-    tool: str | None = None
+    tool: _Text = None
     paths: list[str]
-    workspace: str | None = None
+    workspace: _Text = None
     time: float
 
 

@@ -150,9 +150,13 @@ class TimeMachine:
         damage: list[dict] = []
         chain = ws.numbered(damage)                     # read lazily: a limit stops the walk
         shown = chain if all else _current_line(chain)
-        served = self.events.roles(os.fsdecode(ws.root_bytes))
         with _no_cycle_collection():
-            listed = [self._info(c, i, served) for i, c in enumerate(itertools.islice(shown, limit), 1)]
+            cps = list(itertools.islice(shown, limit))
+            # the journal names a checkpoint only after it was made (its time is taken before its
+            # scan; an older one's is its commit's second): read it back to the oldest listed
+            since = int((min((c.meta.time for c in cps), default=0) - 0.001) * 1e9)
+            served = self.events.roles(os.fsdecode(ws.root_bytes), since)
+            listed = [self._info(c, i, served) for i, c in enumerate(cps, 1)]
         return LogResult(workspace=os.fsdecode(ws.root_bytes), checkpoints=listed, all=all,
                          damaged=[Damage(**d) for d in damage] or None)
 
@@ -272,6 +276,7 @@ class TimeMachine:
                 result = RestoreResult(**raw)
                 after = self._after(ws, op, prepared, session_id)
                 t.outcome = _outcome(result, evidence, target.id, after)
+                t.outcome.fields["time_machine"] = op.tool      # its outcome says what it was (disk_changes)
         result.operation_id = t.ticket.operation_id
         result.after_checkpoint = after
         if t.record.outcome == "uncertain":

@@ -78,3 +78,16 @@ def test_a_commit_is_numbered_from_the_tip_it_was_written_on(store, ws):
     first = snap(store, ws, 0)
     assert first.number == 1
     assert isinstance(store.repo()[first.id], pygit2.Commit)
+
+
+def test_metadata_with_an_odd_role_is_damaged_never_a_crash():
+    import json
+
+    from chronos_git.engine.checkpoint import CheckpointMeta
+    good = CheckpointMeta(description="x", role="manual").to_message()
+    head, _, body = good.rpartition("\n\n")
+    for odd in (["before_call"], {"a": 1}, 7, "nonsense"):
+        doc = json.loads(body)
+        doc["role"] = odd
+        meta, problems = CheckpointMeta.parse(head + "\n\n" + json.dumps(doc), when=1.0)
+        assert meta.role is None and any("role" in p for p in problems), (odd, problems)

@@ -259,3 +259,81 @@ def test_the_conversation_is_told_what_each_time_machine_operation_changed_once(
     later = s.disk_changes(str(ws), told.position).changes
     assert [x.what for x in later] == ["undo", "redo"]
     assert later[0].back_to.startswith("undid operation ") and set(later[0].paths) == set(c.paths)
+
+
+def test_a_call_that_changed_nothing_lists_its_checkpoint_as_after_call_too(svc, ws):
+    s = svc()
+    cp = s.snapshot(str(ws), "mine").checkpoint
+    assert s.run_command(str(ws), ["true"]).exit_code == 0          # nothing changed: the same checkpoint after
+    (listed,) = [c for c in s.log(str(ws), None, all=True).checkpoints if c.id == cp]
+    assert listed.roles == ["before_call", "after_call", "manual"], listed.roles
+
+
+def test_an_edited_journal_event_of_odd_types_does_not_stop_a_listing_or_a_revert(svc, ws, store_dir):
+    from chronos_git.journal_refs import events
+    s = svc()
+    s.snapshot(str(ws), "mine")
+    op = agent_write(s, ws, "a.txt", "agent\n")
+    for odd in ({"pre_checkpoint": ["x"]}, {"workspace": ["x"]}, {"tool": ["x"], "args": ["y"]},
+                {"snapshot": 3, "declared": "all", "session_id": {"a": 1}}):
+        s.core.journal.append(events.Started, {"operation_id": f"odd{len(str(odd))}", **odd})
+    for fresh in (False, True):            # a warm reader, then a new process's first listing
+        if fresh:
+            type(s).forget_instances()
+            s = svc()
+        assert len(s.log(str(ws), None, all=True).checkpoints) >= 2
+        assert s.revert(str(ws), op, dry_run=True).calls == [op]
+        assert s.disk_changes(str(ws), None).position
+
+
+def test_listing_the_newest_checkpoints_reads_only_the_journal_events_since_them(svc, ws, monkeypatch):
+    s = svc()
+    for i in range(30):
+        agent_write(s, ws, "a.txt", f"v{i}\n")
+    type(s).forget_instances()
+    s = svc()
+    read = []
+    real = type(s.core.journal).walk
+
+    def counted(journal):
+        for p in real(journal):
+            read.append(p)
+            yield p
+    monkeypatch.setattr(type(s.core.journal), "walk", counted)
+    monkeypatch.setattr(type(s.core.journal), "payloads_since",
+                        lambda *a: (_ for _ in ()).throw(AssertionError("read the whole journal")))
+    newest = s.log(str(ws), 2).checkpoints
+    assert "before_call" in newest[1].roles
+    assert 0 < len(read) < 20, len(read)          # 30 calls are 60+ events
+
+
+def test_a_restore_whose_checkpoint_after_failed_is_still_told(history, ws, monkeypatch):
+    from chronos_git.engine import faults
+    s, start = history
+    base = s.disk_changes(str(ws), None).position
+    monkeypatch.setattr(faults, "_ARMED", faults._parse("after_timeop_files:enospc"))
+    monkeypatch.setattr(faults, "_hits", 0)
+    assert s.restore(str(ws), start, actor="person").status == "ok"
+    assert not (ws / "made.txt").exists()
+    (c,) = s.disk_changes(str(ws), base).changes
+    assert c.what == "restore" and c.count == -1 and c.after_checkpoint is None
+
+
+def test_disk_changes_read_only_the_events_since_the_position(history, ws, monkeypatch):
+    s, start = history
+    type(s).forget_instances()
+    from chronos_git.service import Chronos
+    fresh = Chronos.get(s.core.store_dir, s.core.settings)
+    base = fresh.disk_changes(str(ws), None)
+    assert base.position == fresh.core.journal.ref_tip()              # a fresh service knows where it stands
+    agent_write(fresh, ws, "more.txt", "more\n")                      # an ordinary call: nothing to tell
+    monkeypatch.setattr(type(fresh.core.journal), "walk",
+                        lambda *a: (_ for _ in ()).throw(AssertionError("walked the journal")))
+    real = type(fresh.core.journal).payloads_since
+
+    def only_since(journal, base_id):
+        assert base_id is not None, "read the whole journal"
+        return real(journal, base_id)
+    monkeypatch.setattr(type(fresh.core.journal), "payloads_since", only_since)
+    got = fresh.disk_changes(str(ws), base.position)
+    assert got.changes == [] and got.position != base.position

@@ -675,3 +675,5 @@ def test_the_next_turn_is_told_what_a_restore_changed_on_disk_once(plugin, capsy
     assert told.count("\n- ") == 2, told
     assert "- restore (the model's rollback) by model" in told and "1 file changed: again.txt" in told, told
     assert "- undo by dashboard: undid operation " in told, told
+    # a conversation new to this process has no last turn to correct: nothing old is told to it
+    assert "files on disk changed" not in ctx_of(p.on_pre_llm_call(session_id="s2", is_first_turn=True))
