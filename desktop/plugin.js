@@ -480,9 +480,11 @@ function Journal({ ctx, status, events, verify, verifying, onVerify, onResolved,
           jsx('span', { children: `#${e.seq}` }),
           jsx(Badge, { children: e.kind }),
           jsx('span', { children: e.operation_id ? short(e.operation_id, 10) : '' }),      // only what Event declares
+          e.tool ? jsx('span', { 'data-testid': 'event-tool', children: e.tool }) : null,
           jsx('span', { style: S.muted, children: e.timestamp_ns ? ago(e.timestamp_ns / 1e9) : '' }),
-          // a call's start: take back what it changed (the API refuses what is not a call)
-          e.kind === 'started' && e.operation_id ? opButton('revert', { operation: e.operation_id }, e.operation_id) : null
+          // a call's start: take back what it changed (a time-machine operation is undone, not reverted)
+          e.kind === 'started' && e.operation_id && !String(e.tool || '').startsWith('chronos')
+            ? opButton('revert', { operation: e.operation_id }, e.operation_id) : null
         ]
       }, e.id || e.seq)) })
     ]

@@ -252,6 +252,8 @@ def test_pane_against_the_real_http_api(node_modules, store_dir, ws, cli):
     assert (ws / "a.txt").read_text() == "alpha\n" and not (ws / "new.txt").exists()
     assert res["safety"] == log[1]["id"] and log[0]["restored_from"] == first   # log[0]: the restore's own
     assert res["gate"] == "gate open"
+    assert "chronos.restore" in res["event_tools"], res["event_tools"]      # the journal list names each call's tool
+    assert res["revert_buttons"] and not any(res["revert_buttons"])          # a restore is undone, not reverted
     events = cli("--json", "journal", "log", "-n", "5", cwd=ws).json["events"]
     assert [e["kind"] for e in events[:2]] == ["returned", "started"]
     assert events[1]["tool"] == "chronos.restore" and events[1]["actor"] == "user (HTTP API)"

@@ -1015,6 +1015,9 @@ const scenarios = {
     out.confirm = realCalls(h).map(c => c.body)
     await until(() => one(r, 'journal-panel') && all(r, 'journal-event').some(n => n.props['data-kind'] === 'returned'), 'journal events')
     out.gate = text(one(r, 'journal-gate'))
+    out.event_tools = all(r, 'event-tool').map(text)
+    out.revert_buttons = all(r, 'journal-event').filter(n => n.props['data-kind'] === 'started')
+      .map(n => n.findAll(x => typeof x.type === 'string' && x.props['data-testid'] === 'op-revert').length)
     await act(async () => { r.unmount() })
   }
 }
