@@ -337,3 +337,15 @@ def test_disk_changes_read_only_the_events_since_the_position(history, ws, monke
     monkeypatch.setattr(type(fresh.core.journal), "payloads_since", only_since)
     got = fresh.disk_changes(str(ws), base.position)
     assert got.changes == [] and got.position != base.position
+
+
+def test_the_report_lists_a_reused_checkpoints_roles_its_own_first(history, ws):
+    import re
+
+    from chronos_git import report
+    s, _ = history
+    html = report.build(s)
+    rows = re.findall(r'((?:<span class="kind k-[a-z_]+">[^<]*</span>)+)</td>', html)
+    kinds = [re.findall(r'k-([a-z_]+)"', r) for r in rows]
+    assert ["after_call", "before_call"] in kinds, kinds
+    assert ["manual", "before_call"] in kinds, kinds
