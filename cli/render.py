@@ -477,10 +477,13 @@ def _merged(res: r.RestoreResult):
                 yield _indent(Text(f"            why: {_name(it.reason)}", style="dim"))
     if len(res.plan) > 200:
         yield Text(f"  ... and {len(res.plan) - 200} more (--json lists them all)", style="dim")
-    if res.conflicts:
+    if any(it.action == "conflict" and not (it.reason or "").startswith("conflict markers") for it in res.plan):
         yield Text("  a conflict is left exactly as it is; --conflicts markers writes git-style markers into text "
                    "files instead", style="yellow")
-    if not res.dry_run and res.safety_checkpoint and res.code != "plan_changed":
+    if res.note:
+        yield Text(f"  {_name(res.note)}", style="dim")
+    changed = res.after_checkpoint != res.safety_checkpoint        # one that changed nothing is not on the stack
+    if not res.dry_run and res.safety_checkpoint and res.code != "plan_changed" and changed:
         back = "redo: chronos-git redo" if res.kind == "undo" else "undo: chronos-git undo"
         yield Text(f"{back}  (or restore the safety checkpoint {res.safety_checkpoint[:12]})")
 

@@ -15,7 +15,7 @@ from ..service import results as r
 from .inputs import content_of, exported_head
 from .table import Arg, Command, Context, Http, ModelTool, Table
 
-CHECKPOINT_HELP = "id, 7+ hex prefix, index (1 = newest) or 'latest'"
+CHECKPOINT_HELP = "id, 7+ hex prefix, @N (its number), index (1 = newest) or 'latest'"
 
 
 def _ws(ctx: Context) -> str:
@@ -282,7 +282,7 @@ COMMANDS = Table([
         http=Http("POST", "/restore", body="RestoreRequest", conflict=True,
                   summary="A dry run returns `plan_token`; the real restore must send it back (428 without)."),
         slash=("restore",), slash_args=("checkpoint", "paths*"), confirm=True),
-    Command("revert", "take back one call's changes (or one session's), keeping everything after it",
+    Command("revert", "take back one call's changes (or one session's or subagent's), keeping everything after it",
             _revert, r.RestoreResult, (
                 Arg("operation", help="a journal operation id or a unique prefix (`journal log` lists them)",
                     positional=True, nargs="?", metavar="OPERATION"),

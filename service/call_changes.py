@@ -23,6 +23,7 @@ import pygit2
 
 from ..engine.agent_merge import Segment
 from ..journal_refs.journal import REF as JOURNAL_REF
+from ..journal_refs.state import CRASH_BOUNDARY
 
 log = logging.getLogger("chronos_git")
 
@@ -45,6 +46,7 @@ class CallChange:
     partial_pre: bool = False
     pre_kind: str | None = None        # how its checkpoint before was taken: full, declared (its paths only)
     parent_call: str | None = None     # the subagent's parent tool call, where the host says
+    boundary: str | None = None        # a crashed call: the workspace as the crash was found
     subagent_id: str | None = None     # the subagent that made it, where the host says
     settled: str | None = None         # a crashed call settled later: its outcome (completed, not_applied)
     args: dict = field(default_factory=dict)
@@ -60,21 +62,24 @@ class CallChange:
         """Its change as a segment (None: no pre-checkpoint, so nothing to take back)."""
         if self.pre is None:
             return None
-        return Segment(before=self.pre, after=self.post or self.pre, label=self.operation_id,
+        # no checkpoint after it (a crash): it may have changed anything up to the checkpoint taken
+        # as the crash was found, or up to now (an empty `after`): all of that is a conflict
+        return Segment(before=self.pre, after=self.post or self.boundary or "", label=self.operation_id,
                        ambiguous=self.ambiguous is not None)
 
 
 KINDS = frozenset({"started", "returned", "uncertain", "recovered", "resolved"})
 _KEPT = ("kind", "operation_id", "timestamp_ns", "workspace", "tool", "session_id", "actor", "pre_checkpoint",
          "snapshot", "parent_tool_call_id", "subagent_id", "parent_session_id", "args", "declared",
-         "post_checkpoint", "status", "outcome", "left_running", "after_checkpoint", "time_machine")
+         "post_checkpoint", "status", "outcome", "left_running", "after_checkpoint", "time_machine", "action",
+         "checkpoint")
 
 
 # fields that name something (an id, a path, a tool): anything but text is dropped, as an edited
 # event may carry anything and one such event must not stop every listing after it
 _TEXT = frozenset({"kind", "operation_id", "workspace", "tool", "session_id", "actor", "pre_checkpoint",
                    "parent_tool_call_id", "subagent_id", "parent_session_id", "post_checkpoint", "status",
-                   "outcome", "after_checkpoint", "time_machine"})
+                   "outcome", "after_checkpoint", "time_machine", "action", "checkpoint"})
 
 
 def compact(payload: dict) -> dict:
@@ -142,8 +147,11 @@ class CallEvents:
 
 
 def call_event(payload) -> bool:
-    """A call's event (what `calls` and the time machine read), of a kind this version knows."""
-    return isinstance(payload, dict) and isinstance(payload.get("kind"), str) and payload["kind"] in KINDS
+    """A call's event (what `calls` and the time machine read), of a kind this version knows;
+    also the checkpoint taken of a crashed call's workspace as the crash was found."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("kind"), str):
+        return False
+    return payload["kind"] in KINDS or (payload["kind"] == "maintenance" and payload.get("action") == CRASH_BOUNDARY)
 
 
 _WALK_ON = 1000         # events read past `since_ns` for the intents of outcomes found before it
@@ -212,6 +220,7 @@ def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[Cal
     at the first `started` event older than `since_ns`."""
     found: dict[str, CallChange] = {}
     outcomes: dict[str, dict] = {}
+    boundaries: dict[str, str] = {}
     for ev in events_newest_first:
         kind, op = ev.get("kind"), ev.get("operation_id")
         if kind == "started":
@@ -230,8 +239,11 @@ def calls(events_newest_first, workspace: str, *, since_ns: int = 0) -> list[Cal
                                    declared=list(ev.get("declared") or ()))
         elif op and kind in ("returned", "uncertain", "recovered", "resolved") and op not in outcomes:
             outcomes[op] = ev
+        elif op and kind == "maintenance" and ev.get("checkpoint"):
+            boundaries.setdefault(op, ev["checkpoint"])
     out = sorted(found.values(), key=lambda c: c.started_ns)
     for c in out:
+        c.boundary = boundaries.get(c.operation_id)
         ev = outcomes.get(c.operation_id)
         if ev is not None:
             c.finished_ns = int(ev.get("timestamp_ns") or 0)

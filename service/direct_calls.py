@@ -8,7 +8,7 @@ import subprocess
 from typing import TYPE_CHECKING
 
 from ..engine.confine import split
-from ..engine.errors import ChronosError, explain
+from ..engine.errors import ChronosError, UnknownWorkspace, explain
 from ..journal_refs.events import sha256_hex
 from ..journal_refs.evidence import content_id
 from .calls import Call, Declared, Outcome, Ticket
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 def run_command(calls: ProtectedCalls, workspace: str, argv: list[str], *, tool: str = "terminal",
                 stdout=None, stderr=None) -> RunResult:
     """A protected shell call: `chronos-git run -- CMD`."""
+    _exists(workspace, "nothing was run")
     call = Call(tool=tool, args={"argv": argv, "cwd": workspace}, workspace=workspace,
                 session_id=os.environ.get("CHRONOS_GIT_SESSION"), actor="cli")
     rc: int | None
@@ -51,6 +52,7 @@ def write_file(calls: ProtectedCalls, workspace: str, path: str, content: bytes,
                tool: str = "write_file", session_id: str | None = None, actor: str | None = "cli") -> WriteResult:
     """A protected write with write_file semantics (parents created, replaced whole),
     confined to the workspace: never through a symlink, never into a `.git`."""
+    _exists(workspace, "nothing was written")
     ws = calls.core.store.workspace(workspace)
     abspath = os.path.normpath(path if os.path.isabs(path) else os.path.join(workspace, path))
     if os.fsencode(abspath) == ws.root_bytes:
@@ -93,3 +95,9 @@ def failed_write(ticket: Ticket, exc: BaseException) -> Outcome:
     untouched = all(content_id(d["path"]) == d["pre"] for d in ticket.declared)
     return Outcome(status="error", result_hash=sha256_hex(str(exc)),
                    uncertain_reason=None if untouched else f"exception: {type(exc).__name__}")
+
+
+def _exists(workspace: str, what: str) -> None:
+    """A workspace that is not a folder is refused before anything is journaled."""
+    if not os.path.isdir(workspace):
+        raise UnknownWorkspace(f"workspace {os.fsdecode(workspace)} does not exist or is not a folder: {what}")

@@ -145,7 +145,20 @@ class Reverts:
                            branch_point=_after_of(op), operation_step=True, **kw)
 
     # ------------------------------------------------------------ the merge
-    def _merge(self, ws, what: str, tool: str, chosen: list[CallChange], args: dict, *,
+    def _merge(self, ws, what: str, tool: str, chosen: list[CallChange], args: dict, **kw) -> RestoreResult:
+        """`_merge_now`, with a clear error where a checkpoint or file version the operation needs
+        is gone (retention or a compaction dropped it) instead of libgit2's."""
+        try:
+            return self._merge_now(ws, what, tool, chosen, args, **kw)
+        except (KeyError, pygit2.GitError) as exc:
+            names = ", ".join(f"{c.operation_id[:12]} ({c.tool})" for c in chosen[:3])
+            raise CheckpointNotFound(
+                f"cannot {what}: a checkpoint or file version of {names}{' ...' if len(chosen) > 3 else ''} is no "
+                f"longer in the store (retention keeps max_checkpoints per workspace; a compaction drops what it "
+                f"no longer keeps): {str(exc).strip(chr(39))[:80]}. Nothing was changed; `log --all` lists what "
+                "can still be restored") from None
+
+    def _merge_now(self, ws, what: str, tool: str, chosen: list[CallChange], args: dict, *,
                branch_point=None, operation_step: bool = False, markers: bool = False, dry_run: bool = False,
                force: bool = False, gate: bool = True, actor: str = "cli", session_id: str | None = None,
                plan_token: str | None = None, require_plan: bool = False) -> RestoreResult:
@@ -212,6 +225,9 @@ class Reverts:
             return res
         if not chosen and res.status == "ok":
             res.note = f"no protected call to take back: the {what} changes nothing"
+        elif res.conflicts and res.status == "ok" and markers:
+            res.note = (f"{plural(res.conflicts, 'path')} with conflicts: resolve the git-style markers written "
+                        "into them (a binary file or a symlink is left as it is)")
         elif res.conflicts and res.status == "ok":
             res.note = (f"{plural(res.conflicts, 'path')} left as {'they are' if res.conflicts > 1 else 'it is'}: "
                         "see the conflicts (--conflicts markers writes git-style markers into text files instead)")

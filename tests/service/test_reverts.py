@@ -86,6 +86,8 @@ def test_conflict_markers_by_choice(history, ws):
     assert "<<<<<<< current" in a and ">>>>>>> before the agent's call" in a and res.status == "ok"
     [c] = [i for i in res.plan if i.path == "a.txt"]
     assert c.action == "conflict" and "markers" in c.reason and res.conflicts == 1     # told, not hidden
+    from chronos_git.cli import render
+    assert "--conflicts markers writes" not in render.text(res)      # not offered what was just done
 
 
 def test_revert_one_call_only(history, ws):
@@ -222,6 +224,10 @@ def test_an_operation_that_changed_nothing_is_not_on_the_undo_stack(history, ws)
     again = s.revert(str(ws), made, actor="test")
     assert first.files_changed + first.untracked_removed == 1
     assert again.files_changed + again.untracked_removed == 0 and "nothing was left" in again.note
+    from chronos_git.cli import render
+    said = render.text(again)                           # the text says so, and offers no undo of it
+    assert "nothing was left" in said and "undo: chronos-git undo" not in said, said
+    assert "undo: chronos-git undo" in render.text(first)
     s.undo(str(ws), actor="test")                       # undoes the first, the real one
     assert (ws / "made.txt").read_text() == "made by the agent\n"
 
@@ -349,3 +355,35 @@ def test_the_report_lists_a_reused_checkpoints_roles_its_own_first(history, ws):
     kinds = [re.findall(r'k-([a-z_]+)"', r) for r in rows]
     assert ["after_call", "before_call"] in kinds, kinds
     assert ["manual", "before_call"] in kinds, kinds
+
+
+@pytest.mark.process
+def test_a_shell_call_cut_off_by_a_crash_is_taken_back_as_conflicts_never_as_nothing(svc, ws, cli):
+    (ws / "f.txt").write_text("1\n2\n3\n")
+    assert cli("snapshot", cwd=ws).rc == 0
+    crashed = cli("--json", "run", "--", "sh", "-c", "echo AG >> f.txt", cwd=ws, fault="after_dispatch")
+    assert crashed.rc == -9
+    (ws / "notes.txt").write_text("the person's, after the crash\n")
+    s = svc()
+    s.start()
+    (op,) = [c.operation_id for c in s.reverts._calls(s.time.existing(str(ws))) if c.tool == "terminal"]
+    for res in (s.revert(str(ws), op, dry_run=True), s.agent_restore(str(ws), "@1", dry_run=True)):
+        conflicts = {i.path for i in res.plan if i.action == "conflict"}
+        assert "f.txt" in conflicts and res.conflicts == len(conflicts), res.plan
+        assert not [i for i in res.plan if i.action != "conflict"], res.plan      # nothing guessed
+    assert (ws / "f.txt").read_text() == "1\n2\n3\nAG\n"
+
+
+def test_an_operation_whose_checkpoints_retention_dropped_says_so(ws, cli):
+    assert cli("snapshot", cwd=ws).rc == 0
+    for i in range(2):
+        assert cli("run", "--", "sh", "-c", f"echo {i} >> a.txt", cwd=ws).rc == 0
+    assert cli("write", "b.txt", "--content", "b\n", cwd=ws).rc == 0
+    ops = [e["operation_id"] for e in cli("--json", "journal", "log", cwd=ws).json["events"] if e["kind"] == "started"]
+    assert cli("revert", ops[0], cwd=ws).rc == 0
+    tight = {"max_checkpoints": 1, "compact_grace_s": 0}
+    assert cli("compact", cwd=ws, settings=tight).rc == 0
+    for argv in (("undo", "--dry-run"), ("revert", ops[-1], "--dry-run")):
+        r = cli("--json", *argv, cwd=ws, settings=tight)
+        assert r.rc == 1 and r.json["code"] != "internal", r.json
+        assert "no longer in the store" in r.json["error"] and "Traceback" not in r.stderr, r.json

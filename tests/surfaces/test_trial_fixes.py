@@ -161,3 +161,15 @@ def test_health_on_a_fresh_store_says_it_once(cli, ws, store_dir):
     assert out.count(str(store_dir)) == 1, out
     assert out.count("yet") == 1 and "protection READY" in out
     assert not store_dir.exists()
+
+
+def test_run_and_write_in_a_workspace_that_does_not_exist_are_refused_before_the_journal(cli, tmp_path, ws):
+    nope = tmp_path / "nope"
+    assert cli("snapshot", cwd=ws).rc == 0
+    before = cli("--json", "journal", "log", cwd=ws).json["events"]
+    for argv in (("run", "-w", nope, "--", "true"), ("write", "-w", nope, "x", "--content", "y")):
+        r = cli("--json", *argv, cwd=ws)
+        assert r.rc == 1 and f"workspace {nope} does not exist" in r.json["error"], r.json
+        assert "b'" not in r.json["error"]
+    assert cli("--json", "journal", "log", cwd=ws).json["events"] == before       # nothing journaled
+    assert not nope.exists()
