@@ -640,11 +640,12 @@ def _operation_facts(events: list[r.Event]) -> Padding:
     who ran and who settled it, its checkpoints before and after, its exit code, its outcome."""
     ev = [(e.kind, _fields(e)) for e in events]
     started = next((x for k, x in ev if k in ("started", "refused")), {})
-    after = next((x for _, x in reversed(ev) if x.get("post_checkpoint")), {})
+    # a time-machine operation's checkpoint after is `after_checkpoint` (its post is its target)
+    after = next((x for _, x in reversed(ev) if x.get("after_checkpoint") or x.get("post_checkpoint")), {})
     exit_code = next((x["exit_code"] for _, x in reversed(ev) if x.get("exit_code") is not None), None)
     actors = [str(started["actor"])] if started.get("actor") else []
     actors += [f"{k} by {x['actor']}" for k, x in ev if k != "started" and x.get("actor")]
-    pre, post = started.get("pre_checkpoint"), after.get("post_checkpoint")
+    pre, post = started.get("pre_checkpoint"), after.get("after_checkpoint") or after.get("post_checkpoint")
     cps = (None if not pre and not post else
            f"{_short(pre)} (nothing changed)" if pre == post else
            f"before {_short(pre) if pre else 'none'}, after {_short(post) if post else 'none yet'}")
@@ -668,6 +669,7 @@ def _operation_facts(events: list[r.Event]) -> Padding:
         ("tool", _name(str(started["tool"])) if started.get("tool") else None),
         ("workspace", _name(str(started["workspace"])) if started.get("workspace") else None),
         ("actor", _name("; ".join(actors)) if actors else None),
+        ("session", _name(str(started["session_id"])) if started.get("session_id") else None),
         ("subagent", _name(" ".join(filter(None, (started.get("subagent_id"), started.get("parent_tool_call_id") and
                                                    f"(started by call {started['parent_tool_call_id']})"))))
          if started.get("subagent_id") or started.get("parent_tool_call_id") else None),

@@ -301,7 +301,9 @@ class TimeMachine:
                    for it in prepared.items if it.action in ("restore", "create", "delete")]
         if not written:
             return prepared.safety.id
-        meta = CheckpointMeta(description=f"after {op.what} ({prepared.target.id[:12]})", kind="full",
+        # a merge's target is a commit off every chain (what it put in place): not a checkpoint to name
+        put_back = f" ({prepared.target.id[:12]})" if prepared.target.meta.kind != "merge" else ""
+        meta = CheckpointMeta(description=f"after {op.what}{put_back}", kind="full",
                               role="restored", tool=op.tool, session_id=session_id)
         try:
             faults.hit("after_timeop_files")

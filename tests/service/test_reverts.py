@@ -387,3 +387,15 @@ def test_an_operation_whose_checkpoints_retention_dropped_says_so(ws, cli):
         r = cli("--json", *argv, cwd=ws, settings=tight)
         assert r.rc == 1 and r.json["code"] != "internal", r.json
         assert "no longer in the store" in r.json["error"] and "Traceback" not in r.stderr, r.json
+
+
+def test_a_merging_operation_names_its_checkpoint_after_not_its_merge(history, ws, cli):
+    s, start = history
+    res = s.agent_restore(str(ws), start, actor="test")
+    (after,) = [c for c in s.log(str(ws), 1).checkpoints]
+    assert after.id == res.after_checkpoint and after.description == "after agent-only restore", after
+    (merge,) = [e["post_checkpoint"] for e in cli("--json", "journal", "show", res.operation_id, cwd=ws).json["events"]
+                if e["kind"] == "returned"]
+    assert merge not in (res.after_checkpoint, start)                  # the journal's post: the merge put in place
+    shown = cli("journal", "show", res.operation_id, cwd=ws).stdout
+    assert res.after_checkpoint[:12] in shown and merge[:12] not in shown, shown
