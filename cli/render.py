@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 from contextlib import contextmanager
 from datetime import datetime
@@ -177,6 +178,15 @@ def _message(result: r.Result) -> str:
 def _error(message: str) -> Text:
     one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     return Text.assemble(("error: ", "bold red"), _name(one_line))
+
+
+def shell_word(s: str) -> str:
+    """`s` as one word bash (or zsh) gives back byte for byte (a name with spaces, a newline or
+    bytes that are not UTF-8: `$'...'` with escapes), for a command to paste."""
+    raw = os.fsencode(s)
+    if all(0x20 < b < 0x7f for b in raw):
+        return shlex.quote(s)
+    return "$'" + "".join(chr(b) if 0x20 <= b < 0x7f and b not in b"'\\" else f"\\x{b:02x}" for b in raw) + "'"
 
 
 def _name(s: str | None) -> str:
@@ -939,7 +949,7 @@ def _call(res: r.CallRecord):
                    f"{', '.join(_name(p) for p in res.protected_changed)} (recorded in its outcome; "
                    f"`chronos-git journal show {(res.operation_id or '-')[:12]}`)", style="bold red")
     if isinstance(res, r.WriteResult) and pre and post and pre != post:
-        yield Text(f"undo: chronos-git restore {pre[:12]} --path {_name(res.path)}")
+        yield Text(f"undo: chronos-git restore {pre[:12]} --path {shell_word(res.path)}")
 
 
 def _workspaces(res: r.WorkspacesResult):

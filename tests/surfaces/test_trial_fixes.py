@@ -5,6 +5,7 @@ person are in test_hermes_plugin.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -173,3 +174,15 @@ def test_run_and_write_in_a_workspace_that_does_not_exist_are_refused_before_the
         assert "b'" not in r.json["error"]
     assert cli("--json", "journal", "log", cwd=ws).json["events"] == before       # nothing journaled
     assert not nope.exists()
+
+
+def test_the_undo_hint_of_a_write_is_a_command_that_pastes(cli, ws):
+    import subprocess
+    assert cli("snapshot", cwd=ws).rc == 0
+    for name in ("with space.txt", "new\nline.txt", os.fsdecode(b"caf\xff.txt")):
+        (ws / name).write_text("before\n")
+        r = cli("write", name, "--content", "after\n", cwd=ws)
+        hint = next(line for line in r.stdout.splitlines() if line.startswith("undo: chronos-git restore"))
+        word = hint.split(" --path ", 1)[1]
+        echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True).stdout
+        assert echoed == os.fsencode(str(ws / name)), (name, hint)
