@@ -637,11 +637,15 @@ def _events(res: r.EventsResult | r.OperationEvents):
     elif not res.events:
         yield Text("no journal events")
         return
-    t = _table(("#", "right"), "when", "kind", "operation", "what")
+    # the session (and subagent) a call ran in: what `revert --session` / `--subagent` take
+    sessions = any(e.session_id or e.subagent_id for e in res.events)
+    t = _table(("#", "right"), "when", "kind", "operation", *(["session"] if sessions else []), "what")
     for e in res.events:
         extra = _fields(e)
         what = " ".join(str(extra[k]) for k in ("tool", "status", "outcome", "reason", "action") if extra.get(k))
-        t.add_row(str(e.seq), _when(e.timestamp_ns / 1e9), e.kind, (e.operation_id or "-")[:12], _name(what))
+        who = " ".join(filter(None, (e.session_id, e.subagent_id and f"subagent {e.subagent_id}")))
+        t.add_row(str(e.seq), _when(e.timestamp_ns / 1e9), e.kind, (e.operation_id or "-")[:12],
+                  *([_name(who)] if sessions else []), _name(what))
     yield _indent(t)
 
 

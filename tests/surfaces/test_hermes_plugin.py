@@ -633,6 +633,8 @@ def test_one_subagents_calls_are_reverted_by_its_id_or_the_call_that_started_it(
 
     shown = run_cli(p.store_dir(), "journal", "show", started["call_2"]["operation_id"], cwd=ws)
     assert "sa-1 (started by call call_delegate)" in shown.stdout, shown.stdout
+    listed = run_cli(p.store_dir(), "journal", "log", cwd=ws).stdout      # the ids revert takes, in text
+    assert "child-a subagent sa-1" in listed and "child-b subagent sa-2" in listed, listed
 
     res = svc.revert(str(ws), subagent="call_delegate", actor="person")
     assert res.status == "ok", res
