@@ -355,14 +355,16 @@ def _hunks(repo: pygit2.Repository, a: bytes, o: bytes, t: bytes) -> tuple[str, 
 
     agent_hit = [h for h in agent if touches(h, person)] or agent
     person_hit = [h for h in person if touches(h, agent)] or person
-    return f"the agent modified {_ranges(agent_hit)}", f"modified afterwards: {_ranges(person_hit)}"
+    # the agent's hunks in the lines it left (none: it removed lines there); the later ones in
+    # the same lines (none: lines were added there); every surface labels the second "after"
+    return f"the agent {_ranges(agent_hit, 'removed')}", _ranges(person_hit, "added")
 
 
-def _ranges(hunks: list[tuple[int, int]]) -> str:
+def _ranges(hunks: list[tuple[int, int]], none: str) -> str:
     parts = []
     for start, n in hunks[:_MAX_RANGES]:
-        parts.append(f"removed lines after line {start}" if n == 0 else
-                     f"line {start}" if n == 1 else f"lines {start}-{start + n - 1}")
+        parts.append(f"{none} lines after line {start}" if n == 0 else
+                     f"changed line {start}" if n == 1 else f"changed lines {start}-{start + n - 1}")
     more = f" and {len(hunks) - _MAX_RANGES} more" if len(hunks) > _MAX_RANGES else ""
     return ", ".join(parts) + more
 

@@ -395,7 +395,7 @@ def test_pane_renders_in_chromium_against_the_real_api(node_modules, store_dir, 
                 rows.nth(4).click()
                 page.get_by_test_id("agent-only-button").click()
                 page.get_by_test_id("restore-plan-conflicts").wait_for()
-                assert "agent: the agent modified line 1" in page.get_by_test_id("conflict-agent").inner_text()
+                assert "agent: the agent changed line 1" in page.get_by_test_id("conflict-agent").inner_text()
                 assert page.get_by_test_id("agent-only-button").inner_text() == "Confirm agent-only"
                 page.get_by_test_id("restore-plan").scroll_into_view_if_needed()
                 pane.screenshot(path=str(shots / "desktop-agent-only-conflict.png"))

@@ -399,3 +399,19 @@ def test_a_merging_operation_names_its_checkpoint_after_not_its_merge(history, w
     assert merge not in (res.after_checkpoint, start)                  # the journal's post: the merge put in place
     shown = cli("journal", "show", res.operation_id, cwd=ws).stdout
     assert res.after_checkpoint[:12] in shown and merge[:12] not in shown, shown
+
+
+def test_a_conflict_says_what_each_side_did_in_words_that_fit(svc, ws):
+    s = svc()
+    (ws / "f.txt").write_text("l1\nl2\nl3\n")
+    (ws / "g.txt").write_text("l1\nl2\nl3\n")
+    start = s.snapshot(str(ws), "start").checkpoint
+    agent_write(s, ws, "f.txt", "l1\nl2 AG\nl3\n")
+    agent_write(s, ws, "g.txt", "l1\nl3\n")                          # the agent removed l2
+    (ws / "f.txt").write_text("l1\nl2 AG\nADDED\nl3\n")                # the person adds a line in its hunk
+    (ws / "g.txt").write_text("l1\nl3 person\n")
+    plan = {i.path: i for i in s.agent_restore(str(ws), start, dry_run=True).plan}
+    assert plan["f.txt"].action == "conflict" and plan["g.txt"].action == "conflict", plan
+    assert plan["f.txt"].agent.startswith("the agent changed line 2"), plan["f.txt"].agent
+    assert plan["f.txt"].person == "added lines after line 2", plan["f.txt"].person
+    assert plan["g.txt"].agent.startswith("the agent removed lines after line 1"), plan["g.txt"].agent
