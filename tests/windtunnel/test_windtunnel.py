@@ -37,6 +37,28 @@ def test_a_fault_point_no_seed_reached_is_a_breach():
                                     "breach": "unreached: no seed reached mid_append"}]
 
 
+def test_a_fault_point_not_reached_is_run_once_more_and_both_runs_count(monkeypatch):
+    from dataclasses import asdict
+    tried = []
+
+    def fake(ctx, case, timeout):
+        tried.append((case.name, case.seed))
+        reached = case.seed > 0 or case.name == "eio_once"    # mid_write's first setup did not get there
+        return {"case": asdict(case), "reached": reached, "note": "", "counts": {}, "breaches": [],
+                "seconds": 0.1}
+    monkeypatch.setattr(runner, "run_isolated", fake)
+    monkeypatch.setattr(runner, "build", lambda *a, **k: [Case("io", "mid_write", 0, {}), Case("io", "eio_once", 0, {})])
+    with open("/dev/null", "w") as quiet:
+        report = runner.run(["io"], quick=True, seeds=1, seed=None, workers=1, out=quiet)
+        assert sorted(tried) == [("eio_once", 0), ("mid_write", 0), ("mid_write", 1)]    # once more, only it
+        assert report["breaches"] == 0 and report["suites"]["io"]["cases"] == 3
+
+        monkeypatch.setattr(runner, "run_isolated", lambda ctx, case, timeout: {
+            "case": asdict(case), "reached": False, "note": "", "counts": {}, "breaches": [], "seconds": 0.1})
+        report = runner.run(["io"], quick=True, seeds=1, seed=None, workers=1, out=quiet)
+    assert report["breaches"] == 2                    # reached by neither run: still breaches
+
+
 def test_every_power_target_and_crash_point_has_a_case():
     cases = suites.build(["crash", "power"], quick=True, seeds=1)
     from chronos_git.engine.faults import POINTS
