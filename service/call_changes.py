@@ -90,8 +90,10 @@ def compact(payload: dict) -> dict:
     for key in ("snapshot", "args"):
         if key in out and not isinstance(out[key], dict):
             del out[key]
-    if not isinstance(out.get("declared"), (list, type(None))):
-        del out["declared"]
+    declared = out.get("declared")
+    if declared is not None and not (isinstance(declared, list) and all(
+            isinstance(d, dict) and isinstance(d.get("path"), str) for d in declared)):
+        del out["declared"]               # as journal_refs/operation.py: malformed declares nothing
     args = out.get("args")
     if isinstance(args, dict):            # only what the time machine reads back
         out["args"] = {k: args[k] for k in ("undoes", "redoes", "target", "checkpoint", "operation", "session",

@@ -280,9 +280,9 @@ def test_an_edited_journal_event_of_odd_types_does_not_stop_a_listing_or_a_rever
     s = svc()
     s.snapshot(str(ws), "mine")
     op = agent_write(s, ws, "a.txt", "agent\n")
-    for odd in ({"pre_checkpoint": ["x"]}, {"workspace": ["x"]}, {"tool": ["x"], "args": ["y"]},
-                {"snapshot": 3, "declared": "all", "session_id": {"a": 1}}):
-        s.core.journal.append(events.Started, {"operation_id": f"odd{len(str(odd))}", **odd})
+    for n, odd in enumerate(({"pre_checkpoint": ["x"]}, {"workspace": ["x"]}, {"tool": ["x"], "args": ["y"]},
+                {"snapshot": 3, "declared": "all", "session_id": {"a": 1}}, {"declared": [1, {"path": 2}]})):
+        s.core.journal.append(events.Started, {"operation_id": f"odd{n}", **odd})
     for fresh in (False, True):            # a warm reader, then a new process's first listing
         if fresh:
             type(s).forget_instances()
