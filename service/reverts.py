@@ -120,7 +120,7 @@ class Reverts:
                     "`journal log` shows them; --session with the subagent's session id works too)")
             args = {"subagent": subagent}
         else:
-            chosen = _by_prefix(cs, operation or "")
+            chosen = self._by_prefix(ws, cs, operation or "")
             args = {"operation": chosen[0].operation_id}
         return self._merge(ws, "revert", "chronos.revert", chosen, args, **kw)
 
@@ -143,6 +143,25 @@ class Reverts:
         return self._merge(ws, "redo", "chronos.redo", [undo], {"redoes": undo.operation_id,
                                                                   "operation": op.operation_id},
                            branch_point=_after_of(op), operation_step=True, **kw)
+
+    def _by_prefix(self, ws, cs: list[CallChange], prefix: str) -> list[CallChange]:
+        """The one call `prefix` names in this workspace; if none, an error that says where it is:
+        a time-machine operation (taken back with undo), or a call of another workspace."""
+        found = _by_prefix(cs, prefix)
+        if found:
+            return found
+        p = prefix.strip().lower()
+        root = os.fsdecode(ws.root_bytes)
+        for ev in self.events.newest_first():
+            if ev["kind"] != "started" or not (ev.get("operation_id") or "").startswith(p):
+                continue
+            what = f"{ev['operation_id'][:12]} ({ev.get('tool')})"
+            if ev.get("tool") in call_changes.TIME_MACHINE_TOOLS:
+                raise CheckpointNotFound(f"{what} is a time-machine operation: take it back with `undo`")
+            if ev.get("workspace") != root:
+                raise CheckpointNotFound(f"call {what} ran in workspace {ev.get('workspace')}, not {root}: "
+                                         f"revert it there (-w {ev.get('workspace')})")
+        raise CheckpointNotFound(f"no protected call {prefix!r} in the journal (`chronos-git journal log` lists them)")
 
     # ------------------------------------------------------------ the merge
     def _merge(self, ws, what: str, tool: str, chosen: list[CallChange], args: dict, **kw) -> RestoreResult:
@@ -267,9 +286,6 @@ def _by_prefix(cs: list[CallChange], prefix: str) -> list[CallChange]:
         raise ValueError(f"{prefix!r} is not an operation id: give it, or a prefix of at least 4 hex digits "
                          "(`chronos-git journal log` lists them)")
     found = [c for c in cs if c.operation_id.startswith(p)]
-    if not found:
-        raise CheckpointNotFound(f"no protected call {prefix!r} in this workspace (a restore, revert or undo of "
-                                 "the time machine is taken back with `undo`)")
     if len(found) > 1:
         raise ValueError(f"operation prefix {prefix!r} is ambiguous ({len(found)} calls)")
     return found

@@ -415,3 +415,17 @@ def test_a_conflict_says_what_each_side_did_in_words_that_fit(svc, ws):
     assert plan["f.txt"].agent.startswith("the agent changed line 2"), plan["f.txt"].agent
     assert plan["f.txt"].person == "added lines after line 2", plan["f.txt"].person
     assert plan["g.txt"].agent.startswith("the agent removed lines after line 1"), plan["g.txt"].agent
+
+
+def test_revert_of_an_id_that_is_not_this_workspaces_call_says_where_it_is(history, ws, tmp_path):
+    s, start = history
+    other = tmp_path / "other"
+    other.mkdir()
+    elsewhere = agent_write(s, other, "x.txt", "x\n")
+    with pytest.raises(CheckpointNotFound, match=f"ran in workspace {other}, not {ws}: revert it there"):
+        s.revert(str(ws), elsewhere[:8])
+    undo_me = s.revert(str(ws), _op(s, "made.txt"), actor="test").operation_id
+    with pytest.raises(CheckpointNotFound, match="is a time-machine operation: take it back with `undo`"):
+        s.revert(str(ws), undo_me[:8])
+    with pytest.raises(CheckpointNotFound, match="no protected call 'abcdef12' in the journal"):
+        s.revert(str(ws), "abcdef12")
