@@ -36,7 +36,7 @@ class OpenOperation:
                    session_id=info.get("session_id"), tool_call_id=info.get("tool_call_id"),
                    workspace=info.get("workspace"), pre_checkpoint=info.get("pre_checkpoint"),
                    started_seq=info.get("started_seq"), owner=info.get("owner"), reason=info.get("reason"),
-                   evidence=info.get("evidence"), declared=_declared(info.get("declared")),
+                   evidence=info.get("evidence"), declared=well_formed_declared(info.get("declared")) or [],
                    boundary_checkpoint=info.get("boundary_checkpoint"))
 
     @property
@@ -59,9 +59,10 @@ class OpenOperation:
         return d
 
 
-def _declared(value) -> list[dict]:
-    """The declared paths as journaled; anything else (an edited event) declares none, so the
-    call is left to an operator instead of settled by evidence read from a malformed list."""
+def well_formed_declared(value) -> list[dict] | None:
+    """The declared paths as journaled ({"path", "pre", "post"} each); None for anything else
+    (an edited event), which declares none: the call is left to an operator instead of settled
+    by evidence read from a malformed list."""
     if isinstance(value, list) and all(isinstance(d, dict) and isinstance(d.get("path"), str) for d in value):
         return list(value)
-    return []
+    return None

@@ -56,16 +56,14 @@ def event(journal: Journal, commit_id: str) -> dict:
 def events(journal: Journal, limit: int | None = 50, *, kinds: set[type[JournalEvent]] | None = None) -> list[dict]:
     """Payloads (with `id`), newest first; `kinds`: only events of these types."""
     names = {k.kind for k in kinds} if kinds else None
-    journal.refresh()
     out: list[dict] = []
-    repo = journal.repo()
-    cid = journal.head
-    while cid and (limit is None or len(out) < limit):
-        commit = read_commit(repo, cid)
-        payload, _ = parse_message(commit.message)
+    if limit is not None and limit < 1:
+        return out
+    for payload in walk(journal):
         if names is None or payload["kind"] in names:
-            out.append({**payload, "id": cid})
-        cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+            out.append(payload)
+            if limit is not None and len(out) >= limit:
+                break
     return out
 
 

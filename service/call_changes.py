@@ -23,12 +23,14 @@ import pygit2
 
 from ..engine.agent_merge import Segment
 from ..journal_refs.journal import REF as JOURNAL_REF
+from ..journal_refs.operation import well_formed_declared
 from ..journal_refs.state import CRASH_BOUNDARY
 
 log = logging.getLogger("chronos_git")
 
 TIME_MACHINE_TOOLS = frozenset({"chronos.restore", "chronos.revert", "chronos.agent_restore", "chronos.undo",
                                 "chronos.redo", "chronos.rollback"})
+OPERATION_TOOLS = TIME_MACHINE_TOOLS | {"chronos_rollback"}      # and the model's rollback (a tool call too)
 
 
 @dataclass
@@ -90,10 +92,8 @@ def compact(payload: dict) -> dict:
     for key in ("snapshot", "args"):
         if key in out and not isinstance(out[key], dict):
             del out[key]
-    declared = out.get("declared")
-    if declared is not None and not (isinstance(declared, list) and all(
-            isinstance(d, dict) and isinstance(d.get("path"), str) for d in declared)):
-        del out["declared"]               # as journal_refs/operation.py: malformed declares nothing
+    if "declared" in out and well_formed_declared(out["declared"]) is None:
+        del out["declared"]               # malformed (or none): declares nothing
     args = out.get("args")
     if isinstance(args, dict):            # only what the time machine reads back
         out["args"] = {k: args[k] for k in ("undoes", "redoes", "target", "checkpoint", "operation", "session",
@@ -196,7 +196,7 @@ class _Roles:
             ws = ev.get("workspace")
             if not ws or not op:
                 return
-            tm = ev.get("tool") in TIME_MACHINE_TOOLS | {"chronos_rollback"}
+            tm = ev.get("tool") in OPERATION_TOOLS
             self.ops[op] = (ws, tm)
             if ev.get("pre_checkpoint"):
                 self._add(ws, ev["pre_checkpoint"], "safety" if tm else "before_call")

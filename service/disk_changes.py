@@ -11,14 +11,13 @@ import os
 
 from ..engine.checkpoint import ROLES
 from ..journal_refs.journal import REF as JOURNAL_REF
-from .call_changes import TIME_MACHINE_TOOLS, CallEvents, call_event, compact
+from .call_changes import OPERATION_TOOLS as _TOOLS, CallEvents, call_event, compact
 from .results import DiskChange, DiskChanges
 
 _WHAT = {"chronos.restore": "restore", "chronos_rollback": "restore (the model's rollback)",
          "chronos.agent_restore": "agent-only restore", "chronos.revert": "revert", "chronos.undo": "undo",
          "chronos.redo": "redo", "chronos.rollback": "restore"}
 PATHS_SHOWN = 20
-_TOOLS = TIME_MACHINE_TOOLS | {"chronos_rollback"}
 
 
 def since(core, events: CallEvents, time, workspace: str, after: str | None) -> DiskChanges:

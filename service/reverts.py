@@ -64,7 +64,7 @@ class Reverts:
                                                       and c.settled in ("completed", "partial"))
             if c.tool not in OPERATIONS or not done:  # a crash cut off and settled completed: done too
                 continue
-            if _after_of(c) is not None and _after_of(c) == c.pre:
+            if c.pre is not None and _after_of(c) == c.pre:
                 continue                              # it changed nothing: nothing to undo or redo
             undoes, redoes = c.args.get("undoes"), c.args.get("redoes")
             if c.tool == "chronos.undo" and h.done and h.done[-1].operation_id == undoes:
