@@ -120,7 +120,7 @@ def disk_notice(changes) -> str | None:
         else:
             shown = ", ".join(human(p) for p in c.paths)
             more = f" and {c.count - len(c.paths)} more" if c.count > len(c.paths) else ""
-            files = f"{c.count} file{'s' if c.count != 1 else ''} changed: {shown}{more}"
+            files = f"{plural(c.count, 'file')} changed: {shown}{more}"
         lines.append(f"- {c.what}{who}{back}; {files} (operation {c.operation_id[:12]})")
     return "\n".join(lines)
 

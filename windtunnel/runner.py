@@ -64,6 +64,12 @@ def run_isolated(ctx, case, timeout: float = CASE_TIMEOUT) -> dict:
     return result
 
 
+def _say_breach(r: dict, out) -> None:
+    if r["breaches"]:
+        print(f"  BREACH {r['case']['suite']} {r['case']['name']} seed {r['case']['seed']}: "
+              f"{r['breaches'][0]}", file=out, flush=True)
+
+
 def _unreached(case, results: dict[str, list[dict]]) -> bool:
     """A crash or I/O fault point no run of this pass reached."""
     if case.suite not in ("crash", "io") or case.name == "random kill":
@@ -151,9 +157,7 @@ def run(suites, *, quick: bool, seeds: int, seed: int | None, workers: int, kill
             r = fut.result()
             done += 1
             results[r["case"]["suite"]].append(r)
-            if r["breaches"]:
-                print(f"  BREACH {r['case']['suite']} {r['case']['name']} seed {r['case']['seed']}: "
-                      f"{r['breaches'][0]}", file=out, flush=True)
+            _say_breach(r, out)
             if done % 25 == 0 or done == len(cases):
                 print(f"  {done}/{len(cases)} cases, {time.monotonic() - t0:.0f} s", file=out, flush=True)
         # a fault point that no seed reached proves nothing (summarize: a breach); a case whose
@@ -165,9 +169,7 @@ def run(suites, *, quick: bool, seeds: int, seed: int | None, workers: int, kill
                                  for c in again]):
             r = fut.result()
             results[r["case"]["suite"]].append(r)
-            if r["breaches"]:
-                print(f"  BREACH {r['case']['suite']} {r['case']['name']} seed {r['case']['seed']}: "
-                      f"{r['breaches'][0]}", file=out, flush=True)
+            _say_breach(r, out)
     report = {"time": time.time(), "quick": quick, "seeds": seeds, "kills": kills,
               "seconds": round(time.monotonic() - t0, 1),
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
