@@ -795,6 +795,7 @@ def _health(res: r.HealthResult):
         ("last snapshot", _last_snapshot(res.last_snapshot) if res.last_snapshot else "none yet"),
         ("workspace", f"{_name(w.root)}: {plural(w.checkpoints, 'checkpoint')}"
                       + (f", newest {_checkpoint(w.latest)}" if w.latest else "") if w else None),
+        ("watcher", _watcher(w.watcher) if w and w.watcher and w.watcher.enabled else None),
         ("", _first_snapshot(w.background) if w and w.background else None),
         ("", _seed_text(w.first_snapshot_seed) if w and w.first_snapshot_seed else None),
         ("budget", _budget(res.store_budget) if res.store_budget else None),
@@ -862,6 +863,15 @@ def _budget(b: r.StoreBudget) -> str:
 def _on_a_thread(runs_in: str | None) -> str:
     """Where background work runs, when not in a child process (and why)."""
     return f"on a thread ({_name(runs_in)})" if runs_in and runs_in.startswith("this process") else ""
+
+
+def _watcher(w: r.WatcherState) -> Text:
+    """The inotify dirty set: watching, or degraded by the watch limit (what it costs, the fix)."""
+    whose = f" (process {w.process})" if w.process else ""
+    if w.unwatched_dirs:
+        return Text(f"{w.mode}{whose}: {w.watches} directories watched, {w.unwatched_dirs} not (every snapshot "
+                    f"walks them); fix: `{w.fix}`", style="yellow")
+    return Text(f"{w.mode or 'on'}{whose}: {w.watches} directories watched")
 
 
 def _first_snapshot(b: r.BackgroundJob) -> Text | None:

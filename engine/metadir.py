@@ -41,6 +41,7 @@ FILES = {
     "inflight/": "engine/inflight.py: temp names of restores under way",
     "tmp/": "scratch (fetches, first imports)",
     "ws/": "one lock per workspace",
+    "watch/": "service/watch_limit.py: each host process's watchers degraded by the inotify watch limit",
     "unconsolidated.json": "engine/consolidate.py",
     "compact.wanted": "engine/compaction.py: a writer waiting for the compaction to yield",
     "retention.log": "engine/compaction.py",

@@ -23,8 +23,10 @@ import time
 from dataclasses import dataclass, field
 
 import pygit2
-from pygit2 import GitError
+from pygit2 import Diff, GitError
 from pygit2.enums import DeltaStatus, DiffOption
+from pygit2.errors import check_error
+from pygit2.ffi import C, ffi
 
 from .ignore import is_ignored
 from .paths import delta_path, within
@@ -169,12 +171,50 @@ def update_all(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
     return scanner.report
 
 
-def _workdir_diff(index: pygit2.Index, report: ScanReport):
+def update_subtrees(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner, dirs) -> list[str]:
+    """Bring the index up to date below `dirs` only (the subtrees the watcher could not watch):
+    the same stat-cache diff as `update_all`, its walk limited to them by libgit2 itself.
+    Returns the paths it found changed (a checkpoint's tree is patched along them)."""
+    if not dirs:
+        return []
+    if "" in dirs:
+        update_all(repo, index, scanner)
+        scanner.report.whole_dirs = True          # the whole tree: no patching
+        return []
+    diff = _workdir_diff(index, scanner.report, sorted(dirs))
+    changed: list[str] = []
+    if diff is not None:
+        changed = [delta_path(d) for d in diff.deltas]
+        if any(p.endswith("/") for p in changed):
+            scanner.report.whole_dirs = True      # a directory as one entry (a nested repository)
+        _apply(index, scanner, diff, None)
+    _drop_uncapturable(index, scanner.report)
+    return changed
+
+
+def _diff_below(index: pygit2.Index, dirs: list[str]) -> Diff:
+    """index.diff_to_workdir with its walk limited to `dirs` (pygit2 takes no path list): a
+    literal path list (DISABLE_PATHSPEC_MATCH), so libgit2 enters no other directory."""
+    copts = ffi.new("git_diff_options *")
+    check_error(C.git_diff_options_init(copts, 1))
+    copts.flags = int(DIFF_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH)
+    names = [ffi.new("char[]", os.fsencode(d)) for d in dirs]
+    strings = ffi.new("char *[]", names)
+    copts.pathspec.strings, copts.pathspec.count = strings, len(names)
+    out = ffi.new("git_diff **")
+    repo = index._repo          # pygit2's own handles: what its diff_to_workdir passes
+    if repo is None:
+        raise ValueError("diff needs an associated repository")
+    check_error(C.git_diff_index_to_workdir(out, repo._repo, index._index, copts))
+    return Diff.from_c(bytes(ffi.buffer(out)[:]), repo)
+
+
+def _workdir_diff(index: pygit2.Index, report: ScanReport, dirs: list[str] | None = None):
     """Index vs work tree (stat cache first, read(2)-hashing where stat data changed)."""
     last: BaseException | None = None
     for attempt in range(RETRIES + 1):
         try:
-            return index.diff_to_workdir(flags=DIFF_FLAGS)
+            return index.diff_to_workdir(flags=DIFF_FLAGS) if dirs is None else _diff_below(index, dirs)
         except (GitError, OSError) as exc:    # a directory vanished mid-walk, and the like
             last = exc
             report.fallback = True
@@ -286,9 +326,17 @@ def _drop_uncapturable(index: pygit2.Index, report: ScanReport) -> None:
 
 
 def update_paths(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner, rels: list[str], *,
-                 watched: bool = False) -> None:
+                 watched: bool = False, subtrees=()) -> None:
     """Bring just these entries up to date: a file call's declared paths, or the watcher's
-    dirty set (`watched`: paths it saw change, reported only when they are omitted)."""
+    dirty set (`watched`: paths it saw change, reported only when they are omitted).
+    `subtrees` (the watcher's unwatched ones, the watch limit) are walked after them, and the
+    paths found changed there are appended to `rels` (the snapshot's tree is patched along it)."""
+    _update_paths(repo, index, scanner, rels, watched)
+    if subtrees and not scanner.report.aborted:
+        rels += update_subtrees(repo, index, scanner, subtrees)
+
+
+def _update_paths(repo, index, scanner: Scanner, rels: list[str], watched: bool) -> None:
     root = scanner.root
     todo = []
     for rel in rels:

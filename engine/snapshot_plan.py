@@ -8,7 +8,8 @@ the workspace knows of its stat cache (docs/design.md, "Snapshots").
              the newest checkpoint's tree (it is aligned to it first)
   bulk       the first snapshot of a workspace: one pack and a complete index (no budget: the
              import cannot stop midway); when it fails, `fallback` runs instead
-  watched    only the paths the watcher saw change, when it can prove that list complete
+  watched    only the paths the watcher saw change, when it can prove that list complete, plus a
+             walk of the subtrees no watch covers (`walk`: the watch limit was reached)
   scan       the whole tree walked (stat first, hashing where stat data changed)
 
 Every strategy but unchanged and declared takes the watcher's dirty set (`choose` does, the only
@@ -55,6 +56,7 @@ class SnapshotPlan:
     paths: tuple[str, ...] = ()           # watched: the dirty set (and a bulk's, for its fallback)
     fallback: Strategy | None = None      # bulk: watched or scan, when the import fails
     took_watch: bool = False              # the watcher's dirty set was taken for this snapshot
+    walk: tuple[str, ...] = ()            # watched: subtrees no watch covered, walked (the watch limit)
 
     @property
     def whole(self) -> bool:
@@ -64,13 +66,16 @@ class SnapshotPlan:
     def fall_back(self) -> SnapshotPlan:
         """A bulk import that failed: the strategy chosen for after it."""
         assert self.fallback is not None
-        return SnapshotPlan(self.fallback, f"the bulk import failed; {self.why}", self.paths, None, self.took_watch)
+        return SnapshotPlan(self.fallback, f"the bulk import failed; {self.why}", self.paths, None, self.took_watch,
+                            self.walk)
 
 
 class Watch(Protocol):
     """What `choose` asks of the watcher (engine/watcher.py's Watcher is one)."""
     def quiet(self) -> bool: ...
     def take(self) -> tuple[bool, set[str], str]: ...
+    @property
+    def walks(self) -> tuple[str, ...]: ...
 
 
 def choose(facts: CacheFacts, watcher: Watch | None) -> SnapshotPlan:
@@ -92,11 +97,14 @@ def choose(facts: CacheFacts, watcher: Watch | None) -> SnapshotPlan:
                  else "the stat cache is empty: only a walk sees every file" if trusted
                  else f"the watcher cannot vouch: {why}")
     paths = tuple(sorted(dirty)) if after is Strategy.WATCHED else ()
+    walk = tuple(watcher.walks) if after is Strategy.WATCHED and watcher is not None else ()
+    if walk:
+        after_why += f"; {len(walk)} unwatched subtrees walked (the inotify watch limit)"
     if not facts.has_tip and facts.index_empty and not facts.budgeted:
-        return SnapshotPlan(Strategy.BULK, "the first snapshot: " + after_why, paths, after, took)
+        return SnapshotPlan(Strategy.BULK, "the first snapshot: " + after_why, paths, after, took, walk)
     if facts.declared:
         after_why = "declared paths, but no checkpoint to take the rest from; " + after_why
-    return SnapshotPlan(after, after_why, paths, None, took)
+    return SnapshotPlan(after, after_why, paths, None, took, walk)
 
 
 @dataclass

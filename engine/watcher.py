@@ -15,11 +15,19 @@ complete; otherwise the caller falls back to a full scan:
 New directories get a watch and are reported whole (files created in them
 before the watch existed are then found by scanning the directory).
 Linux only; elsewhere `available()` is False and every snapshot is a full scan.
+
+The per-user watch limit (fs.inotify.max_user_watches) is not an error but a degraded mode:
+the watches made stay, a directory refused one (ENOSPC) is remembered with everything below
+it (`walks`: those subtrees), and a snapshot refreshes the dirty set plus a stat-cache walk of
+just those subtrees (engine/scan.py's update_subtrees).  A refused directory's own creation,
+removal or rename is an event of its watched parent; nothing inside it needs one.  `state()`
+says so, with the sysctl command that ends it (docs/performance.md, "The watch limit").
 """
 from __future__ import annotations
 
 import ctypes
 import errno
+import heapq
 import os
 import select
 import threading
@@ -47,6 +55,9 @@ from .inotify import (
 )
 from .worktree import in_git_dir, walk
 
+LIMIT_FILE = "/proc/sys/fs/inotify/max_user_watches"
+CAP: int | None = None       # tests only: refuse watches beyond this many (the sysctl is machine-wide)
+
 MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 MAX_DIRTY = 50_000           # beyond this a full scan is cheaper than the bookkeeping
@@ -59,12 +70,35 @@ def available() -> bool:
         return False
 
 
+def kernel_limit() -> int | None:
+    try:
+        with open(LIMIT_FILE) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def limit_fix(in_use: int, missing: int, limit: int | None) -> dict:
+    """The sysctl that ends a degraded mode: the limit (which this user's other programs share:
+    it was reached, so they hold about `limit - in_use`) plus the directories not watched, 25 %
+    headroom, rounded up to a multiple of 8192."""
+    need = max(limit or 0, in_use) + missing
+    n = -(-need * 5 // 4 // 8192) * 8192
+    setting = f"fs.inotify.max_user_watches={n}"
+    return {"max_user_watches": limit, "suggested": n, "fix": f"sudo sysctl {setting}",
+            "fix_permanent": f"echo {setting} | sudo tee /etc/sysctl.d/60-chronos-git.conf"}
+
+
 class Watcher:
-    def __init__(self, root: bytes, skip_dir=None):
+    def __init__(self, root: bytes, skip_dir=None, max_watches: int | None = None):
         """`skip_dir(rel: str) -> bool` says which directories not to watch (ignored ones; the
-        walk never watches `.git` or nested repositories below a watched directory)."""
+        walk never watches `.git` or nested repositories below a watched directory).
+        `max_watches` (tests only, else CAP): refuse watches beyond it as the kernel's limit would."""
         self.root = root.rstrip(b"/") or b"/"
         self.skip_dir = skip_dir or (lambda rel: False)
+        self._cap = max_watches if max_watches is not None else CAP
+        self._unwatched: dict[bytes, int] = {}  # refused a watch (ENOSPC) -> directories in its subtree
+        self._walks: tuple[str, ...] = ()      # the refused subtrees at the last take()
         self._lock = threading.RLock()
         self._fd = -1
         self._wd: dict[int, bytes] = {}        # watch descriptor -> relative dir path (b"" = root)
@@ -121,6 +155,24 @@ class Watcher:
     def running(self) -> bool:
         return self._fd >= 0
 
+    @property
+    def walks(self) -> tuple[str, ...]:
+        """The subtrees no watch covered during the period the last take() ended: a snapshot
+        that trusts that take walks them (degraded mode; empty when every directory is watched)."""
+        return self._walks
+
+    def state(self) -> dict:
+        """For `health` and `status`: the mode, the watches, what is not watched and the fix."""
+        with self._lock:
+            unwatched = sum(self._unwatched.values())
+            mode = ("off" if self._fd < 0 else "degraded: watch limit" if self._unwatched else "watching")
+            out = {"mode": mode, "running": self._fd >= 0, "trusted": self._trusted, "why": self._why,
+                   **self.stats, "watches": len(self._wd), "unwatched_dirs": unwatched,
+                   "unwatched": [os.fsdecode(r) or "." for r in heapq.nsmallest(5, self._unwatched)]}
+            if self._unwatched:
+                out.update(limit_fix(len(self._wd), unwatched, max(kernel_limit() or 0, self._cap or 0) or None))
+            return out
+
     # ----------------------------------------------------------------- public
     def take(self) -> tuple[bool, set[str], str]:
         """(trusted, dirty paths relative to root, why-not) and start a new period.
@@ -132,10 +184,14 @@ class Watcher:
             self._drain()
             trusted, dirty, why = self._trusted, set(self._dirty), self._why
             self._dirty = {}
+            self._walks = tuple(sorted(os.fsdecode(r) for r in self._unwatched))
+            if self._unwatched and self._fd >= 0 and not self._rewatch:
+                self._heal()
             if self._rewatch and self._fd >= 0:
                 # before the caller's full walk: a directory that stopped being
                 # ignored is watched from now on, and the walk covers the gap
                 self._rewatch = False
+                self._unwatched.clear()         # the walk finds the refused ones again
                 self._watch_tree(b"")
             if self._fd >= 0:
                 self._trusted, self._why = True, "ok"
@@ -148,7 +204,7 @@ class Watcher:
         first).  Unlike take() it starts no new period."""
         with self._lock:
             self._drain()
-            return self._trusted and not self._dirty and not self._rewatch
+            return self._trusted and not self._dirty and not self._rewatch and not self._unwatched
 
     def mark(self) -> int:
         """The kernel queue drained: every event so far is numbered at most this.  A refresh
@@ -165,7 +221,7 @@ class Watcher:
             for rel in rels:
                 if self._dirty.get(rel, mark + 1) <= mark:
                     del self._dirty[rel]
-            return self._trusted and not self._dirty and not self._rewatch
+            return self._trusted and not self._dirty and not self._rewatch and not self._unwatched
 
     def untrust(self, why: str) -> None:
         with self._lock:
@@ -177,17 +233,23 @@ class Watcher:
         return os.path.join(self.root, rel) if rel else self.root
 
     def _add_watch(self, rel: bytes) -> bool:
-        lib = _lib()
-        wd = lib.inotify_add_watch(self._fd, self._full(rel), MASK)
+        """Watch one directory.  Refused for the watch limit (ENOSPC), it joins the refused
+        subtrees (True: degraded, not untrusted); any other refusal makes the watcher untrusted."""
+        if self._cap is not None and len(self._wd) >= self._cap and rel not in self._wd.values():
+            wd, err = -1, errno.ENOSPC
+        else:
+            wd = _lib().inotify_add_watch(self._fd, self._full(rel), MASK)
+            err = ctypes.get_errno() if wd < 0 else 0
         if wd < 0:
-            err = ctypes.get_errno()
             if err in (errno.ENOENT, errno.ENOTDIR):
                 return True                     # gone already: its parent's event covers it
+            if err == errno.ENOSPC:
+                self._unwatched[rel] = 1        # walked by every snapshot until a watch is had
+                return True
             self._trusted = False
             self._why = f"cannot watch {os.fsdecode(self._full(rel))}: {os.strerror(err)}"
-            if err == errno.ENOSPC:
-                self._why += " (raise fs.inotify.max_user_watches)"
             return False
+        self._unwatched.pop(rel, None)
         self._wd[wd] = rel
         self.stats["watches"] = len(self._wd)
         return True
@@ -195,16 +257,48 @@ class Watcher:
     def _watch_tree(self, rel: bytes) -> bool:
         """Watch `rel` and every directory below it the work tree's walk lists (engine/worktree.py),
         each before it is listed.  No depth limit: a directory too deep to watch makes the
-        watcher untrusted, and snapshots walk (and name it) instead."""
+        watcher untrusted, and snapshots walk (and name it) instead.  Below a directory refused
+        for the watch limit nothing is asked of the kernel: its directories are only counted."""
         if not self._add_watch(rel):
             return False
         ok = True
+        below: dict[bytes, bytes] = {rel: rel} if rel in self._unwatched else {}   # dir -> its refused root
         for d in walk(self.root, rel, prune=self.skip_dir, max_path=None):
+            top = below.pop(d.rel, None)
             for sub in d.dirs:
+                if top is not None:
+                    below[sub] = top
+                    self._unwatched[top] += 1
+                    continue
                 ok = self._add_watch(sub) and ok
+                if sub in self._unwatched:
+                    below[sub] = sub
             if not ok:
                 break
         return ok
+
+    def _heal(self) -> None:
+        """At a take(): try the refused subtrees again (watches may have been freed); the first
+        refusal ends the attempt (one syscall while the limit holds).  The take's `walks` still
+        hold them: the snapshot walks them after their new watches exist, so nothing falls through."""
+        for rel in sorted(self._unwatched):
+            count = self._unwatched.get(rel)
+            if count is None:
+                continue                        # counted below another one retried just now
+            del self._unwatched[rel]
+            if not self._add_watch(rel) or rel in self._unwatched:
+                self._unwatched[rel] = count
+                return
+            self._watch_tree(rel)
+
+    def _forget_unwatched(self, rel: bytes) -> None:
+        """`rel` is gone or moved: no refused subtree at or below it remains."""
+        if rel == b"":
+            self._unwatched.clear()
+            return
+        prefix = rel + b"/"
+        for r in [r for r in self._unwatched if r == rel or r.startswith(prefix)]:
+            del self._unwatched[r]
 
     def _run(self) -> None:
         while not self._stop:
@@ -271,6 +365,8 @@ class Watcher:
                 self._trusted, self._why = False, f"{srel} changed (ignore rules)"
                 self._rewatch = True
             if mask & IN_ISDIR:
+                if mask & (IN_DELETE | IN_MOVED_FROM) and self._unwatched:
+                    self._forget_unwatched(rel)
                 if mask & (IN_MOVED_FROM | IN_MOVED_TO):
                     # watch descriptors below a moved directory still carry the old path
                     self._trusted, self._why = False, f"directory {srel} was moved"
@@ -289,5 +385,6 @@ class Watcher:
             if p == rel or p.startswith(prefix):
                 _lib().inotify_rm_watch(self._fd, wd)
                 self._wd.pop(wd, None)
+        self._forget_unwatched(rel)
         if os.path.isdir(self._full(rel)) and not self.skip_dir(os.fsdecode(rel)):
             self._watch_tree(rel)

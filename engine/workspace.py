@@ -286,7 +286,7 @@ class Workspace:
             index = repo.index
         if plan.strategy is Strategy.WATCHED:
             rels = list(plan.paths)
-            update_paths(repo, index, scanner, rels, watched=True)
+            update_paths(repo, index, scanner, rels, watched=True, subtrees=plan.walk)   # + the unwatched
             return plan, rels, repo, index
         update_all(repo, index, scanner)
         return plan, None, repo, index
@@ -447,7 +447,7 @@ class Workspace:
         w = self._watcher
         if w is None:
             return {"enabled": False}
-        return {"enabled": True, "running": w.running, "trusted": w.trusted, "why": w.why, **w.stats}
+        return {"enabled": True, **w.state()}
 
     def _clear_stale_git_locks(self) -> None:
         """git `*.lock` files of everything this workspace writes, left by a killed process.

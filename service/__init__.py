@@ -29,7 +29,7 @@ from ..journal_refs import events
 from ..journal_refs.journal import REF as JOURNAL_REF
 from ..journal_refs.witness import witness_path_for
 from ..settings import Settings, store_location
-from . import capture, disk_changes, operators, results, storecheck
+from . import capture, disk_changes, operators, results, storecheck, watch_limit
 from .calls import Call, Declared, Outcome, Ticket
 from .core import Core
 from .errors import Blocked
@@ -440,7 +440,7 @@ class Chronos:
     def protection(self, *, held: bool = True) -> results.Protection:
         """`held`: a held settings change makes it DEGRADED (the model's notice leaves it out: it is
         told apart, without the command that accepts it)."""
-        p = self.maintenance.protection(self.snapshots.last)
+        p = watch_limit.degraded(self.maintenance.protection(self.snapshots.last), self.snapshots.watch.found())
         if not held:
             return p
         if self.store_exists() and self.core.journal_opened() is not None:
@@ -466,8 +466,10 @@ class Chronos:
             self.start()
             if workspace:
                 info = self.time.describe(self.core.store.workspace(workspace), detail=True)
+        limited = watch_limit.shown(info, self.snapshots.watch.found())
         out = self.maintenance.health(info, gate_open=self.gate.is_open, last_snapshot=self.snapshots.last,
                                       deferred=self.startup.get("deferred"))
+        out.protection = watch_limit.degraded(out.protection, limited)
         out.jobs = self.core.jobs.states() or None
         if self.store_exists():
             remotes = self.remotes.list().remotes

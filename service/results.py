@@ -272,8 +272,17 @@ class RestoreResult(Result):
 
 
 class WatcherState(Model):
+    """The inotify dirty set of a workspace (engine/watcher.py); more of its counters as extra fields."""
     model_config = ConfigDict(extra="allow")
     enabled: bool
+    mode: str | None = Field(None, description="'watching', 'degraded: watch limit' (the unwatched subtrees are "
+                                               "walked by every snapshot) or 'off'")
+    watches: int | None = None
+    unwatched_dirs: int | None = Field(None, description="directories refused a watch (the limit), counted "
+                                                         "when refused")
+    fix: str | None = Field(None, description="degraded: the command that raises the limit")
+    fix_permanent: str | None = Field(None, description="degraded: the same, kept after a reboot")
+    process: int | None = Field(None, description="the process whose watcher this is, when not this one")
 
 
 class BackgroundJob(Model):

@@ -14,6 +14,7 @@ from . import capture
 from .calls import Call
 from .core import Core
 from .jobs import Job
+from .watch_limit import WatchLimit
 
 
 def _progress_text(p: dict | None) -> str:
@@ -27,6 +28,7 @@ class Snapshots:
         self.core = core
         self.last: dict | None = None              # this process's newest snapshot record
         self.after_import: Callable[[], None] | None = None   # called after a first (bulk) import (Chronos wires it)
+        self.watch = WatchLimit(core)              # watchers degraded by the inotify watch limit, published
 
     def taken(self, ws, res) -> str | None:
         """A snapshot done (engine result): a ref that named no checkpoint that could serve was
@@ -35,6 +37,8 @@ class Snapshots:
         with what they now ignore (service/capture.py).  Never raises: returns why it could not be
         journaled (a journal in doubt hears nothing until an operator looks)."""
         self.imported(res.report.get("scan"))
+        if self.core.background:
+            self.watch.publish(ws)
         why = capture.noted(self.core, ws, res)
         tip = res.report.get("damaged_tip")
         if not tip or res.checkpoint is None:
@@ -67,6 +71,7 @@ class Snapshots:
         try:
             if self.core.background:
                 ws.enable_watcher()
+                self.watch.publish(ws)
                 waited = self._wait_for_baseline(ws, call, budget)
                 if waited is not None:
                     return self._note(ws, waited)
@@ -174,6 +179,7 @@ class Snapshots:
         if self.core.background:
             # overlaps the model's thinking; the turn's first tool call waits on the workspace lock
             ws.enable_watcher()
+            self.watch.publish(ws)
             self._start(ws, "turn" if ws.has_checkpoint() else "baseline", meta)
             return {"kind": "background"}
         res = ws.snapshot(meta, force_scan=True)
@@ -184,6 +190,7 @@ class Snapshots:
         """Write stat caches that declared-path snapshots left in memory (at exit)."""
         if not self.core.store_exists():
             return
+        self.watch.close()
         for ws in self.core.store.open_workspaces():
             try:
                 ws.flush_index()

@@ -230,6 +230,8 @@ def test_every_snapshot_holds_what_a_fresh_full_scan_holds(tmp_path):
 
 
 class _Watch:
+    walks: tuple[str, ...] = ()
+
     def __init__(self, quiet: bool, trusted: bool):
         self._quiet, self._trusted, self.took = quiet, trusted, 0
 

@@ -1,0 +1,96 @@
+"""The inotify watch limit reached in a long-lived host (Hermes) is said on every surface: the
+host's health and status, the model's first-turn notice, and the CLI's `health` and `journal
+status` (text and --json), which run in another process and read what the host published.
+The watcher's test cap (engine/watcher.py `CAP`) stands in for the kernel's limit."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from chronos_git.engine import watcher as watcher_mod
+from chronos_git.hermes.alerts import protection_notice
+from chronos_git.service import Chronos
+from chronos_git.service.calls import Call, Outcome
+from chronos_git.settings import Settings
+
+pytestmark = pytest.mark.skipif(not watcher_mod.available(), reason="inotify not available")
+
+SYSCTL = re.compile(r"sudo sysctl fs\.inotify\.max_user_watches=\d+")
+
+
+@pytest.fixture
+def host(tmp_path, store_dir, monkeypatch):
+    monkeypatch.setattr(watcher_mod, "CAP", 3)
+    root = tmp_path / "ws"
+    for d in range(4):
+        (root / f"d{d}" / "sub").mkdir(parents=True)
+        (root / f"d{d}" / "sub" / "f.txt").write_text(f"{d}\n")
+    svc = Chronos.get(store_dir, Settings())
+    svc.background = True
+    svc.turn_checkpoint(str(root))
+    assert svc.snapshots.wait(svc.core.store.workspace(root), 60)
+    yield svc, root
+    svc.flush()
+
+
+def _call(svc, root, command="make"):
+    t = svc.begin(Call(tool="terminal", args={"command": command}, workspace=str(root)))
+    return t
+
+
+def test_the_host_says_degraded_with_the_sysctl_everywhere(host):
+    svc, root = host
+    h = svc.health(str(root)).wire()
+    w = h["workspace"]["watcher"]
+    assert w["mode"] == "degraded: watch limit" and w["watches"] == 3 and w["unwatched_dirs"] == 8 - 2
+    assert SYSCTL.fullmatch(w["fix"]) and "/etc/sysctl.d/" in w["fix_permanent"]
+    p = h["protection"]
+    assert p["state"] == "degraded" and "watch limit" in p["reason"] and str(root) in p["reason"]
+    assert SYSCTL.search(p["fix"]) and "/etc/sysctl.d/" in p["fix"]
+    assert svc.journal_status().protection.state == "degraded"
+    notice = protection_notice(svc.protection(held=False))          # the model's first turn
+    assert notice and "DEGRADED" in notice and SYSCTL.search(notice)
+
+
+def test_nothing_is_lost_in_a_protected_call_in_an_unwatched_directory(host):
+    svc, root = host
+    ws = svc.core.store.workspace(root)
+    unwatched = sorted(ws._watcher._unwatched)[0].decode()
+    t = _call(svc, root)
+    (root / unwatched / "made-by-the-call.txt").write_text("new\n")
+    svc.finish(t, Outcome(status="ok"))
+    t2 = _call(svc, root, "make again")                                 # its pre-checkpoint holds it
+    assert t2.pre_checkpoint
+    svc.finish(t2, Outcome(status="ok"))
+    tree = ws.store.repo()[t2.pre_checkpoint].tree
+    assert tree[f"{unwatched}/made-by-the-call.txt"]
+
+
+def _cli_says_it(cli, root, process: bool) -> None:
+    h = json.loads(cli("health", "--workspace", root, "--json", process=process).stdout)
+    assert h["protection"]["state"] == "degraded" and SYSCTL.search(h["protection"]["fix"])
+    w = h["workspace"]["watcher"]
+    assert w["mode"] == "degraded: watch limit" and w["unwatched_dirs"] == 6 and w["process"]
+    text = cli("health", "--workspace", root, process=process).stdout
+    assert "DEGRADED" in text and "watch limit" in text and SYSCTL.search(text)
+    assert "watcher" in text and "directories watched" in text
+    st = json.loads(cli("journal", "status", "--json", process=process).stdout)
+    assert st["protection"]["state"] == "degraded" and SYSCTL.search(st["protection"]["fix"])
+    text = cli("journal", "status", process=process).stdout
+    assert "protection DEGRADED" in text and SYSCTL.search(text)
+
+
+def test_the_cli_reads_what_the_host_published(host, cli):
+    svc, root = host
+    _cli_says_it(cli, root, process=False)
+    svc.flush()                                       # the host leaves: its watchers end with it
+    h = json.loads(cli("health", "--workspace", root, "--json").stdout)
+    assert h["protection"]["state"] == "on" and not (h["workspace"]["watcher"] or {}).get("mode")
+
+
+@pytest.mark.process
+def test_the_cli_in_another_process_reads_it_too(host, cli):
+    _, root = host
+    _cli_says_it(cli, root, process=True)
