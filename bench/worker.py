@@ -342,15 +342,20 @@ class ChronosHandler(TimeMachineOps):
         """P4 append: one durable `started` event (the `returned` after it is untimed)."""
         f = self._intent_fields()
         t0 = _now()
-        ev = self.c.core.journal.append(self.events.Started, f)
+        ev = self.c.core.journal.append(self.events.Started, f, defer=True)   # as begin() appends it
         ms = _ms(t0)
+        # durable when it returns; visible to git once the background publisher moved the ref
+        from chronos_git.journal_refs.publish import PUBLISHER
+        if not PUBLISHER.wait(self.c.core.journal, 30):
+            raise BenchCheck("chronos: the intent was not published within 30 s")
+        visible_ms = _ms(t0)
         if ev.get("id") != self.c.core.journal.head:
             raise BenchCheck("chronos: append did not move the journal head")
         self._check_event("started", f["operation_id"])
         self.c.core.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
                                            "result_hash": None, "post_checkpoint": None, "duration_ms": 0.0})
         self._check_event("returned", f["operation_id"])
-        return {"ms": ms}
+        return {"ms": ms, "visible_ms": visible_ms}
 
     def op_gate(self) -> dict:
         """P4 admission: Chronos.gate()."""

@@ -39,8 +39,11 @@ NEXT_START = {
                     "pending until an operator resolves",
     "after_dispatch": "file op: all paths at post-image, settled `completed` (never written again); other: "
                       "pending",
-    "mid_append": "the event never happened; dangling objects only",
-    "after_witness": "the ref is one carried event behind: moved forward (healed)",
+    "mid_append": "the event never happened; nothing was written",
+    "after_witness": "the ref is at the witness's base: the carried objects are written back and the ref "
+                     "moved forward (healed)",
+    "mid_publish": "the same: objects already written are kept, the rest written back, the ref moved "
+                   "forward (healed)",
     "witness_half_written": "the previous record is read: the event never happened; the next append "
                             "rewrites the slot",
     "witness_temp_written": "the old file is untouched; the temp file (beside the store) is removed at the "

@@ -29,8 +29,10 @@ POINTS = {
     "after_intent": "the intent durable, the call not dispatched",
     "after_dispatch": "the call ran, its outcome not recorded",
     # the journal (journal_refs/journal.py)
-    "mid_append": "an event's objects written, the witness not",
-    "after_witness": "the witness written (the event is durable), the journal ref not moved",
+    "mid_append": "an event's objects made (an intent's in memory only, others written), the witness not",
+    "after_witness": "the witness written (the event is durable), its objects not written, the journal "
+                     "ref not moved",
+    "mid_publish": "a durable event's objects written (journal_refs/publish.py), the journal ref not moved",
     "witness_half_written": "half of the new witness record written over its standby slot (a torn write)",
     "witness_temp_written": "the witness rewritten whole (its first record, or one that outgrew its slot) "
                             "under a temp name, not renamed",

@@ -100,6 +100,30 @@ def _ordered(path: Path):
         held.pop()
 
 
+class OwnedRLock:
+    """A re-entrant thread lock that can say whether this thread holds it."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._owner: int | None = None
+        self._depth = 0
+
+    def __enter__(self):
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._depth -= 1
+        if not self._depth:
+            self._owner = None
+        self._lock.release()
+
+    def owned(self) -> bool:
+        return self._owner == threading.get_ident()
+
+
 def holding_exclusive() -> bool:
     """Whether this thread holds any exclusive lock (then it must not wait for a thread that
     may need one)."""

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import zlib
 from pathlib import Path
 
 from ..engine import faults, loose
+from ..engine.codec import canonical
 from ..engine.durability import fsync_file, note_durable_pack, settle_objects
 from ..engine.fsutil import atomic_write, fsync_dir
 from ..engine.pack_writer import pack_entry, write_pack
@@ -148,3 +150,28 @@ def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=()) -> Non
     for p in (store_root / ref, store_root / "packed-refs"):
         if fsync_file(p):
             fsync_dir(p.parent)
+
+
+class RecordEncoder:
+    """The witness record's JSON, canonical({**doc, "carried": carry}), with each carried
+    object's JSON kept between appends (encoding them all again was a fifth of an append)."""
+
+    def __init__(self):
+        self._frags: dict[str, tuple[str, str]] = {}     # oid -> (its text, its JSON)
+
+    def record(self, doc: dict, carry: dict[str, str]) -> bytes:
+        if not carry:
+            return canonical(doc).encode()
+        frags = self._frags
+        if len(frags) > 4 * CAP_OBJECTS:
+            self._frags = frags = {o: f for o, f in frags.items() if o in carry}
+        parts = []
+        for oid in sorted(carry):
+            text = carry[oid]
+            got = frags.get(oid)
+            if got is None or got[0] != text:
+                got = frags[oid] = (text, f'"{oid}":{json.dumps(text)}')
+            parts.append(got[1])
+        # oids and base64 need no escaping; a '"carried":{}' inside a string would be escaped
+        return canonical({**doc, "carried": {}}).replace(
+            '"carried":{}', '"carried":{' + ",".join(parts) + "}", 1).encode()

@@ -9,8 +9,13 @@ witness tell what a crash did:
     ref descends from witness       by one event: a crash of an older version: healed
     anything else                   tampering or corruption: IntegrityError (the gate closes)
 
-After a power cut (the witness names another boot) the objects it carries are
-written back first, and a ref the cut left unreadable is rewritten to the witness's head.
+Since events are published after the witness (journal_refs/publish.py), a crash
+can leave the ref at the witness's `base` (where the ref stood when the batch
+began) with the batch's objects never written: the carried objects are written
+back (only what is missing or damaged) and the ref moved forward, in any boot.
+A lag the witness does not record (the ref further back) is a rollback outside a
+power cut.  After a power cut (the witness names another boot) any carried lag is
+healed, and a ref the cut left unreadable is rewritten to the witness's head.
 """
 from __future__ import annotations
 
@@ -70,17 +75,19 @@ def reconcile(journal: Journal, w: dict | None, tip: str | None) -> tuple[str | 
         return tip, journal.state, None          # an append's usual case: nothing to load
     notes = []
     repo = journal.repo()
-    if w and w["carried"] and power_cut:
+    lagging = bool(w and w["carried"] and whead and tip != whead)
+    if w and w["carried"] and (power_cut or lagging):
         try:
             back = carried.restore(repo, journal.store.root / "objects", w["carried"])
         except (OSError, ValueError) as exc:
             raise IntegrityError(f"journal objects carried by {journal.witness_path} could not be "
                                  f"written back: {exc}") from None
         if back:
-            notes.append(f"{plural(len(back), 'journal object')} lost in a power cut "
+            notes.append(f"{plural(len(back), 'journal object')} "
+                         f"{'lost in a power cut' if power_cut else 'not yet published by a stopped process'} "
                          f"{'was' if len(back) == 1 else 'were'} written back from the witness")
-    if whead and w is not None and tip != whead and _behind_by_carried(repo, tip, whead, w["carried"],
-                                                                       None if power_cut else 1):
+    most = None if power_cut or (w is not None and "base" in w and w["base"] == tip) else 1
+    if whead and w is not None and tip != whead and _behind_by_carried(repo, tip, whead, w["carried"], most):
         note = ("the journal ref had not taken its last update(s) (crash or power cut); "
                 "moved forward to the witness")
         try:

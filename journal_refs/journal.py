@@ -38,23 +38,22 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from pathlib import Path
 
 import pygit2
 
-from ..engine import faults, locking, loose, metadir
-from ..engine.checkpoint import signature
-from ..engine.durability import settle_objects
+from ..engine import locking, metadir
 from ..engine.errors import explain
 from ..engine.owner import ProcessIdentity
 from ..engine.powercut import current_boot
 from . import carried, query
+from .batch import Request, commit as batch_commit, prelude as batch_prelude
 from .commits import REF, AlarmRaised, IntegrityError, JournalError, descends, load_state
-from .events import SCHEMA, WITNESS_SCHEMA, Genesis, JournalEvent, canonical, message
+from .events import WITNESS_SCHEMA, Genesis, JournalEvent
 from .heal import reconcile, ref_tip_or_damaged
 from .operation import OpenOperation
+from .publish import PUBLISHER, Pending, publish
 from .state import JournalState, TransitionError
 from .verify import FULL_VERIFY_EVERY_S, AlarmFile, VerifiedHead, verify_chain, verify_new_events
 from .witness import WitnessFile, witness_path_for
@@ -83,7 +82,7 @@ class Journal:
         self.alarm_file = AlarmFile(self.alarm_path)
         self.verified = VerifiedHead(self.verified_path)
         self.integrity_from_alarm = False   # the gate was closed by the alarm file: its removal opens it
-        self.guard = threading.RLock()
+        self.guard = locking.OwnedRLock()
         self.head: str | None = None
         self.state = JournalState()
         self.integrity = "ok"            # or a message: the gate is closed
@@ -94,6 +93,10 @@ class Journal:
         self.boot = current_boot()       # carried objects are written back only in a later boot
         self._carried_n: int | None = None   # objects the witness this process last wrote carries
         self._parsed: tuple[bytes, dict] | None = None   # the last witness record read, checked
+        self.pending: Pending | None = None   # durable events not yet published (publish.py)
+        self._queue: list[Request] = []       # appends waiting for the next commit (group commit)
+        self._queue_lock = threading.Lock()
+        self._encoder = carried.RecordEncoder()
 
     # ------------------------------------------------------------------ open
     def open(self) -> Journal:
@@ -113,12 +116,46 @@ class Journal:
             return self
 
     def repo(self) -> pygit2.Repository:
+        """The store's repository, with every durable event published (readers of the chain)."""
+        if self.pending is not None:
+            self.settle()
         return self.store.repo()
+
+    def settle(self) -> None:
+        """Publish what appends left pending (publish.py), here or, when this thread holds a
+        lock that comes after the journal's own in the lock order, by waiting for the publisher."""
+        if self.pending is None:
+            return
+        if self.guard.owned() or not locking.holding_exclusive():
+            self.publish_pending()
+        elif not PUBLISHER.wait(self):
+            raise JournalError(f"the journal's newest event {str(self.head)[:12]} is not published yet "
+                               f"({self.unwritable or 'its publisher did not finish'})")
+
+    def publish_pending(self) -> None:
+        with self.guard, self.store.writing(), locking.exclusive(self.lock_path):
+            self.publish_locked()
+
+    def publish_locked(self) -> None:
+        p = self.pending
+        if p is None:
+            return
+        try:
+            publish(self, p)
+        except IntegrityError as exc:
+            self.pending = None
+            self.integrity = str(exc)
+            raise
+        except (pygit2.GitError, OSError) as exc:
+            self.unwritable = explain(exc, self.store.root)
+            raise JournalError(f"could not publish journal events in {self.store.root}: "
+                               f"{self.unwritable}") from None
+        self.pending = None
 
     def ref_tip(self) -> str | None:
         """Where the journal ref points (None: no journal yet); IntegrityError if unreadable."""
         try:
-            ref = self.repo().references.get(REF)
+            ref = self.store.repo().references.get(REF)
         except pygit2.GitError as exc:
             raise IntegrityError(f"journal ref unreadable: {exc}") from None
         return str(ref.target) if ref is not None else None
@@ -148,6 +185,8 @@ class Journal:
             w.setdefault("carried", {})
             if not (w.get("boot") is None or isinstance(w.get("boot"), str)):
                 raise ValueError("boot is not a boot id")
+            if not (w.get("base") is None or carried.is_oid(w["base"])):
+                raise ValueError("base is not a commit id")
             if not isinstance(w["carried"], dict) or not all(
                     carried.is_oid(k) and isinstance(v, str) for k, v in w["carried"].items()):
                 raise ValueError("its carried objects are malformed")
@@ -164,14 +203,16 @@ class Journal:
                                  f"{explain(exc, self.witness_path)}") from None
 
     def write_witness(self, journal_id: str | None, head: str | None, seq: int, *,
-                      carry: dict[str, str] | None = None) -> None:
-        """Rewrite the witness (synced: what it names is durable from now on)."""
+                      carry: dict[str, str] | None = None, base: str | None = None) -> None:
+        """Rewrite the witness (synced: what it names is durable from now on).  `base`: where
+        the ref stays until the events after it are published (publish.py)."""
         doc: dict = {"schema": WITNESS_SCHEMA, "journal_id": journal_id, "head": head, "seq": seq,
                      "store": str(self.store.root)}
         if carry:
-            doc["carried"] = carry
             doc["boot"] = self.boot
-        record = canonical(doc).encode()
+            if base != head:
+                doc["base"] = base
+        record = self._encoder.record(doc, carry or {})
         try:
             self._witness.write(record)
             self.witness_torn = False
@@ -196,19 +237,22 @@ class Journal:
             self.state = JournalState()
             self.head = None
             try:
-                self._genesis_locked(w)
+                self.genesis_locked(w)
             except JournalError as exc:     # a read-only or full store: readers still work
                 self.unwritable = str(exc)
             return
         self.head, self.state = head, state
 
-    def _genesis_locked(self, w: dict | None) -> None:
+    def genesis_locked(self, w: dict | None) -> None:
         journal_id = (w or {}).get("journal_id") or str(uuid.uuid4())
         if w is None:
             self.write_witness(journal_id, None, -1)
             w = self.read_witness()
-        self._append_locked({"kind": Genesis.kind, "operation_id": None, "journal_id": journal_id,
-                             "created_by": self.me.to_dict()}, blobs={}, w=w)
+        req = Request({"kind": Genesis.kind, "operation_id": None, "journal_id": journal_id,
+                       "created_by": self.me.to_dict()}, {}, False)
+        self._commit_locked([req], w)
+        self.publish_locked()
+        req.outcome()
 
     def force_ref(self, head: str) -> None:
         """Point the ref at `head` whatever it holds (healing only: appends compare-and-swap)."""
@@ -231,14 +275,18 @@ class Journal:
             if self.integrity != "ok":
                 return
             try:
-                self._follow_ref()
+                self.follow_ref()
                 self.alarm_file.check()
             except IntegrityError as exc:
                 self.integrity = str(exc)
                 self.integrity_from_alarm = isinstance(exc, AlarmRaised)
 
-    def _follow_ref(self) -> None:
+    def follow_ref(self) -> None:
         tip = self.ref_tip()
+        if self.pending is not None:
+            if tip == self.pending.base:
+                return                     # ours, durable, not published yet
+            self.pending = None            # published by another process (a heal), maybe appended to
         if tip == self.head:
             return
         if tip is None:
@@ -254,86 +302,51 @@ class Journal:
 
     # ---------------------------------------------------------------- append
     def append(self, kind: type[JournalEvent], fields: dict, *, blobs: dict[str, str] | None = None,
-               while_running: bool = False) -> dict:
+               while_running: bool = False, defer: bool = False) -> dict:
         """Append one event of type `kind` (events.Started, ...) durably; returns the payload
         with `id` (the event's commit) added.  `while_running`: only if its operation is still
         running when the lock is held (else TransitionError): two processes settling the same
-        crashed call must not both record it."""
-        with self.guard, self.store.writing(), locking.exclusive(self.lock_path):
-            if not self.opened:
-                self.open()
-            if self.integrity != "ok":
-                raise IntegrityError(self.integrity)
-            try:
-                self._follow_ref()
-                self.alarm_file.check()
-                # this append will overwrite the witness: it must still be ours, or deleting or
-                # editing it while a process runs would go unnoticed
-                w = self.read_witness()
-                if self.head is not None or (w or {}).get("head"):
-                    head, state, healed = reconcile(self, w, self.head)
-                    if head is None:
-                        raise IntegrityError(f"the journal ref {REF} is missing but the local checkpoint "
-                                             f"{self.witness_path} records events: it was deleted")
-                    self.head, self.state = head, state
-                    if healed:
-                        self.healed = healed
-                        w = self.read_witness()
-            except IntegrityError as exc:
-                self.integrity = str(exc)
-                self.integrity_from_alarm = isinstance(exc, AlarmRaised)
-                raise
-            if while_running and (self.state.open.get(fields.get("operation_id")) or {}).get("state") != "running":
-                raise TransitionError(f"operation {fields.get('operation_id')} is no longer running "
-                                      "(settled meanwhile)")
-            self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
-            if self.head is None:           # the genesis could not be written when we opened
-                self._genesis_locked(w)
-                w = self.read_witness()
-            return self._append_locked({"kind": kind.kind, **fields}, blobs=blobs or {}, w=w)
+        crashed call must not both record it.  Appends queued meanwhile by other threads share
+        this one's witness write and sync (group commit).
 
-    def _append_locked(self, fields: dict, *, blobs: dict[str, str], w: dict | None) -> dict:
-        payload = {"schema": SCHEMA, "seq": self.state.seq + 1, "timestamp_ns": time.time_ns(), **fields}
-        new_state = self.state.apply(payload)           # validates the transition
-        repo = self.repo()
+        `defer` (a call's intent, which the call waits for): return once the event is durable,
+        its objects and the ref follow in the background (publish.py).  Otherwise they are
+        published before this returns; a publication that fails then leaves the event durable
+        and pending (`unwritable` says why), published by the next append or read."""
+        req = Request({"kind": kind.kind, **fields}, blobs or {}, while_running, defer)
+        with self._queue_lock:
+            self._queue.append(req)
+        with self.guard:
+            if not req.done or (not defer and self.pending is not None):
+                with self.store.writing(), locking.exclusive(self.lock_path):
+                    while not req.done:
+                        self._commit_queued()
+                    if not defer and req.error is None:
+                        try:
+                            self.publish_locked()
+                        except JournalError:
+                            pass             # durable; recorded in unwritable / integrity
+        if self.pending is not None:
+            PUBLISHER.kick(self)
+        return req.outcome()
+
+    MAX_BATCH = 32             # requests one witness record takes at most
+
+    def _commit_queued(self) -> None:
+        with self._queue_lock:
+            batch, self._queue = self._queue[:self.MAX_BATCH], self._queue[self.MAX_BATCH:]
         try:
-            # written as git writes loose objects, to the page cache only: the witness carries
-            # them (the bytes in hand, not read back) until `sync`
-            objects = self.store.root / "objects"
-            state = new_state.to_json().encode()
-            state_blob, state_raw = loose.write(objects, pygit2.GIT_OBJECT_BLOB, state)
-            listing = loose.flat_tree({**blobs, "state.json": state_blob})
-            tree, tree_raw = loose.write(objects, pygit2.GIT_OBJECT_TREE, listing)
-            sig = signature(payload["timestamp_ns"] / 1e9)
-            body = loose.commit_data(tree, [self.head] if self.head else [], sig, message(payload))
-            commit, commit_raw = loose.write(objects, pygit2.GIT_OBJECT_COMMIT, body)
-            new, big = carried.carry(repo, [commit, tree, state_blob, *blobs.values()],
-                                     known={commit: (len(body), commit_raw), tree: (len(listing), tree_raw),
-                                            state_blob: (len(state), state_raw)})
-            settle_objects(objects, big)
-            carry = dict((w or {}).get("carried") or {}) if (w or {}).get("head") == self.head else {}
-            if carried.full(carry, new):
-                self._sync_carried(carry)
-                carry = {}
-        except (pygit2.GitError, OSError) as exc:
-            self.unwritable = explain(exc, self.store.root)
-            raise JournalError(f"could not append to the journal in {self.store.root}: "
-                               f"{self.unwritable}") from None
-        faults.hit("mid_append")
-        self.write_witness(new_state.journal_id, commit, new_state.seq, carry={**carry, **new})
-        faults.hit("after_witness")
-        # the event is durable; the ref follows (not fsynced: the witness carries it)
-        try:
-            self._move_ref(repo, commit)
-        except JournalError:
-            try:                             # not moved: the event must not count either
-                self.write_witness(self.state.journal_id, self.head, self.state.seq, carry=carry)
-            except JournalError as exc:
-                self.poisoned = f"the journal ref could not be moved and its witness not put back: {exc}"
-            raise
-        self.head, self.state = commit, new_state
-        self.unwritable = None
-        return {**payload, "id": commit}
+            w = batch_prelude(self)
+            self._commit_locked(batch, w)
+        except BaseException as exc:
+            for r in batch:
+                if not r.done:
+                    r.error, r.done = exc, True
+            if not isinstance(exc, Exception):
+                raise
+
+    def _commit_locked(self, batch: list[Request], w: dict | None) -> None:
+        batch_commit(self, batch, w)
 
     def sync(self, *, min_objects: int = 0) -> bool:
         """Make the carried objects (one pack: carried.sync) and the ref durable, and stop
@@ -343,8 +356,9 @@ class Journal:
             return False      # what this process last wrote carries too little (no lock, no read)
         with self.guard, self.store.writing(), locking.exclusive(self.lock_path):
             try:
+                self.publish_locked()
                 w = self.read_witness()
-            except IntegrityError:
+            except JournalError:
                 return False
             if not w or w.get("head") != self.head or len(w["carried"]) <= max(min_objects, 0) \
                     or self.integrity != "ok":
@@ -382,23 +396,24 @@ class Journal:
         except IntegrityError:
             return False
 
-    def _sync_carried(self, carry: dict) -> None:
+    def sync_carried(self, carry: dict) -> None:
         """Make what the witness carries durable (carried.sync) and the ref (at the head)."""
         if not self._ref_at_head():
             raise JournalError(f"the journal ref is not at {str(self.head)[:12]}; what the witness "
                                "carries stays carried until it is")
         carried.sync(self.store.root, REF, carry)
 
-    def _move_ref(self, repo, new: str) -> None:
-        """Compare-and-swap: the ref must still be where we last saw it."""
+    def move_ref(self, expected: str | None, new: str) -> None:
+        """Compare-and-swap: the ref must still be at `expected` (None: no ref yet)."""
+        repo = self.store.repo()
         try:
-            if self.head is None:
+            if expected is None:
                 repo.references.create(REF, pygit2.Oid(hex=new), force=False)
                 return
             ref = repo.references.get(REF)
-            if ref is None or str(ref.target) != self.head:
+            if ref is None or str(ref.target) != expected:
                 raise IntegrityError(f"the journal ref moved underneath the journal lock "
-                                     f"(expected {self.head[:12]}): another writer ignores the lock")
+                                     f"(expected {expected[:12]}): another writer ignores the lock")
             ref.set_target(pygit2.Oid(hex=new), "chronos-git journal append")
         except pygit2.AlreadyExistsError:
             raise IntegrityError("the journal ref appeared underneath the journal lock") from None

@@ -230,7 +230,7 @@ class ProtectedCalls:
             fields["actor"] = call.actor
         if call.subagent:
             fields.update(call.subagent)
-        journal.append(events.Started, fields, blobs=blobs)
+        journal.append(events.Started, fields, blobs=blobs, defer=True)    # published while the call runs
         ticket = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
                         gate_warning=warning)
         if call.declared is None:

@@ -7,7 +7,8 @@ un-fsynced on purpose (snapshot objects, refs and the stat cache when
 `durable_snapshots` is off; the stat cache and the journal objects and ref the
 witness carries, always; a loose copy of a journal object its sync packed, whose
 unlink the cut lost) and, as the control, to the witness, which is fsynced and
-whose damage must be noticed.
+whose damage must be noticed.  `unpublished` is a cut before the newest journal
+events were published: their objects never written, the ref at the witness's base.
 """
 from __future__ import annotations
 
@@ -102,6 +103,13 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
             path.parent.mkdir(exist_ok=True)
             path.write_bytes(loose_bytes(repo, oid))       # then damaged below, as a cut leaves it
             victims.append(path)
+    elif what == "unpublished":
+        # the cut came before the newest events were published (journal_refs/publish.py):
+        # their loose objects were never written and the ref still names the witness's base
+        victims = _unpublish(store)
+        s.witness_head = witness_head(store)
+        reboot(store)
+        return victims
     elif what == "witness":
         w = witness_path_for(store)
         victims = [w] if w.exists() else []
@@ -116,6 +124,31 @@ def cut(s: Scenario, target: str, rng) -> list[Path]:
         _damage(p, how, rng)
     reboot(store)
     return victims
+
+
+def _unpublish(store: Path) -> list[Path]:
+    """Remove the loose objects of the events after the witness's `base` (those it carries)
+    and point the ref back at `base`: what a cut before publication leaves."""
+    w = json.loads(read_doc(witness_path_for(store)) or b"{}")
+    base, head, carried = w.get("base"), w.get("head"), w.get("carried") or {}
+    if not (base and head and head in carried):
+        return []
+    repo = pygit2.Repository(str(store))
+    gone, cid = [], head
+    while cid and cid != base and cid in carried:
+        commit = repo[cid]
+        tree = repo[commit.tree_id]
+        for oid in (cid, str(commit.tree_id), str(tree["state.json"].id)):
+            p = store / "objects" / oid[:2] / oid[2:]
+            if oid in carried and p.exists():
+                os.chmod(p, 0o600)
+                p.unlink()
+                gone.append(p)
+        cid = str(commit.parent_ids[0]) if commit.parent_ids else None
+    if cid != base:
+        return []
+    (store / REF).write_text(base + "\n")
+    return gone + [store / REF]
 
 
 def witness_head(store: Path) -> str | None:

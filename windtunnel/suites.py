@@ -36,7 +36,8 @@ RECIPES: dict[str, dict] = {
     "snapshot_after_commit": {"nth": 6},
     "watcher_handoff": {"background": True, "first": ["write", "shell", "shell"], "nth": 2},
     "after_intent": {"nth": 6}, "after_dispatch": {"nth": 6},
-    "mid_append": {"nth": 10}, "after_witness": {"nth": 10}, "witness_half_written": {"nth": 10},
+    "mid_append": {"nth": 10}, "after_witness": {"nth": 10}, "mid_publish": {"nth": 10},
+    "witness_half_written": {"nth": 10},
     "witness_temp_written": {},
     # the outcome writer syncs what the witness carries every ~8 file calls (background: as in Hermes)
     "journal_sync_mid_pack": {"background": True, "first": _WRITES8 * 2, "nth": 2},
@@ -263,11 +264,11 @@ POWER_TARGETS = {
     # durable_snapshots off: snapshot objects, refs and caches are not fsynced
     False: ("loose_truncate", "loose_zero", "pack_truncate", "pack_zero", "ref_truncate", "ref_zero",
             "index_truncate", "index_zero", "journal_truncate", "journal_zero", "stale_truncate",
-            "stale_zero", "witness_truncate", "witness_zero"),
+            "stale_zero", "witness_truncate", "witness_zero", "unpublished_lost"),
     # on: every snapshot object and ref is; the stat cache, what the witness carries and the
     # witness itself are what is left to break
     True: ("index_truncate", "index_zero", "journal_truncate", "journal_zero", "stale_truncate",
-           "stale_zero", "witness_truncate", "witness_zero"),
+           "stale_zero", "witness_truncate", "witness_zero", "unpublished_lost"),
 }
 
 
@@ -314,6 +315,9 @@ def run_power(case: Case, s: Scenario) -> Findings:
         out.merge(s.check(svc, expect_integrity=False, next_operation=False))
         return out
     out.reached = True
+    if case.spec["target"].startswith("unpublished") and svc.core.journal.head != s.witness_head:
+        out.breach("lost", f"the journal is at {str(svc.core.journal.head)[:12]} after the cut, not at the "
+                           f"witnessed event {str(s.witness_head)[:12]} that was never published")
     repair = svc.startup.get("power_cut_repair") or {}
     out.note += "; repaired at the next start: " + ", ".join(
         f"{k} {len(v) if isinstance(v, list) else v}" for k, v in repair.items() if v and k != "seconds") \

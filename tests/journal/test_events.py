@@ -133,7 +133,7 @@ def test_file_tool_declared_paths_and_image_blobs(svc, ws):
 def test_state_blob_after_each_event_matches_replay(svc, ws):
     s = svc()
     t = s.begin(Call(tool="terminal", args={}, workspace=str(ws)))
-    repo = s.core.store.repo()
+    repo = s.core.journal.repo()        # the intent is published in the background: this settles it
     head = repo.references[REF].target
     st = json.loads(repo[repo[head].tree["state.json"].id].data)
     assert st["seq"] == 1 and st["open"][t.operation_id]["state"] == "running"
