@@ -17,6 +17,9 @@ from .machine import fsync_latency_ms, info as machine_info
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = ("synthetic-1k", "synthetic-1k-git", "synthetic-20k")
+# opt-in (--corpus only; the default run leaves them out): 1,000,000 files each, see bench/mono.py
+LARGE = ("mono-1m-lite", "mono-1m-lite-git", "mono-1m", "mono-1m-git")
+ALL = (*CORPORA, *LARGE)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -25,8 +28,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                                              "built-in checkpoints, interleaved call by call.")
     ap.add_argument("--quick", action="store_true",
                     help=f"{' and '.join(QUICK)} only, few repetitions, a 10k-event journal for P4 (CI)")
-    ap.add_argument("--corpus", action="append", choices=CORPORA, metavar="NAME",
-                    help=f"run only this corpus (repeatable): {', '.join(CORPORA)}")
+    ap.add_argument("--corpus", action="append", choices=ALL, metavar="NAME",
+                    help=f"run only this corpus (repeatable): {', '.join(CORPORA)}; "
+                         f"opt-in only: {', '.join(LARGE)}")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ap.add_argument("--cache", metavar="DIR", default=str(REPO / ".bench-cache"),
                     help="corpora, fixtures and temporary run directories (default: <repo>/.bench-cache)")
@@ -57,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(os.path.abspath(args.cache))
     cache.mkdir(parents=True, exist_ok=True)
     names = args.corpus or (list(QUICK) if args.quick else list(CORPORA))
-    names = [n for n in CORPORA if n in names]          # always smallest first
+    names = [n for n in ALL if n in names]              # always smallest first
     figures = None
     if args.figures:
         figures = {f.strip().upper() for f in args.figures.split(",") if f.strip()}

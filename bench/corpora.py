@@ -5,7 +5,9 @@
 * linux-6.1: the Debian linux-source-6.1 tarball, unpacked, with the
   Debian-added top-level `/*` ignore rule dropped (it would make every tool
   ignore the whole tree).
-* <name>-git (linux-6.1-git, synthetic-1k-git, ...): that tree committed once
+* mono-1m / mono-1m-lite: a seeded synthetic tree shaped like Chromium's src (1,000,000 files in
+  75,000 folders; bench/mono.py); -lite has the same paths with 0-64 byte files.
+* <name>-git (linux-6.1-git, synthetic-1k-git, mono-1m-git, ...): that tree committed once
   into a git repository and packed with `git gc`, as a fresh clone is.  Each
   run's copy gets `git update-index --refresh` (untimed): a copy changes every
   file's inode and ctime, and a user's index is fresh.
@@ -26,6 +28,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import mono
 
 GEN_VERSION = 1
 KERNEL_PACKAGE = "linux-source-6.1"
@@ -118,7 +122,9 @@ def ensure(name: str, cache: Path) -> Corpus:
             note = None
         elif name == "linux-6.1":
             note = _unpack_kernel(cache)
-        elif name.endswith(GIT_SUFFIX) and name[:-len(GIT_SUFFIX)] in (*SYNTHETIC, "linux-6.1"):
+        elif name in mono.MONO:
+            note = _generate_mono(name, cache)
+        elif name.endswith(GIT_SUFFIX) and name[:-len(GIT_SUFFIX)] in (*SYNTHETIC, "linux-6.1", *mono.MONO):
             note = _commit_into_git(ensure(name[:-len(GIT_SUFFIX)], cache), final)
         else:
             raise SystemExit(f"unknown corpus {name!r}")
@@ -168,6 +174,22 @@ def _generate_synthetic(name: str, cache: Path) -> None:
         # d<i>/link<i> -> ../d<i>/s01/<file>: relative, resolves inside the tree
         os.symlink(os.path.join("..", rel), tmp / rel.split("/")[0] / f"link{i}")
     _install(tmp, cache / "corpora" / name)
+
+
+def _generate_mono(name: str, cache: Path) -> str:
+    n_files, lite = mono.MONO[name]
+    tmp = cache / "corpora" / f".tmp-{name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    say(f"{name}: generating {n_files:,} files (seed {mono.SEED}; once, cached)")
+    s = mono.generate(str(tmp), n_files, seed=mono.SEED, lite=lite, workers=min(4, os.cpu_count() or 1), log=say)
+    _install(tmp, cache / "corpora" / name)
+    say(f"{name}: generated in {s['seconds']:.0f}s: {s['files']:,} files, {s['folders']:,} folders, "
+        f"{s['symlinks']} symlinks, {s['bytes'] / 2**20:,.0f} MiB")
+    return (f"seeded Chromium-shaped tree (bench/mono.py, seed {mono.SEED}): {s['folders']:,} folders; "
+            + (f"files 0-{mono.LITE_MAX} B" if lite else
+               f"file sizes lognormal(median {mono.SIZE_MEDIAN} B, sigma {mono.SIZE_SIGMA}) "
+               f"+ 1 in {round(1 / mono.TAIL_P):,} of 1-16 MiB") + f"; generated in {s['seconds']:.0f}s")
 
 
 def _install(tmp: Path, final: Path) -> None:
@@ -298,9 +320,13 @@ def _unpack_kernel(cache: Path) -> str:
 
 # ------------------------------------------------------------------ workspace
 def make_workspace(corpus: Corpus, dest: Path) -> Path:
-    """A fresh copy of the pristine tree at `dest`; returns its canonical path."""
+    """A fresh copy of the pristine tree at `dest`; returns its canonical path.
+
+    Untimed (nothing is measured before it returns).  A reflink copy where the filesystem has
+    them (btrfs, xfs; ext4 falls back to a plain copy).  Never a hardlink copy: the figures
+    rewrite files in place (open "wb"), which would reach the pristine tree through the link."""
     t = time.monotonic()
-    subprocess.run(["cp", "-a", str(corpus.path), str(dest)], check=True)
+    subprocess.run(["cp", "-a", "--reflink=auto", str(corpus.path), str(dest)], check=True)
     if is_git_corpus(corpus.name):
         refresh_git_index(dest)
     os.sync()                      # writeback of the copy must not land in a timed call
