@@ -8,10 +8,12 @@ blobs of declared paths, which keeps them reachable as long as the journal.
 Every append rewrites a *witness* file that lives beside the
 store, so it survives the store's deletion.  The witness is the one file an
 append syncs (in place, one fdatasync: journal_refs/witness.py): it names the
-new head and carries the loose bytes of the objects not yet synced
-(journal_refs/carried.py), so a power cut that takes them or the ref's last
-updates is repaired at the next open.  The order is objects (page cache),
-witness (synced: the event is durable), ref.
+new head and the `base` the ref stands at, and carries the loose bytes of the
+objects not yet synced (journal_refs/carried.py), so a crash or power cut that
+takes them or the ref's last updates is repaired at the next open.  The order is
+witness (synced: the event is durable), then publication: objects (page cache)
+and ref; a call's intent returns at the witness and is published in the
+background (journal_refs/publish.py), other events write their objects first.
 
     ref == witness                  fine
     witness descends from ref       the ref lost carried updates (crash, power cut): healed
@@ -26,13 +28,13 @@ check that file) until a later verify of a repaired chain finds it clean.
 This module holds the `Journal` (open, refresh, append, sync) and composes the rest,
 one module per concept: `heal` (the ref against the witness after a crash),
 `verify` (the chain re-hashed and replayed, the alarm), `query` (what readers ask),
-`commits` (the ref, the errors and reading events, shared by all of them).
+`batch` (group commit), `publish` (objects and ref after the witness), `commits` (shared).
 
-Crash points (CHRONOS_GIT_FAULT): mid_append (objects written, witness not:
-the event never happened), witness_half_written (the new record torn, the
-previous one whole: the event never happened), after_witness (witness
-durable, ref not moved: the event happened; the ref is moved forward at the
-next open or append).
+Crash points (CHRONOS_GIT_FAULT): mid_append (the event made, the witness not:
+it never happened), witness_half_written (the new record torn, the previous one
+whole: the event never happened), after_witness and mid_publish (witness durable,
+objects partly or not written, ref at base: the event happened; the objects are
+written back and the ref moved forward at the next open or append).
 """
 from __future__ import annotations
 
