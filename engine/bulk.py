@@ -41,8 +41,9 @@ FORK_MIN_BYTES = PACK_BYTES                 # below one pack's worth, children c
 LEVEL = 0                                   # stored blocks: ~1 GB/s; compaction recompresses with deltas later
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
+    """One listed file (slots: a million of them are held at once in a large tree)."""
     path: bytes
     mode: int
     st: os.stat_result | None     # None until read when the listing's own stat was enough

@@ -27,6 +27,7 @@ def since(core, events: CallEvents, time, workspace: str, after: str | None) -> 
     looked up in the whole journal's cache)."""
     ws = time.existing(workspace)
     root = os.fsdecode(ws.root_bytes)
+    core.journal.settle()                            # an intent published in the background counts
     tip = core.journal.ref_tip() if core.store.repo().references.get(JOURNAL_REF) is not None else None
     if tip is None:                                  # no journal yet: none is made by looking
         return DiskChanges(workspace=root, position=None, changes=[])

@@ -108,6 +108,7 @@ def verify(remotes: Remotes, name: str) -> AnchorCheck:
     core = remotes.core
     store, journal, host = core.store, core.journal, remotes.host
     journal.refresh()
+    journal.settle()
     head = journal.head
     tip = extend(remotes, name, head)
     repo = pygit2.Repository(str(store.root))

@@ -44,6 +44,7 @@ def push(remotes: Remotes, name: str | None = None, *, allow_excluded: bool = Fa
                 record.failed(name, exc)
                 raise
             raise IntegrityError(f"not pushed: the local journal's integrity is in doubt ({journal.integrity})")
+        journal.settle()             # its newest events published: the push reads them by their ids
         head, seq = journal.head, journal.state.seq
         remotes.last_attempt = time.time()
         try:
