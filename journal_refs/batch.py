@@ -30,7 +30,7 @@ from .state import TransitionError
 if TYPE_CHECKING:
     from .journal import Journal
 
-__all__ = ["Request", "prelude", "commit"]
+__all__ = ["Request", "prelude", "commit", "copy_error"]
 
 
 @dataclass
@@ -40,6 +40,7 @@ class Request:
     blobs: dict[str, str]
     while_running: bool
     defer: bool = False
+    early: bool = False          # its objects were written before the witness: published before it returns
     done: bool = False
     result: dict | None = None
     error: BaseException | None = None
@@ -113,10 +114,15 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
             sig = signature(payload["timestamp_ns"] / 1e9)
             body = loose.commit_data(tree, [head] if head else [], sig, message(payload))
             cid, commit_raw = loose.prepare(pygit2.GIT_OBJECT_COMMIT, body)
+            try:                         # a linked blob the store lacks fails this request alone
+                got, too_big = carried.carry(repo, [cid, tree, state_blob, *req.blobs.values()],
+                                             known={cid: (len(body), commit_raw), tree: (len(listing), tree_raw),
+                                                    state_blob: (len(text), state_raw)})
+            except (KeyError, ValueError, pygit2.GitError) as exc:
+                req.error, req.done = JournalError(f"could not append to the journal: a linked object is "
+                                                   f"missing or unreadable ({exc})"), True
+                continue
             objects += [(state_blob, state_raw), (tree, tree_raw), (cid, commit_raw)]
-            got, too_big = carried.carry(repo, [cid, tree, state_blob, *req.blobs.values()],
-                                         known={cid: (len(body), commit_raw), tree: (len(listing), tree_raw),
-                                                state_blob: (len(text), state_raw)})
             new.update(got)
             big += too_big
             made.append((req, {**payload, "id": cid}))
@@ -129,6 +135,8 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
             for oid, raw in objects:     # before the witness: a full disk fails the append here
                 loose.put(where, oid, raw)
             objects = []
+            for r, _p in made:
+                r.early = True
         else:
             for oid in big:              # not carried: written and synced before the witness
                 if oid in ours:
@@ -155,3 +163,13 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
     for req, payload in made:
         req.result, req.done = payload, True
 
+
+def copy_error(exc: BaseException) -> BaseException:
+    """`exc` for another thread to raise: the same type and message where it allows, else a
+    JournalError saying what it was (an interrupt of the committing thread is not theirs)."""
+    if isinstance(exc, Exception):
+        try:
+            return type(exc)(*exc.args)
+        except Exception:                # noqa: BLE001 - a type that wants other arguments
+            pass
+    return JournalError(f"the append was not recorded: {type(exc).__name__}: {exc}")

@@ -15,8 +15,8 @@ from .state import JournalState
 
 REF = "refs/chronos/journal"
 
-__all__ = ["full_due", "REF", "JournalError", "IntegrityError", "AlarmRaised", "read_object", "read_commit", "descends",
-           "load_state"]
+__all__ = ["full_due", "REF", "JournalError", "IntegrityError", "Unpublished", "AlarmRaised", "read_object",
+           "read_commit", "descends", "load_state"]
 
 
 class JournalError(Exception):
@@ -25,6 +25,12 @@ class JournalError(Exception):
 
 class IntegrityError(JournalError):
     code = "integrity"
+
+
+class Unpublished(JournalError):
+    """The witness vouches for events whose objects are not in the store and this process
+    cannot write them (another user's store, a full disk): not damage; a writer heals it."""
+    code = "unpublished"
 
 
 class AlarmRaised(IntegrityError):

@@ -25,7 +25,7 @@ import pygit2
 
 from ..engine.wording import plural
 from . import carried
-from .commits import REF, IntegrityError, JournalError, descends, read_commit
+from .commits import REF, IntegrityError, JournalError, Unpublished, descends, read_commit
 from .state import JournalState
 
 if TYPE_CHECKING:
@@ -79,12 +79,19 @@ def reconcile(journal: Journal, w: dict | None, tip: str | None) -> tuple[str | 
     if w and w["carried"] and (power_cut or lagging):
         try:
             back = carried.restore(repo, journal.store.root / "objects", w["carried"])
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            if not power_cut:                # the window before a live writer publishes, seen by
+                raise Unpublished(           # a process that cannot write the store: not damage
+                    f"the journal's newest events (up to {str(whead)[:12]}) are not published yet "
+                    f"and this process cannot write them to {journal.store.root}: {exc}") from None
+            raise IntegrityError(f"journal objects carried by {journal.witness_path} could not be "
+                                 f"written back: {exc}") from None
+        except ValueError as exc:
             raise IntegrityError(f"journal objects carried by {journal.witness_path} could not be "
                                  f"written back: {exc}") from None
         if back:
-            notes.append(f"{plural(len(back), 'journal object')} "
-                         f"{'lost in a power cut' if power_cut else 'not yet published by a stopped process'} "
+            why = "lost in a power cut" if power_cut else "not yet published (its process stopped or was publishing)"
+            notes.append(f"{plural(len(back), 'journal object')} {why} "
                          f"{'was' if len(back) == 1 else 'were'} written back from the witness")
     most = None if power_cut or (w is not None and "base" in w and w["base"] == tip) else 1
     if whead and w is not None and tip != whead and _behind_by_carried(repo, tip, whead, w["carried"], most):

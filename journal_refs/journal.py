@@ -50,8 +50,8 @@ from ..engine.errors import explain
 from ..engine.owner import ProcessIdentity
 from ..engine.powercut import current_boot
 from . import carried, query
-from .batch import Request, commit as batch_commit, prelude as batch_prelude
-from .commits import REF, AlarmRaised, IntegrityError, JournalError, descends, load_state
+from .batch import Request, commit as batch_commit, copy_error, prelude as batch_prelude
+from .commits import REF, AlarmRaised, IntegrityError, JournalError, Unpublished, descends, load_state
 from .events import WITNESS_SCHEMA, Genesis, JournalEvent
 from .heal import reconcile, ref_tip_or_damaged
 from .operation import OpenOperation
@@ -96,6 +96,7 @@ class Journal:
         self._carried_n: int | None = None   # objects the witness this process last wrote carries
         self._parsed: tuple[bytes, dict] | None = None   # the last witness record read, checked
         self.pending: Pending | None = None   # durable events not yet published (publish.py)
+        self.publish_failures = 0
         self._queue: list[Request] = []       # appends waiting for the next commit (group commit)
         self._queue_lock = threading.Lock()
         self._encoder = carried.RecordEncoder()
@@ -147,12 +148,16 @@ class Journal:
         except IntegrityError as exc:
             self.pending = None
             self.integrity = str(exc)
+            PUBLISHER.notify()
             raise
         except (pygit2.GitError, OSError) as exc:
             self.unwritable = explain(exc, self.store.root)
+            self.publish_failures += 1
+            PUBLISHER.notify()
             raise JournalError(f"could not publish journal events in {self.store.root}: "
                                f"{self.unwritable}") from None
         self.pending = None
+        PUBLISHER.notify()
 
     def ref_tip(self) -> str | None:
         """Where the journal ref points (None: no journal yet); IntegrityError if unreadable."""
@@ -227,7 +232,11 @@ class Journal:
     def _open_locked(self) -> None:
         w = self.read_witness(whole=True)
         tip, rewritten = ref_tip_or_damaged(self, w)
-        head, state, healed = reconcile(self, w, tip)
+        try:
+            head, state, healed = reconcile(self, w, tip)
+        except Unpublished as exc:       # readers see the journal up to the ref; appends wait
+            self.unwritable = str(exc)
+            head, state, healed = tip, (self.state_at(tip) if tip else JournalState()), None
         self.healed = "; ".join(n for n in (rewritten, healed) if n) or None
         if head is None:
             if w is not None and w.get("head"):
@@ -266,7 +275,13 @@ class Journal:
 
     # --------------------------------------------------------------- refresh
     def refresh(self) -> None:
-        """Follow appends made by other processes (O(1) unless the ref moved)."""
+        """Follow appends made by other processes (O(1) unless the ref moved), after this
+        process's own are published (what the head names is then in the store)."""
+        if self.pending is not None:
+            try:
+                self.settle()
+            except JournalError:
+                pass                     # readers of the chain get it from repo()
         with self.guard:
             if not self.opened:
                 self.open()
@@ -318,16 +333,30 @@ class Journal:
         req = Request({"kind": kind.kind, **fields}, blobs or {}, while_running, defer)
         with self._queue_lock:
             self._queue.append(req)
-        with self.guard:
-            if not req.done or (not defer and self.pending is not None):
-                with self.store.writing(), locking.exclusive(self.lock_path):
-                    while not req.done:
-                        self._commit_queued()
-                    if not defer and req.error is None:
-                        try:
-                            self.publish_locked()
-                        except JournalError:
-                            pass             # durable; recorded in unwritable / integrity
+        try:
+            with self.guard:
+                if not req.done or (not defer and self.pending is not None):
+                    with self.store.writing(), locking.exclusive(self.lock_path):
+                        while not req.done:
+                            self._commit_queued()
+                        if (not defer or req.early) and req.error is None:
+                            try:
+                                self.publish_locked()
+                            except JournalError:
+                                pass             # durable; recorded in unwritable / integrity
+        except BaseException as exc:
+            # a lock that could not be taken: the caller is told the append failed, so it must
+            # not be committed later by another thread's batch
+            with self._queue_lock:
+                if req in self._queue:
+                    self._queue.remove(req)
+                    raise
+            if not req.done:
+                with self.guard:                 # the batch that took it is committing it
+                    pass
+            if not req.done or req.error is not None or not isinstance(exc, Exception):
+                raise
+            # another thread's batch made it durable: that outcome stands
         if self.pending is not None:
             PUBLISHER.kick(self)
         return req.outcome()
@@ -342,8 +371,8 @@ class Journal:
             self._commit_locked(batch, w)
         except BaseException as exc:
             for r in batch:
-                if not r.done:
-                    r.error, r.done = exc, True
+                if not r.done:          # each waiter its own exception (a traceback is per raise)
+                    r.error, r.done = copy_error(exc), True
             if not isinstance(exc, Exception):
                 raise
 
@@ -500,3 +529,4 @@ class Journal:
             except OSError:
                 from_alarm = False
             self.integrity, self.integrity_from_alarm = problems[0], from_alarm
+

@@ -90,10 +90,15 @@ class _Publisher:
     journal's: it holds them weakly and keeps nothing between publications)."""
 
     def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        """Fresh state (also in a forked child: the parent publishes what it left pending)."""
         self.cond = threading.Condition()
         self._todo: list[weakref.ref] = []
         self._thread: threading.Thread | None = None
-        self._pid = 0
+        self._pid = os.getpid()
+        self._journals: weakref.WeakSet[Journal] = weakref.WeakSet()   # those that had something pending
 
     def kick(self, journal: Journal) -> None:
         with self.cond:
@@ -103,12 +108,21 @@ class _Publisher:
                                                 daemon=True)
                 self._thread.start()
             self._todo.append(weakref.ref(journal))
+            self._journals.add(journal)
+            self.cond.notify_all()
+
+    def notify(self) -> None:
+        """A journal's pending events were published, or a publication failed: waiters look."""
+        with self.cond:
             self.cond.notify_all()
 
     def wait(self, journal: Journal, timeout: float = WAIT_S) -> bool:
-        """Wait until `journal` has nothing pending (True) or `timeout` passed."""
+        """Wait until `journal` has nothing pending (True), a publication of it failed or
+        `timeout` passed (False)."""
+        failures = journal.publish_failures
         with self.cond:
-            return self.cond.wait_for(lambda: journal.pending is None, timeout)
+            return self.cond.wait_for(lambda: journal.pending is None or journal.publish_failures != failures,
+                                      timeout) and journal.pending is None
 
     def _run(self) -> None:
         while True:
@@ -123,16 +137,12 @@ class _Publisher:
                     except Exception:        # noqa: BLE001 - kept on the journal (unwritable, integrity)
                         pass
                 del j
-            with self.cond:
-                self.cond.notify_all()
 
     def flush(self) -> None:
-        """At a clean exit: publish what is still pending (a crash leaves it to the next open)."""
-        with self.cond:
-            todo, self._todo = self._todo, []
-        for ref in todo:
-            j = ref()
-            if j is not None and j.pending is not None:
+        """At a clean exit: publish what is still pending, waiting for a publication under way
+        (a crash leaves it to the next open)."""
+        for j in list(self._journals):
+            if j.pending is not None:
                 try:
                     j.publish_pending()
                 except Exception:            # noqa: BLE001 - the next open heals it
@@ -141,3 +151,5 @@ class _Publisher:
 
 PUBLISHER = _Publisher()
 atexit.register(PUBLISHER.flush)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=PUBLISHER.reset)

@@ -70,9 +70,10 @@ def events(journal: Journal, limit: int | None = 50, *, kinds: set[type[JournalE
 def walk(journal: Journal):
     """Payloads (with `id`), newest first, read as they are consumed: a reader that stops early
     reads no further.  ValueError for an event whose message is not one."""
-    journal.refresh()
-    repo = journal.repo()
-    cid = journal.head
+    with journal.guard:                  # no append between the settle and the head read
+        journal.refresh()
+        repo = journal.repo()
+        cid = journal.head
     while cid:
         commit = read_commit(repo, cid)
         payload, _ = parse_message(commit.message)
@@ -92,8 +93,8 @@ def payloads_since(journal: Journal, base: str | None) -> tuple[str | None, list
     when `base` is None; None when `base` is not below the head (a rewritten history)."""
     with journal.guard:
         journal.refresh()
-        head = journal.head
         repo = journal.repo()
+        head = journal.head
         out: list[dict] = []
         cid = head
         while cid and cid != base:
@@ -111,9 +112,10 @@ def last_boot(journal: Journal, most: int = 10_000) -> tuple[str | None, int | N
     """(the boot id the journal last recorded, at which seq): the newest event that names
     one (a call's owner, the genesis's creator, a power-cut repair), looking back at most
     `most` events; (None, None) when none does."""
-    journal.refresh()
-    repo = journal.repo()
-    cid, n = journal.head, 0
+    with journal.guard:
+        journal.refresh()
+        repo = journal.repo()
+        cid, n = journal.head, 0
     while cid and n < most:
         commit = read_commit(repo, cid)
         payload, _ = parse_message(commit.message)

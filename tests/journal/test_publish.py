@@ -171,3 +171,129 @@ def test_a_reader_holding_a_later_lock_waits_for_the_publisher(tmp_path, monkeyp
         threading.Thread(target=kick, args=(PUBLISHER, j)).start()
         j.repo()                     # strict lock order (the tests' setting) would raise if it took them
         assert j.pending is None and _ref(store_dir) == ev["id"]
+
+
+# ---------------------------------------------------------------- from the review of the change
+def test_an_append_whose_lock_failed_is_never_committed_later(tmp_path, monkeypatch):
+    """The caller was told it failed (the call never ran): the next append must not record it."""
+    import contextlib
+    import errno
+
+    from chronos_git.journal_refs import journal as jmod
+    store_dir = tmp_path / "store"
+    j = _journal(store_dir)
+    real, fail = jmod.locking.exclusive, [True]
+
+    @contextlib.contextmanager
+    def flaky(path, **kw):
+        if fail[0] and path == j.lock_path:
+            fail[0] = False
+            raise OSError(errno.EMFILE, "Too many open files")
+        with real(path, **kw):
+            yield
+    monkeypatch.setattr(jmod.locking, "exclusive", flaky)
+    with pytest.raises(OSError):
+        _intent(j, 1)
+    _intent(j, 2)
+    assert f"op{1:030d}" not in j.state.open and f"op{2:030d}" in j.state.open
+    assert j._queue == []
+
+
+def test_refresh_publishes_what_is_pending_before_the_head_is_read(tmp_path, held_publisher):
+    from chronos_git.journal_refs import anchor
+    store_dir = tmp_path / "store"
+    j = _journal(store_dir)
+    ev = _intent(j, 1)
+    j.refresh()                              # what a push and the anchor check do first
+    assert _ref(store_dir) == ev["id"]
+    anchor.extend(j.store, j.head)           # reads the head's objects by id
+
+
+def test_a_reader_that_cannot_write_the_store_opens_during_the_window(tmp_path, held_publisher, monkeypatch):
+    """Another process (here another Journal) that cannot write the store finds an intent not
+    yet published: not damage; it reads the journal up to the ref and cannot append."""
+    import errno
+
+    from chronos_git.journal_refs import carried
+    store_dir = tmp_path / "store"
+    j = _journal(store_dir)
+    base = _ref(store_dir)
+    _intent(j, 1)
+
+    def denied(*a, **k):
+        raise OSError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(carried, "atomic_write", denied)
+    other = Journal(Store.open(store_dir)).open()
+    assert other.integrity == "ok" and other.head == base and "not published yet" in other.unwritable
+    with pytest.raises(Exception) as exc:
+        _intent(other, 2)
+    assert "not published yet" in str(exc.value) and other.integrity == "ok"
+    monkeypatch.undo()
+    j.settle()
+    assert Journal(Store.open(store_dir)).open().verify()["problems"] == []
+
+
+def test_an_intent_on_a_nearly_full_disk_is_published_before_it_returns(tmp_path, monkeypatch):
+    from chronos_git.journal_refs import batch
+    store_dir = tmp_path / "store"
+    j = _journal(store_dir)
+    monkeypatch.setattr(batch, "room", lambda where: False)
+    monkeypatch.setattr(_Publisher, "kick", lambda self, journal: None)
+    ev = _intent(j, 1)
+    assert j.pending is None and _ref(store_dir) == ev["id"]
+
+
+def test_a_request_with_a_missing_linked_blob_fails_alone(tmp_path):
+    store_dir = tmp_path / "store"
+    j = _journal(store_dir)
+    out: dict[str, object] = {}
+
+    def run(name, fn):
+        try:
+            out[name] = fn()
+        except Exception as exc:     # noqa: BLE001 - the test looks at it
+            out[name] = exc
+    bad = lambda: j.append(events.Started, {"operation_id": f"op{9:030d}", "tool": "write_file",  # noqa: E731
+                                            "owner": j.me.to_dict()}, blobs={"pre/a": "ab" * 20}, defer=True)
+    threads = [threading.Thread(target=run, args=("ok", lambda: _intent(j, 1))),
+               threading.Thread(target=run, args=("bad", bad))]
+    with j.guard:
+        for t in threads:
+            t.start()
+        while len(j._queue) < 2:
+            threading.Event().wait(0.001)
+    for t in threads:
+        t.join(30)
+    assert isinstance(out["bad"], Exception) and "missing" in str(out["bad"])
+    assert isinstance(out["ok"], dict) and j.head == out["ok"]["id"]
+
+
+def test_a_clean_exit_publishes_what_is_pending(tmp_path, held_publisher):
+    store_dir = tmp_path / "store"
+    j = _journal(store_dir)
+    ev = _intent(j, 1)
+    PUBLISHER._journals.add(j)
+    PUBLISHER.flush()                        # what atexit runs
+    assert _ref(store_dir) == ev["id"]
+
+
+def test_readers_never_see_a_head_whose_objects_are_missing(tmp_path):
+    """A reader in one thread while another appends intents: every read finds its objects."""
+    store_dir = tmp_path / "store"
+    j = _journal(store_dir)
+    errors: list[Exception] = []
+    done = threading.Event()
+
+    def reader():
+        while not done.is_set() and not errors:
+            try:
+                j.events(3)
+            except Exception as exc:     # noqa: BLE001 - the test looks at it
+                errors.append(exc)
+    t = threading.Thread(target=reader)
+    t.start()
+    for n in range(300):
+        _intent(j, n)
+    done.set()
+    t.join(30)
+    assert errors == []
