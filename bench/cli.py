@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = None
     if args.figures:
         figures = {f.strip().upper() for f in args.figures.split(",") if f.strip()}
-        bad = figures - {"P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9"}
+        bad = figures - {"P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P8S"}
         if bad:
             raise SystemExit(f"unknown figure(s): {', '.join(sorted(bad))}")
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bench", *(sys.argv[1:] if argv is None else argv)])

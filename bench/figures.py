@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import journals, timemachine, use_test_support
+from . import journals, scale, timemachine, use_test_support
 from .corpora import Corpus, make_workspace, say
 from .gitcli import blob_id, dir_bytes, git, git_env
 from .machine import fsync_latency_ms
@@ -192,9 +192,14 @@ class CorpusRun:
             self.ws = make_workspace(c, self.rundir / "ws")
             out["workspace"] = str(self.ws)
             for fig, fn in (("P3", self.p3), ("P0", self.p0), ("P1", self.p1), ("P2", self.p2), ("P4", self.p4),
-                            ("P5", self.p5), ("P6", self.p6), ("P7", self.p7), ("P8", self.p8), ("P9", self.p9)):
+                            ("P5", self.p5), ("P6", self.p6), ("P7", self.p7), ("P8", self.p8), ("P9", self.p9),
+                            ("P8S", self.p8s)):
                 if self.figures is not None and fig != "P3" and fig not in self.figures:
                     continue
+                if fig == "P3" and self.figures is not None and self.figures <= {"P8S"}:
+                    continue                      # the scale rows take their own first snapshots
+                if fig == "P8S" and self.figures is None:
+                    continue                      # opt-in: --figures P8S
                 if fig != "P3" and "error" in self.results.get("P3", {}):
                     self.results[fig] = {"error": "skipped: P3 (first snapshot) failed"}
                     continue
@@ -223,6 +228,11 @@ class CorpusRun:
         out["failures"] = self.failures
         out["wall_s"] = round(time.monotonic() - t0, 1)
         return out
+
+    # ------------------------------------------------------------- P8S
+    def p8s(self) -> dict:
+        """Issue 37's scale rows (bench/scale.py); opt-in, meant for the mono-1m corpora."""
+        return scale.p8_scale(self)
 
     # ------------------------------------------------------------- P8, P9
     def p8(self) -> dict:

@@ -1,6 +1,8 @@
 """The human table, the target check and the JSON document."""
 from __future__ import annotations
 
+from . import scale  # the P8S rows
+
 RSS_METHOD = (
     "Each figure runs in fresh worker processes, one per comparator. chronos and Hermes run in-process in "
     "their worker (as inside the agent): *_peak_rss_mb is that worker's VmHWM from /proc/self/status "
@@ -40,6 +42,24 @@ TARGETS = _BOTH + [
     ("P9 log --all over 10k checkpoints p50", ("P9", "chronos_p50_ms"), 200.0, "ms"),
 ]
 
+# issue 37, at 1M files (bench/scale.py, --figures P8S): (label, path, limit, unit, at_least)
+SCALE_TARGETS = [
+    ("P8a first snapshot at 1M files", ("P8S", "P8a", "chronos_p50_ms"), 5_000.0, "ms", False),
+    ("P8a first snapshot / git CLI", ("P8S", "P8a", "ratio"), 0.1, "x", False),
+    ("P8b write_file call protected after start", ("P8S", "P8b", "declared_protected_ms"), 2_000.0, "ms", False),
+    ("P8b baseline rate", ("P8S", "P8b", "baseline_mb_s"), 150.0, "MB/s", True),
+    ("P8c write_file pre-call p50", ("P8S", "P8c", "write_pre_p50_ms"), 5.0, "ms", False),
+    ("P8c write_file pre-call p95", ("P8S", "P8c", "write_pre_p95_ms"), 15.0, "ms", False),
+    ("P8c shell pre-call (watcher) p50", ("P8S", "P8c", "shell_pre_p50_ms"), 20.0, "ms", False),
+    ("P8c shell pre-call (watcher) p95", ("P8S", "P8c", "shell_pre_p95_ms"), 60.0, "ms", False),
+    ("P8c log p50", ("P8S", "P8c", "log_p50_ms"), 200.0, "ms", False),
+    ("P8c diff of a 10-file checkpoint p50", ("P8S", "P8c", "diff_p50_ms"), 300.0, "ms", False),
+    ("P8c dashboard first view p50", ("P8S", "P8c", "dashboard", "first_view_p50_ms"), 1_000.0, "ms", False),
+    ("P8d peak RSS of the host", ("P8S", "P8d_rss", "host_peak_rss_mb"), 1_000.0, "MB", False),
+    ("P8d peak RSS of the baseline child", ("P8S", "P8d_rss", "children_peak_rss_mb"), 1_000.0, "MB", False),
+    ("P8d store after consolidate / git gc (untracked)", ("P8S", "P8d_store", "store_ratio"), 1.05, "x", False),
+]
+
 
 def _get(d: dict, path: tuple):
     for k in path:
@@ -58,10 +78,15 @@ GIT_TARGETS = _BOTH + [
 
 def targets(run: dict) -> dict:
     out = {}
-    for label, path, limit, unit in (GIT_TARGETS if run.get("corpus", "").endswith("-git") else TARGETS):
+    chosen = [(*t, False) for t in (GIT_TARGETS if run.get("corpus", "").endswith("-git") else TARGETS)]
+    if run.get("P8S"):                       # the scale rows: only the targets of figures that ran
+        chosen = [t for t in chosen if t[1][0] in run] + SCALE_TARGETS
+    for label, path, limit, unit, at_least in chosen:
         v = _get(run, path)
         out[label] = {"value": v, "limit": limit, "unit": unit,
-                      "met": None if v is None else bool(v <= limit)}
+                      "met": None if v is None else bool(v >= limit if at_least else v <= limit)}
+        if at_least:
+            out[label]["at_least"] = True
         if path[0] == "P0" and _get(run, ("P0", "model_think_ms")):
             # the targets are for a model that answers at once: not judged on another figure
             out[label].update(met=None, note="measured with a model response time; the target is "
@@ -218,7 +243,7 @@ def rows_for(run: dict) -> list[list[str]]:
                     "-", "-", "-", _rss(p9), str(p9.get("chronos_limit20_n", ""))])
         out.append([name, "P9", f"`chronos-git --json log --all` @{lab} (process)", _pair(p9, "cli_process"),
                     "-", "-", "-", "-", str(p9.get("cli_process_n", ""))])
-    return out
+    return out + scale.rows(run)
 
 
 HEADER = ["corpus", "fig", "what", "chronos p50/p95", "gitcli p50/p95", "hermes p50/p95", "ratio",
@@ -238,17 +263,21 @@ def table(runs: list[dict]) -> str:
 
 def targets_text(run: dict) -> str:
     t = run.get("targets") or {}
-    lines = [f"targets (set for the kernel tree) on {run['corpus']}:"]
+    scale_note = "; P8a-P8d: at 1M files" if run.get("P8S") else ""
+    lines = [f"targets (set for the kernel tree{scale_note}) on {run['corpus']}:"]
     for label, v in t.items():
         if label.startswith("_"):
             continue
         val = v["value"]
         unit = v["unit"]
-        show = {"x": lambda n: f"{n:.2f}x", "MB": lambda n: f"{n:.0f} MB"}.get(unit, fmt_ms)
+        show = {"x": lambda n: f"{n:.2f}x", "MB": lambda n: f"{n:.0f} MB",
+                "MB/s": lambda n: f"{n:.0f} MB/s"}.get(unit, fmt_ms)
         shown = "-" if val is None else show(val)
-        lim = {"x": lambda n: f"{n:.1f}x", "MB": lambda n: f"{n:.0f} MB"}.get(unit, fmt_ms)(v["limit"])
+        lim = {"x": lambda n: f"{n:g}x", "MB": lambda n: f"{n:.0f} MB",
+               "MB/s": lambda n: f"{n:.0f} MB/s"}.get(unit, fmt_ms)(v["limit"])
         verdict = {True: "met", False: "MISSED", None: "n/a"}[v["met"]]
-        lines.append(f"  {label:<58} {shown:>10}  (target <= {lim:>7})  {verdict}")
+        op = ">=" if v.get("at_least") else "<="
+        lines.append(f"  {label:<58} {shown:>10}  (target {op} {lim:>7})  {verdict}")
     if t.get("_note"):
         lines.append(f"  note: {t['_note']}")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from .gitcli import blob_id, dir_bytes, git, git_env, init_shadow
+from .scale import ScaleOps
 from .timemachine import TimeMachineOps
 
 REGULAR_MODES = (0o100644, 0o100755)
@@ -104,7 +105,7 @@ def _check_git_tree(env, cwd, rev: str, expect: dict, who: str) -> None:
 
 
 # ============================================================== chronos-git
-class ChronosHandler(TimeMachineOps):
+class ChronosHandler(TimeMachineOps, ScaleOps):
     def __init__(self):
         from chronos_git.journal_refs import events
         from chronos_git.service import Call, Chronos, Declared, Outcome
@@ -187,7 +188,8 @@ class ChronosHandler(TimeMachineOps):
         if hasattr(self.c, "turn_checkpoint"):
             self.c.turn_checkpoint(self.ws, session_id="bench")
         wsobj = self.c.core.store.workspace(self.ws)
-        state = getattr(self.c, "background_state", lambda _ws: None)
+        # the service has it on .snapshots (a getattr on the service itself never waited)
+        state = getattr(getattr(self.c, "snapshots", None), "background_state", lambda _ws: None)
         deadline = time.monotonic() + 600
         while (st := state(wsobj)) and st.get("running") and time.monotonic() < deadline:
             time.sleep(0.05)            # the turn checkpoint runs in the background: let it finish
