@@ -97,6 +97,8 @@ class Watcher:
         self.root = root.rstrip(b"/") or b"/"
         self.skip_dir = skip_dir or (lambda rel: False)
         self._cap = max_watches if max_watches is not None else CAP
+        self._ready = threading.Event()         # the first watches are all added
+        self.on_ready = None                    # called (on the watcher's thread) once they are
         self._unwatched: dict[bytes, int] = {}  # refused a watch (ENOSPC) -> directories in its subtree
         self._walks: tuple[str, ...] = ()      # the refused subtrees at the last take()
         self._lock = threading.RLock()
@@ -123,14 +125,34 @@ class Watcher:
             return self
         with self._lock:
             self._fd = fd
-            ok = self._watch_tree(b"")
-            # Until the first take() the set is incomplete by definition: the
-            # caller's first snapshot after start must be a full scan.
             self._trusted = False
-            self._why = "watching; waiting for the first full scan" if ok else self._why
-        self._thread = threading.Thread(target=self._run, name="chronos-git-watcher", daemon=True)
+            self._why = "adding watches"
+        # the watches are added on the watcher's thread: at a million files (75,000 folders)
+        # that takes seconds, which a caller (a first call, its turn checkpoint) must not wait
+        # for; whatever needs the dirty set (take, mark) waits on the lock the setup holds
+        self._thread = threading.Thread(target=self._setup_then_run, name="chronos-git-watcher", daemon=True)
         self._thread.start()
         return self
+
+    def ready(self, timeout: float | None = None) -> bool:
+        """Wait until the first watches are added (tests, the benchmark)."""
+        return self._ready.wait(timeout)
+
+    def _setup_then_run(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                ok = self._watch_tree(b"")
+                # Until the first take() the set is incomplete by definition: the
+                # caller's first snapshot after start must be a full scan.
+                self._trusted = False
+                self._why = "watching; waiting for the first full scan" if ok else self._why
+            self._ready.set()
+        if self.on_ready is not None:
+            try:
+                self.on_ready()
+            except Exception:                   # noqa: BLE001 - a notice must not stop the watcher
+                pass
+        self._run()
 
     def stop(self) -> None:
         self._stop = True
@@ -162,7 +184,11 @@ class Watcher:
         return self._walks
 
     def state(self) -> dict:
-        """For `health` and `status`: the mode, the watches, what is not watched and the fix."""
+        """For `health` and `status`: the mode, the watches, what is not watched and the fix
+        (while the watches are being added: how many so far, without waiting for them)."""
+        if not self._ready.is_set() and self._fd >= 0:
+            return {"mode": "starting", "running": True, "trusted": False, "why": self._why,
+                    **self.stats, "watches": len(self._wd), "unwatched_dirs": 0, "unwatched": []}
         with self._lock:
             unwatched = sum(self._unwatched.values())
             mode = ("off" if self._fd < 0 else "degraded: watch limit" if self._unwatched else "watching")

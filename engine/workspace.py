@@ -427,8 +427,9 @@ class Workspace:
             self._cache.unsaved = False
 
     # ---------------------------------------------------------------- watcher
-    def enable_watcher(self) -> bool:
-        """Start the inotify dirty set (long-lived processes only)."""
+    def enable_watcher(self, on_ready=None) -> bool:
+        """Start the inotify dirty set (long-lived processes only); `on_ready()` is called once
+        its watches are added (in the background: seconds at a million files)."""
         from . import watcher as watcher_mod
         if self._watcher is not None:
             return self._watcher.running
@@ -440,7 +441,9 @@ class Workspace:
         def skip_dir(rel: str) -> bool:
             return is_ignored(ignore_repo, rel + "/") or is_nested(os.path.join(self.root_bytes, os.fsencode(rel)))
 
-        self._watcher = watcher_mod.Watcher(self.root_bytes, skip_dir).start()
+        w = watcher_mod.Watcher(self.root_bytes, skip_dir)
+        w.on_ready = on_ready
+        self._watcher = w.start()
         return self._watcher.running
 
     def watcher_state(self) -> dict:

@@ -70,7 +70,7 @@ class Snapshots:
         budget = budget_s if budget_s is not None else settings.snapshot_budget_s
         try:
             if self.core.background:
-                ws.enable_watcher()
+                ws.enable_watcher(on_ready=lambda: self.watch.publish(ws))
                 self.watch.publish(ws)
                 waited = self._wait_for_baseline(ws, call, budget)
                 if waited is not None:
@@ -178,7 +178,7 @@ class Snapshots:
                               turn_id=turn_id, role="turn_start")
         if self.core.background:
             # overlaps the model's thinking; the turn's first tool call waits on the workspace lock
-            ws.enable_watcher()
+            ws.enable_watcher(on_ready=lambda: self.watch.publish(ws))
             self.watch.publish(ws)
             self._start(ws, "turn" if ws.has_checkpoint() else "baseline", meta)
             return {"kind": "background"}

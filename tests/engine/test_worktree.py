@@ -158,6 +158,7 @@ def test_the_watcher_watches_what_the_walk_lists(tmp_path):
     root, repo = _tree(tmp_path)
     w = watcher_mod.Watcher(root, ignored_dirs(repo)).start()
     try:
+        assert w.ready(30)
         assert sorted(w._wd.values()) == [b"", b"caf\xe9", b"src", b"src/deep"]
     finally:
         w.stop()

@@ -12,7 +12,7 @@ import pytest
 from chronos_git.engine import watcher as watcher_mod
 from chronos_git.hermes.alerts import protection_notice
 from chronos_git.service import Chronos
-from chronos_git.service.calls import Call, Outcome
+from chronos_git.service.calls import Call, Declared, Outcome
 from chronos_git.settings import Settings
 
 pytestmark = pytest.mark.skipif(not watcher_mod.available(), reason="inotify not available")
@@ -94,3 +94,35 @@ def test_the_cli_reads_what_the_host_published(host, cli):
 def test_the_cli_in_another_process_reads_it_too(host, cli):
     _, root = host
     _cli_says_it(cli, root, process=True)
+
+
+def test_a_first_file_call_does_not_wait_for_the_watches_to_be_added(tmp_path, store_dir, monkeypatch):
+    """At a million files adding 75,000 watches takes seconds: they are added on the watcher's
+    thread, and a file call at the start of a session is protected (its pre-images journaled)
+    without waiting for them."""
+    import threading
+    gate = threading.Event()
+    slow = watcher_mod.Watcher._watch_tree
+
+    def held(self, rel):
+        gate.wait(60)                    # the watches are still being added
+        return slow(self, rel)
+    monkeypatch.setattr(watcher_mod.Watcher, "_watch_tree", held)
+    root = tmp_path / "ws"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "a.txt").write_text("before\n")
+    svc = Chronos.get(store_dir, Settings())
+    svc.background = True
+    svc.turn_checkpoint(str(root))
+    state = svc.core.store.workspace(root).watcher_state()
+    assert state["mode"] == "starting" and not gate.is_set()
+    t = svc.begin(Call(tool="write_file", args={"path": "d/a.txt", "content": "after\n"}, workspace=str(root),
+                       declared=[Declared(str(root / "d" / "a.txt"), b"after\n")]))
+    assert not gate.is_set()             # begin() returned while the watches were held back
+    gate.set()
+    (root / "d" / "a.txt").write_text("after\n")
+    svc.finish(t, Outcome(status="ok"))
+    ev = svc.core.journal.event(svc.core.journal.head)
+    assert ev["kind"] == "returned"
+    assert svc.snapshots.wait(svc.core.store.workspace(root), 60)
+    svc.flush()
