@@ -142,6 +142,7 @@ HOLDER = textwrap.dedent("""
     from chronos_git.settings import Settings
     s = Chronos.get(sys.argv[1], Settings())
     t = s.begin(Call(tool="long_job", args={"n": 1}, workspace=sys.argv[2]))
+    s.core.journal.settle()    # the intent is published in the background: other processes see it then
     print(t.operation_id, flush=True)
     time.sleep(600)
 """)
