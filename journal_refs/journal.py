@@ -261,7 +261,7 @@ class Journal:
             w = self.read_witness()
         req = Request({"kind": Genesis.kind, "operation_id": None, "journal_id": journal_id,
                        "created_by": self.me.to_dict()}, {}, False)
-        self._commit_locked([req], w)
+        batch_commit(self, [req], w)
         self.publish_locked()
         req.outcome()
 
@@ -368,16 +368,13 @@ class Journal:
             batch, self._queue = self._queue[:self.MAX_BATCH], self._queue[self.MAX_BATCH:]
         try:
             w = batch_prelude(self)
-            self._commit_locked(batch, w)
+            batch_commit(self, batch, w)
         except BaseException as exc:
             for r in batch:
                 if not r.done:          # each waiter its own exception (a traceback is per raise)
                     r.error, r.done = copy_error(exc), True
             if not isinstance(exc, Exception):
                 raise
-
-    def _commit_locked(self, batch: list[Request], w: dict | None) -> None:
-        batch_commit(self, batch, w)
 
     def sync(self, *, min_objects: int = 0) -> bool:
         """Make the carried objects (one pack: carried.sync) and the ref durable, and stop

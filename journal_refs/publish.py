@@ -130,23 +130,23 @@ class _Publisher:
                 self.cond.wait_for(lambda: bool(self._todo))
                 todo, self._todo = self._todo, []
             for ref in todo:
-                j = ref()
-                if j is not None and j.pending is not None:
-                    try:
-                        j.publish_pending()
-                    except Exception:        # noqa: BLE001 - kept on the journal (unwritable, integrity)
-                        pass
-                del j
+                _try_publish(ref())
 
     def flush(self) -> None:
         """At a clean exit: publish what is still pending, waiting for a publication under way
         (a crash leaves it to the next open)."""
         for j in list(self._journals):
-            if j.pending is not None:
-                try:
-                    j.publish_pending()
-                except Exception:            # noqa: BLE001 - the next open heals it
-                    pass
+            _try_publish(j)
+
+
+def _try_publish(j: Journal | None) -> None:
+    """Publish what `j` has pending; a failure is kept on the journal (unwritable, integrity)
+    and the next append, read or open publishes or heals it."""
+    if j is not None and j.pending is not None:
+        try:
+            j.publish_pending()
+        except Exception:                    # noqa: BLE001 - recorded on the journal
+            pass
 
 
 PUBLISHER = _Publisher()

@@ -113,22 +113,35 @@ def test_a_ref_rolled_back_past_the_witnessed_base_is_still_tampering(tmp_path, 
     assert again.integrity != "ok"
 
 
+def _in_one_batch(j: Journal, **calls) -> dict[str, object]:
+    """Run each call on its own thread, all queued behind the guard so that one commit takes
+    them together; name -> its result or the exception it raised."""
+    out: dict[str, object] = {}
+
+    def run(name, fn):
+        try:
+            out[name] = fn()
+        except Exception as exc:     # noqa: BLE001 - the test looks at it
+            out[name] = exc
+    threads = [threading.Thread(target=run, args=(name, fn)) for name, fn in calls.items()]
+    with j.guard:
+        for t in threads:
+            t.start()
+        while len(j._queue) < len(threads):
+            threading.Event().wait(0.001)
+    for t in threads:
+        t.join(30)
+    return out
+
+
 def test_concurrent_appends_share_one_witness_write(tmp_path):
     store_dir = tmp_path / "store"
     j = _journal(store_dir)
     gen = _witness_gen(j)
-    results: dict[int, dict] = {}
-    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, _intent(j, n))) for n in range(8)]
-    with j.guard:                    # the appends queue up behind the lock ...
-        for t in threads:
-            t.start()
-        while len(j._queue) < 8:
-            threading.Event().wait(0.001)
-    for t in threads:                # ... and the first to get it commits all eight
-        t.join(30)
-    assert sorted(results) == list(range(8))
+    results = _in_one_batch(j, **{f"c{n}": (lambda n=n: _intent(j, n)) for n in range(8)})
+    assert sorted(results) == [f"c{n}" for n in range(8)] and all(isinstance(r, dict) for r in results.values())
     assert _witness_gen(j) == gen + 1                    # one record, one sync
-    seqs = sorted(r["seq"] for r in results.values())
+    seqs = sorted(r["seq"] for r in results.values())   # type: ignore[union-attr]
     assert seqs == list(range(seqs[0], seqs[0] + 8))
     j.settle()
     assert j.verify()["problems"] == [] and j.state.seq == seqs[-1]
@@ -137,23 +150,8 @@ def test_concurrent_appends_share_one_witness_write(tmp_path):
 def test_a_refused_transition_in_a_batch_fails_alone(tmp_path):
     store_dir = tmp_path / "store"
     j = _journal(store_dir)
-    out: dict[str, object] = {}
-
-    def run(name, fn):
-        try:
-            out[name] = fn()
-        except Exception as exc:     # noqa: BLE001 - the test looks at it
-            out[name] = exc
-    threads = [threading.Thread(target=run, args=("ok", lambda: _intent(j, 1))),
-               threading.Thread(target=run, args=("bad", lambda: j.append(
-                   events.Returned, {"operation_id": "no-such-operation", "status": "ok"})))]
-    with j.guard:
-        for t in threads:
-            t.start()
-        while len(j._queue) < 2:
-            threading.Event().wait(0.001)
-    for t in threads:
-        t.join(30)
+    out = _in_one_batch(j, ok=lambda: _intent(j, 1), bad=lambda: j.append(
+        events.Returned, {"operation_id": "no-such-operation", "status": "ok"}))
     assert isinstance(out["bad"], Exception) and "not running" in str(out["bad"])
     assert isinstance(out["ok"], dict) and j.head == out["ok"]["id"]
 
@@ -246,24 +244,9 @@ def test_an_intent_on_a_nearly_full_disk_is_published_before_it_returns(tmp_path
 def test_a_request_with_a_missing_linked_blob_fails_alone(tmp_path):
     store_dir = tmp_path / "store"
     j = _journal(store_dir)
-    out: dict[str, object] = {}
-
-    def run(name, fn):
-        try:
-            out[name] = fn()
-        except Exception as exc:     # noqa: BLE001 - the test looks at it
-            out[name] = exc
-    bad = lambda: j.append(events.Started, {"operation_id": f"op{9:030d}", "tool": "write_file",  # noqa: E731
-                                            "owner": j.me.to_dict()}, blobs={"pre/a": "ab" * 20}, defer=True)
-    threads = [threading.Thread(target=run, args=("ok", lambda: _intent(j, 1))),
-               threading.Thread(target=run, args=("bad", bad))]
-    with j.guard:
-        for t in threads:
-            t.start()
-        while len(j._queue) < 2:
-            threading.Event().wait(0.001)
-    for t in threads:
-        t.join(30)
+    out = _in_one_batch(j, ok=lambda: _intent(j, 1), bad=lambda: j.append(
+        events.Started, {"operation_id": f"op{9:030d}", "tool": "write_file", "owner": j.me.to_dict()},
+        blobs={"pre/a": "ab" * 20}, defer=True))
     assert isinstance(out["bad"], Exception) and "missing" in str(out["bad"])
     assert isinstance(out["ok"], dict) and j.head == out["ok"]["id"]
 
