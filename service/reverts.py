@@ -326,7 +326,7 @@ def _call_segment(repo, ws, c: CallChange) -> Segment | None:
 
 def _from_images(repo, ws, c: CallChange) -> Segment | None:
     base_id = c.pre or c.post
-    if not c.declared or base_id is None:
+    if not c.declared:
         return None
     root = os.fsdecode(ws.root_bytes)
     pre: dict[bytes, str | None] = {}
@@ -341,7 +341,9 @@ def _from_images(repo, ws, c: CallChange) -> Segment | None:
         key = os.fsencode(rel)
         pre[key], post[key] = a, b
     trees = Trees(repo)
-    base = _tree_of(repo, base_id)
+    # no checkpoint around it (the first call while the workspace's first snapshot was still
+    # being taken): the images alone are its change, set on an empty tree
+    base = _tree_of(repo, base_id) if base_id is not None else trees.write({}).hex()
     if base is None:
         return None
     raw = bytes.fromhex(base)

@@ -205,6 +205,31 @@ def test_a_file_call_is_taken_back_exactly_even_when_its_checkpoint_after_holds_
     assert res.status == "ok" and "agent line 2" not in a and "person line 15\n" in a, (res, a)
 
 
+def test_a_file_call_with_no_checkpoint_around_it_is_taken_back_from_its_images(svc, ws, monkeypatch):
+    """The first calls in a new workspace run while its first snapshot is still being taken
+    (no checkpoint before or after them): the journal's images are still their exact change."""
+    from chronos_git.service.snapshots import Snapshots
+    s = svc()
+    (ws / "a.txt").write_text(lines(20))
+    monkeypatch.setattr(Snapshots, "for_call",
+                        lambda self, call, when, budget: {"kind": "none", "pending_baseline": True})
+    edit = agent_write(s, ws, "a.txt", (ws / "a.txt").read_text().replace("base line 2\n", "agent line 2\n"))
+    made = agent_write(s, ws, "made.txt", "made by the agent\n")
+    monkeypatch.undo()
+    replace_line(ws / "a.txt", 15, "person line 15")             # the person's, kept
+    (ws / "notes.txt").write_text("the person's notes\n")
+    events = [e for e in s.core.journal.walk() if e.get("operation_id") in (edit, made)]
+    assert all(e.get("pre_checkpoint") is None and e.get("post_checkpoint") is None for e in events), events
+
+    res = s.revert(str(ws), made, actor="test")
+    assert res.status == "ok" and not (ws / "made.txt").exists(), res
+    res = s.revert(str(ws), edit, actor="test")
+    a = (ws / "a.txt").read_text()
+    assert res.status == "ok" and "agent line 2" not in a and "base line 2\n" in a and "person line 15\n" in a, \
+        (res, a)
+    assert (ws / "notes.txt").read_text() == "the person's notes\n"
+
+
 def test_revert_undo_revert_again_each_time_changes_the_file(history, ws):
     s, start = history
     made = _op(s, "made.txt")
