@@ -52,7 +52,7 @@ from .reachability import roots, walk
 from .state_file import REMOVE, StateFile
 from .usergit import Unusable, read_idx
 
-LEVEL = 1                     # git's own loose-object level: ~4x smaller than stored, fast
+LEVEL = 6                     # git's own pack level (core.compression): a store no larger than `git gc`
 PACK_BYTES = 16 << 20         # a run cut off (the process exits) keeps every pack it finished
 BATCH_BYTES = 4 << 20
 WINDOW = 8

@@ -99,6 +99,9 @@ class WitnessFile:
         self._gen: int | None = None        # the newest record read or written
         self._record: bytes | None = None
         self._shape: tuple[int, int] | None = None   # (inode, size) of the slotted file
+        # each slot's bytes (header and record) as last written or read whole: a read that
+        # finds both again byte for byte needs no hashing (journal.Journal reads before it writes)
+        self._slots: dict[int, bytes] = {}
 
     def read(self) -> tuple[bytes, bool] | None:
         """(the newest record, whether the other slot is torn), or None if there is no file.
@@ -108,10 +111,14 @@ class WitnessFile:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             self._gen = self._record = self._shape = None
+            self._slots = {}
             return None
-        self._shape = None
         try:
             st = os.fstat(fd)
+            if self._unchanged(fd, st):
+                assert self._record is not None
+                return self._record, False
+            self._shape, self._slots = None, {}
             if not stat.S_ISREG(st.st_mode):
                 raise ValueError("it is not a regular file")
             if os.pread(fd, 1, 0) == b"{":      # an older version's single JSON document
@@ -131,7 +138,16 @@ class WitnessFile:
             raise ValueError("its two records are not consecutive")
         self._gen, self._record = max(found)
         self._shape = (st.st_ino, st.st_size)
+        self._slots = {g % 2: _header(g, r) + r for g, r in found}
         return self._record, len(found) < 2
+
+    def _unchanged(self, fd: int, st: os.stat_result) -> bool:
+        """Both slots hold exactly the bytes this object last wrote or read whole there."""
+        if (len(self._slots) != 2 or self._shape != (st.st_ino, st.st_size)
+                or not stat.S_ISREG(st.st_mode)):
+            return False
+        slot = st.st_size // 2
+        return all(_pread_all(fd, len(data), k * slot) == data for k, data in self._slots.items())
 
     def write(self, record: bytes, *, fault: str = "witness_half_written") -> None:
         """Make `record` the newest record, durably (OSError as the disk gives it)."""
@@ -161,12 +177,14 @@ class WitnessFile:
                     except BaseException:
                         # the append fails: its record must not be read as the newest later on
                         # (Linux keeps the pages of a failed sync readable)
+                        self._slots = {}
                         try:
                             os.pwrite(fd, bytes(len(_MAGIC)), off)
                         except OSError:
                             pass
                         raise
                     self._gen, self._record = gen, record
+                    self._slots[gen % 2] = rec
                     return
             finally:
                 os.close(fd)
@@ -184,9 +202,11 @@ class WitnessFile:
         buf = bytearray(2 * slot)
         for g, r in recs.items():
             buf[(g % 2) * slot:(g % 2) * slot + len(r)] = r
+        self._slots = {}
         atomic_write(self.path, bytes(buf), mode=0o600, durable=True, fault="witness_temp_written")
         st = os.stat(self.path)
         self._gen, self._record, self._shape = gen, record, (st.st_ino, st.st_size)
+        self._slots = {g % 2: r for g, r in recs.items()}
 
     def newest_slot(self) -> tuple[int, int]:
         """(the slot holding the newest record, the slot size), as the last `read` found them

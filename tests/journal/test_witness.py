@@ -71,6 +71,39 @@ def test_a_torn_newest_slot_falls_back_to_the_record_before(tmp_path):
     assert WitnessFile(path).read() == (b'{"n": 1}', True)
 
 
+def plant(path, k: int, slot: int, gen: int, record: bytes) -> None:
+    """A whole record of generation `gen` written into slot `k`, as an editor who knows the format would."""
+    with open(path, "r+b") as fh:
+        fh.seek(k * slot)
+        fh.write(wmod._header(gen, record) + record)
+
+
+@pytest.mark.parametrize("edit", ["none", "torn-standby", "torn-newest", "newer-in-standby", "newest-edited"])
+def test_the_writer_reading_its_own_file_again_sees_what_a_fresh_reader_sees(tmp_path, edit, monkeypatch):
+    """The writer's own reread skips hashing only while both slots hold exactly what it left."""
+    path = tmp_path / "w"
+    wf = WitnessFile(path)
+    for n in range(3):
+        wf.write(b'{"n": %d}' % n)
+    assert wf.read() == (b'{"n": 2}', False)
+    k, slot = newest_slot(path)
+    if edit == "torn-standby":
+        tear(path, 1 - k, slot)
+    elif edit == "torn-newest":
+        tear(path, k, slot)
+    elif edit == "newer-in-standby":
+        plant(path, 1 - k, slot, 3, b'{"n": "planted"}')
+    elif edit == "newest-edited":
+        plant(path, k, slot, 2, b'{"n": 9}')                   # same generation, other bytes
+    hashed = []
+    real = wmod.hashlib.sha256
+    monkeypatch.setattr(wmod.hashlib, "sha256", lambda *a: hashed.append(1) or real(*a))
+    mine = wf.read()
+    monkeypatch.undo()
+    assert mine == WitnessFile(path).read()
+    assert bool(hashed) == (edit != "none")
+
+
 @pytest.mark.parametrize("damage", ["zeros", "truncated", "unrelated", "edited-both", "not-consecutive"])
 def test_a_file_without_a_whole_record_is_a_clear_error(tmp_path, damage):
     path = three_records(tmp_path)
