@@ -399,6 +399,8 @@ class Store:
         Callers must hold the chronos lock that every writer of that file takes,
         which proves no live writer owns it.
         """
+        if not os.access(lock_file, os.F_OK, follow_symlinks=False):
+            return False                # the usual case, without an exception (an append asks each time)
         try:
             st = lock_file.stat()
         except FileNotFoundError:

@@ -79,6 +79,7 @@ class Journal:
         self.witness_torn = False        # the witness's standby slot was torn when last read
         self.lock_path = metadir.lock_path(store.meta_dir, "journal")
         self.alarm_path = store.meta_dir / "journal-alarm.json"
+        self.ref_lock_path = store.root / (REF + ".lock")   # git's, left by a killed writer
         self.verified_path = store.meta_dir / "journal-verified.json"   # the last verified head
         self.me = ProcessIdentity.current()
         self.alarm_file = AlarmFile(self.alarm_path)
@@ -106,7 +107,7 @@ class Journal:
         with self.guard, self.store.writing(), locking.exclusive(self.lock_path):
             if self.opened:
                 return self
-            self.store.clear_stale_git_lock(self.store.root / (REF + ".lock"))
+            self.store.clear_stale_git_lock(self.ref_lock_path)
             self._witness.clear_temp()
             try:
                 self._open_locked()

@@ -83,8 +83,10 @@ class JournalState:
             raise TransitionError(f"event seq {ev.seq} does not follow {self.seq}")
         if self.seq == -1 and not isinstance(ev, Genesis):
             raise TransitionError("the first event must be genesis")
-        new = JournalState(journal_id=self.journal_id, seq=ev.seq, open=copy.deepcopy(self.open),
-                           replayable=copy.deepcopy(self.replayable), totals=dict(self.totals),
+        # each open operation's record is copied (transitions set its top-level fields); what
+        # the records hold is never changed in place, and _started copies it from the event
+        new = JournalState(journal_id=self.journal_id, seq=ev.seq, open={k: dict(v) for k, v in self.open.items()},
+                           replayable=dict(self.replayable), totals=dict(self.totals),
                            settings=self.settings, narrowed=self.narrowed)
         new.totals[ev.kind] = new.totals.get(ev.kind, 0) + 1
         TRANSITIONS[type(ev)](self, new, ev)
@@ -154,7 +156,7 @@ def _started(old: JournalState, new: JournalState, ev: Started) -> None:
     op = ev.operation_id
     if op in new.open or op in new.replayable:
         raise TransitionError(f"operation {op} already started")
-    info = {k: ev.payload.get(k) for k in OPEN_FIELDS if ev.payload.get(k) is not None}
+    info = {k: copy.deepcopy(ev.payload[k]) for k in OPEN_FIELDS if ev.payload.get(k) is not None}
     info.update(state="running", started_seq=ev.seq)
     new.open[op] = info
 
