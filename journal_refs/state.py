@@ -173,7 +173,7 @@ def _uncertain(old: JournalState, new: JournalState, ev: Uncertain) -> None:
     cur["state"] = "uncertain"
     cur["reason"] = ev.reason
     if ev.evidence is not None:
-        cur["evidence"] = ev.evidence
+        cur["evidence"] = copy.deepcopy(ev.evidence)     # kept by every later state: its own copy
 
 
 def _settled(new: JournalState, ev: Recovered | Resolved) -> dict:

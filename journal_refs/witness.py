@@ -144,7 +144,7 @@ class WitnessFile:
     def _unchanged(self, fd: int, st: os.stat_result) -> bool:
         """Both slots hold exactly the bytes this object last wrote or read whole there."""
         if (len(self._slots) != 2 or self._shape != (st.st_ino, st.st_size)
-                or not stat.S_ISREG(st.st_mode)):
+                or not stat.S_ISREG(st.st_mode) or st.st_size % 2 or not _slot_ok(st.st_size // 2)):
             return False
         slot = st.st_size // 2
         return all(_pread_all(fd, len(data), k * slot) == data for k, data in self._slots.items())
@@ -206,7 +206,8 @@ class WitnessFile:
         atomic_write(self.path, bytes(buf), mode=0o600, durable=True, fault="witness_temp_written")
         st = os.stat(self.path)
         self._gen, self._record, self._shape = gen, record, (st.st_ino, st.st_size)
-        self._slots = {g % 2: r for g, r in recs.items()}
+        if st.st_size == len(buf):       # else replaced since the rename: the next read reads it whole
+            self._slots = {g % 2: r for g, r in recs.items()}
 
     def newest_slot(self) -> tuple[int, int]:
         """(the slot holding the newest record, the slot size), as the last `read` found them

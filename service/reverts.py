@@ -318,9 +318,10 @@ def _call_segment(repo, ws, c: CallChange) -> Segment | None:
     if exact is not None:
         return exact
     if c.pre is None:
-        raise ValueError(f"call {c.operation_id[:12]} ({c.tool}) has no checkpoint before it and the journal does "
-                         "not hold its changes path by path, so what it did cannot be told from what others did: "
-                         "nothing was changed (take back other calls by id with `revert`, or restore a checkpoint)")
+        raise ValueError(f"call {c.operation_id[:12]} ({c.tool}) has no checkpoint before it, and the journal does "
+                         "not hold its changes path by path (or it deleted a file whose kind and mode no checkpoint "
+                         "holds), so what it did cannot be told from what others did: nothing was changed (take "
+                         "back other calls by id with `revert`, or restore a checkpoint)")
     return c.segment()
 
 
@@ -347,6 +348,9 @@ def _from_images(repo, ws, c: CallChange) -> Segment | None:
     if base is None:
         return None
     raw = bytes.fromhex(base)
+    if c.pre is None and any(pre[k] is not None and post[k] is None and trees.lookup(raw, k) is None
+                             for k in pre):
+        return None      # it deleted a path no checkpoint holds: its kind and mode are not known
     try:
         def entries(images: dict[bytes, str | None]) -> dict:
             out: dict = {}

@@ -104,6 +104,29 @@ def test_the_writer_reading_its_own_file_again_sees_what_a_fresh_reader_sees(tmp
     assert bool(hashed) == (edit != "none")
 
 
+def test_a_file_swapped_in_while_the_writer_replaced_it_whole_is_read_whole(tmp_path, monkeypatch):
+    """Between a whole rewrite's rename and its stat another file takes the name: a size the
+    writer never makes, its own bytes at both slot offsets.  The writer must not vouch for it."""
+    path = tmp_path / "w"
+    real = wmod.atomic_write
+
+    def swapped(target, data, **kw):
+        real(target, data, **kw)
+        slot = len(data) // 2
+        odd = bytearray(2 * (slot + 4096) + 1)
+        odd[:slot] = data[:slot]
+        odd[len(odd) // 2:len(odd) // 2 + slot] = data[slot:]
+        (tmp_path / "other").write_bytes(bytes(odd))
+        os.replace(tmp_path / "other", target)
+    monkeypatch.setattr(wmod, "atomic_write", swapped)
+    wf = WitnessFile(path)
+    wf.write(b'{"n": 1}')
+    monkeypatch.undo()
+    for reader in (wf, WitnessFile(path)):
+        with pytest.raises(ValueError, match="not two whole slots"):
+            reader.read()
+
+
 @pytest.mark.parametrize("damage", ["zeros", "truncated", "unrelated", "edited-both", "not-consecutive"])
 def test_a_file_without_a_whole_record_is_a_clear_error(tmp_path, damage):
     path = three_records(tmp_path)

@@ -230,6 +230,43 @@ def test_a_file_call_with_no_checkpoint_around_it_is_taken_back_from_its_images(
     assert (ws / "notes.txt").read_text() == "the person's notes\n"
 
 
+@pytest.mark.parametrize("checkpoint_before", [True, False])
+def test_a_deleted_executable_or_link_comes_back_as_it_was_or_the_revert_is_refused(svc, ws, monkeypatch,
+                                                                                   checkpoint_before):
+    """Its pre-image is content only: the kind and mode of a file it deleted come from the
+    checkpoint before it; with none, the revert says so and changes nothing (never a plain file)."""
+    from chronos_git.service import Call, Declared, Outcome
+    from chronos_git.service.snapshots import Snapshots
+    s = svc()
+    (ws / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(ws / "run.sh", 0o755)
+    os.symlink("run.sh", ws / "link")
+    if checkpoint_before:
+        s.snapshot(str(ws), "start")
+    else:
+        monkeypatch.setattr(Snapshots, "for_call",
+                            lambda self, call, when, budget: {"kind": "none", "pending_baseline": True})
+    ops = {}
+    for name in ("run.sh", "link"):
+        with s.protect(Call(tool="patch", args={"path": str(ws / name)}, workspace=str(ws),
+                            declared=[Declared(str(ws / name), None)])) as t:
+            os.unlink(ws / name)
+            t.outcome = Outcome(status="ok")
+        ops[name] = t.ticket.operation_id
+    monkeypatch.undo()
+    for name, op in ops.items():
+        if checkpoint_before:
+            res = s.revert(str(ws), op, actor="test")
+            assert res.status == "ok", res
+        else:
+            with pytest.raises(ValueError, match="kind and mode"):
+                s.revert(str(ws), op, actor="test")
+    if checkpoint_before:
+        assert os.stat(ws / "run.sh").st_mode & 0o111 and os.readlink(ws / "link") == "run.sh"
+    else:
+        assert not os.path.lexists(ws / "run.sh") and not os.path.lexists(ws / "link")
+
+
 def test_revert_undo_revert_again_each_time_changes_the_file(history, ws):
     s, start = history
     made = _op(s, "made.txt")
