@@ -50,8 +50,9 @@ def _slot_ok(slot: int) -> bool:
     return SLOT_MIN <= slot <= SLOT_MAX and slot % SLOT_MIN == 0 and n & (n - 1) == 0
 
 
-def _read_slot(fd: int, index: int, slot: int) -> tuple[int, bytes] | None:
-    """(gen, record) of slot `index` if it is whole, else None (torn, zeroed or edited).
+def _read_slot(fd: int, index: int, slot: int) -> tuple[int, bytes, bytes] | None:
+    """(gen, record, the slot's bytes as read: header and record) of slot `index` if it is
+    whole, else None (torn, zeroed or edited).
     Reads the header and the record only: memory and time follow the record, not the file."""
     off = index * slot
     head = os.pread(fd, _HEADER_MAX, off)
@@ -67,7 +68,7 @@ def _read_slot(fd: int, index: int, slot: int) -> tuple[int, bytes] | None:
     record = _pread_all(fd, length, off + end + 1)
     if len(record) != length or hashlib.sha256(record).hexdigest().encode() != fields[2]:
         return None
-    return gen, record
+    return gen, record, head[:end + 1] + record
 
 
 def _pread_all(fd: int, n: int, off: int) -> bytes:
@@ -136,9 +137,9 @@ class WitnessFile:
             raise ValueError("neither of its two records is whole")
         if len(found) == 2 and abs(found[0][0] - found[1][0]) != 1:
             raise ValueError("its two records are not consecutive")
-        self._gen, self._record = max(found)
+        self._gen, self._record, _ = max(found)
         self._shape = (st.st_ino, st.st_size)
-        self._slots = {g % 2: _header(g, r) + r for g, r in found}
+        self._slots = {g % 2: raw for g, _, raw in found}
         return self._record, len(found) < 2
 
     def _unchanged(self, fd: int, st: os.stat_result) -> bool:

@@ -341,6 +341,8 @@ def _from_images(repo, ws, c: CallChange) -> Segment | None:
             return None
         key = os.fsencode(rel)
         pre[key], post[key] = a, b
+    if c.pre is None and any(a is not None and post[k] is None for k, a in pre.items()):
+        return None      # it deleted a path no checkpoint before it holds: its kind and mode are not known
     trees = Trees(repo)
     # no checkpoint around it (the first call while the workspace's first snapshot was still
     # being taken): the images alone are its change, set on an empty tree
@@ -348,9 +350,6 @@ def _from_images(repo, ws, c: CallChange) -> Segment | None:
     if base is None:
         return None
     raw = bytes.fromhex(base)
-    if c.pre is None and any(pre[k] is not None and post[k] is None and trees.lookup(raw, k) is None
-                             for k in pre):
-        return None      # it deleted a path no checkpoint holds: its kind and mode are not known
     try:
         def entries(images: dict[bytes, str | None]) -> dict:
             out: dict = {}
