@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import re
 
 import pygit2
 
@@ -52,3 +53,64 @@ def is_ignored(repo: pygit2.Repository, rel: str) -> bool:
     out = ctypes.c_int(0)
     ptr = int(pygit2.ffi.cast("uintptr_t", repo._repo))
     return fn(ctypes.byref(out), ptr, os.fsencode(rel)) == 0 and bool(out.value)
+
+
+def could_ignore(files) -> re.Pattern[bytes] | None:
+    """A regex that finds, among work-tree paths, every one a rule of these ignore files could
+    ignore, and more: each pattern's last segment (the one before a trailing `/**`) matched
+    against each component of a path.  What it finds is asked of libgit2 (`is_ignored`),
+    so it only has to over-approximate; None when the files hold no rule that can ignore."""
+    parts = set()
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(1 << 22)
+        except OSError:
+            continue
+        for line in text.splitlines():
+            seg = _last_segment(line)
+            if seg is not None:
+                parts.add(seg)
+    if not parts:
+        return None
+    return re.compile(rb"(?:^|/)(?:" + b"|".join(sorted(parts)) + rb")(?:/|$)", re.IGNORECASE)
+
+
+def _last_segment(line: bytes) -> bytes | None:
+    """The regex of one rule's last segment (no `/` crossed), or None for a comment, a blank
+    line or a negation (it ignores nothing)."""
+    line = line.rstrip(b"\r")
+    while line.endswith(b" ") and not line.endswith(b"\\ "):
+        line = line[:-1]
+    if not line or line.startswith((b"#", b"!")):
+        return None
+    segs = [s for s in line.strip(b"/").split(b"/") if s]
+    while segs and segs[-1] == b"**":
+        segs.pop()
+    if not segs:
+        return rb"[^/]*"
+    out, seg, i = [], segs[-1], 0
+    while i < len(seg):
+        c = seg[i:i + 1]
+        if c == b"\\" and i + 1 < len(seg):
+            out.append(re.escape(seg[i + 1:i + 2]))
+            i += 2
+            continue
+        if c == b"*":
+            out.append(rb"[^/]*")
+        elif c == b"?":
+            out.append(rb"[^/]")
+        elif c == b"[":
+            end = seg.find(b"]", i + 2)
+            if end < 0:
+                out.append(rb"\[")
+            else:
+                body = seg[i + 1:end]
+                body = b"^" + body[1:] if body[:1] in (b"!", b"^") else body
+                out.append(b"[" + body.replace(b"\\", b"\\\\").replace(b"/", b"") + b"]")
+                i = end + 1
+                continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return b"".join(out)

@@ -195,16 +195,23 @@ def update_subtrees(repo: pygit2.Repository, index: pygit2.Index, scanner: Scann
 def _diff_below(index: pygit2.Index, dirs: list[str]) -> Diff:
     """index.diff_to_workdir with its walk limited to `dirs` (pygit2 takes no path list): a
     literal path list (DISABLE_PATHSPEC_MATCH), so libgit2 enters no other directory."""
-    copts = ffi.new("git_diff_options *")
-    check_error(C.git_diff_options_init(copts, 1))
-    copts.flags = int(DIFF_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH)
-    names = [ffi.new("char[]", os.fsencode(d)) for d in dirs]
-    strings = ffi.new("char *[]", names)
-    copts.pathspec.strings, copts.pathspec.count = strings, len(names)
-    out = ffi.new("git_diff **")
     repo = index._repo          # pygit2's own handles: what its diff_to_workdir passes
     if repo is None:
         raise ValueError("diff needs an associated repository")
+    return diff_index(repo, index, DIFF_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH, dirs)
+
+
+def diff_index(repo: pygit2.Repository, index: pygit2.Index, flags: int, dirs: list[str] | None = None) -> Diff:
+    """`index` against `repo`'s work tree, the index any (one not of `repo` too: a first
+    snapshot's adopted copy of the user's, engine/adopt.py); `dirs`: a pathspec."""
+    copts = ffi.new("git_diff_options *")
+    check_error(C.git_diff_options_init(copts, 1))
+    copts.flags = int(flags)
+    if dirs:
+        names = [ffi.new("char[]", os.fsencode(d)) for d in dirs]
+        strings = ffi.new("char *[]", names)
+        copts.pathspec.strings, copts.pathspec.count = strings, len(names)
+    out = ffi.new("git_diff **")
     check_error(C.git_diff_index_to_workdir(out, repo._repo, index._index, copts))
     return Diff.from_c(bytes(ffi.buffer(out)[:]), repo)
 

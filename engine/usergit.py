@@ -25,9 +25,13 @@ import os
 import re
 import stat
 import struct
+import zlib
 from dataclasses import dataclass, field
 
-MODE_FILE, MODE_EXEC, MODE_LINK = 0o100644, 0o100755, 0o120000
+from . import loose
+
+MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
+ZERO = b"\0" * 20
 SKIP_WORKTREE, INTENT_TO_ADD = 0x4000, 0x2000
 FICLONE = 0x40049409
 MAX_INDEX_BYTES = 1 << 30
@@ -49,6 +53,8 @@ class Known:
     packs: dict[str, set[bytes]] = field(default_factory=dict)   # pack stem -> object ids it holds
     pack_dir: bytes = b""
     trees: dict[bytes, tuple] = field(default_factory=dict)      # the index's valid cache-tree nodes
+    odd: dict[bytes, str] = field(default_factory=dict)          # entries left out, and why
+    common: bytes = b""                                          # where objects and config live
 
     def tree_ext(self, path: bytes, name: bytes) -> bytes | None:
         """The TREE extension entry (with its subtrees) of directory `path` as git's index
@@ -204,9 +210,10 @@ def _varint(data: bytes, p: int) -> tuple[int, int]:
     return val, p
 
 
-def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dict[bytes, tuple]]:
+def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dict[bytes, tuple], dict[bytes, str]]:
     """(path -> (blob id, mode, stat key) for every plain stage-0 file or link entry,
-    the valid nodes of the cache tree: see `parse_cache_tree`).
+    the valid nodes of the cache tree: see `parse_cache_tree`, path -> why for every entry
+    left out: "conflict", "intent-to-add", "skip-worktree", "gitlink", "no blob").
 
     Versions 2, 3 and 4; a checksum mismatch, an unknown required extension (a split
     index) or anything malformed raises Unusable."""
@@ -219,6 +226,7 @@ def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dic
     if trailer != b"\0" * 20 and hashlib.sha1(body).digest() != trailer:
         raise Unusable("the index checksum does not match")
     out: dict[bytes, tuple[bytes, int, tuple]] = {}
+    odd: dict[bytes, str] = {}
     unpack = struct.Struct(">10I20sH").unpack_from
     off, prev, end_entries = 12, b"", len(body)
     try:
@@ -245,9 +253,9 @@ def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dic
             prev = name
             if off > end_entries:
                 raise Unusable("truncated index")
-            if (flags >> 12) & 3 or xflags & (SKIP_WORKTREE | INTENT_TO_ADD):
-                continue
-            if mode not in (MODE_FILE, MODE_EXEC, MODE_LINK) or sha == b"\0" * 20:
+            if (flags >> 12) & 3 or xflags & (SKIP_WORKTREE | INTENT_TO_ADD) \
+                    or mode not in (MODE_FILE, MODE_EXEC, MODE_LINK) or sha == ZERO:
+                odd[name] = _why_odd(flags, xflags, mode)
                 continue
             # the times as full nanoseconds (32-bit seconds hold until 2106): one compare each
             out[name] = (sha, mode, (c_s * 1_000_000_000 + c_ns, m_s * 1_000_000_000 + m_ns, ino, uid, gid, size))
@@ -262,10 +270,21 @@ def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dic
                 trees = parse_cache_tree(data[p + 8:p + 8 + size])
             except Unusable:
                 trees = {}               # optional: every tree is built instead
+                odd[b""] = "malformed cache tree"
         elif not 0x41 <= sig[0] <= 0x5A:
             raise Unusable(f"index extension {sig!r} is required and not understood")
         p += 8 + size
-    return out, trees
+    return out, trees, odd
+
+
+def _why_odd(flags: int, xflags: int, mode: int) -> str:
+    if (flags >> 12) & 3:
+        return "conflict"
+    if xflags & INTENT_TO_ADD:
+        return "intent-to-add"
+    if xflags & SKIP_WORKTREE:
+        return "skip-worktree"
+    return "gitlink" if mode == MODE_GITLINK else "no blob"
 
 
 def parse_cache_tree(ext: bytes) -> dict[bytes, tuple[int, bytes, list[bytes]]]:
@@ -364,8 +383,22 @@ def _clone_file(src: bytes, dst: bytes) -> None:
         os.close(fd_in)
 
 
+@dataclass
+class RawIndex:
+    """The user's index file as read once (bytes and mtime from the same open file)."""
+    gitdir: bytes
+    common: bytes
+    data: bytes
+    mtime_ns: int
+
+
 def read_known(root: bytes) -> Known:
     """Parse the user's index and check that nothing converts content; raises Unusable."""
+    return known_from(read_index(root), root)
+
+
+def read_index(root: bytes) -> RawIndex:
+    """The user's index file, read whole; raises Unusable."""
     gitdir = find_gitdir(root)
     if gitdir is None:
         raise Unusable("no git repository")
@@ -385,8 +418,13 @@ def read_known(root: bytes) -> Known:
         data = b"".join(chunks)
     finally:
         os.close(fd)
-    cfg = _git_config_values(_config_paths(common))
-    entries, trees = parse_index(data)
+    return RawIndex(gitdir, common, data, st.st_mtime_ns)
+
+
+def known_from(raw: RawIndex, root: bytes) -> Known:
+    """What `raw` vouches for, once nothing converts content; raises Unusable."""
+    cfg = _git_config_values(_config_paths(raw.common))
+    entries, trees, odd = parse_index(raw.data)
     attrs = []
     for path in entries:
         if path == b".gitattributes" or path.endswith(b"/.gitattributes"):
@@ -395,9 +433,10 @@ def read_known(root: bytes) -> Known:
                     attrs.append(fh.read(1 << 20))
             except OSError:
                 raise Unusable("a .gitattributes file cannot be read") from None
-    _refuse_converting(common, gitdir, cfg, attrs)
-    return Known(gitdir=gitdir, entries=entries, index_mtime_ns=st.st_mtime_ns,
-                 pack_dir=os.path.join(common, b"objects", b"pack"), trees=trees)
+    _refuse_converting(raw.common, raw.gitdir, cfg, attrs)
+    return Known(gitdir=raw.gitdir, entries=entries, index_mtime_ns=raw.mtime_ns,
+                 pack_dir=os.path.join(raw.common, b"objects", b"pack"), trees=trees, odd=odd,
+                 common=raw.common)
 
 
 def link_packs(known: Known, wanted: set[bytes], store_pack_dir: str, durable: bool) -> dict[str, set[bytes]]:
@@ -452,3 +491,37 @@ def link_packs(known: Known, wanted: set[bytes], store_pack_dir: str, durable: b
                     os.close(fd)
         linked[os.fsdecode(stem)] = ids
     return linked
+
+
+def copy_loose(known: Known, wanted: set[bytes], objects_dir: str) -> set[bytes]:
+    """Copy into the store the objects of `wanted` that the user's repository holds loose
+    (what `git add` and `git commit` wrote since its last gc), each checked to inflate to an
+    object of its id; returns the ids copied."""
+    src, got = os.path.join(known.common, b"objects"), set()
+    for oid in wanted:
+        hx = oid.hex()
+        try:
+            fd = os.open(os.path.join(src, hx[:2].encode(), hx[2:].encode()),
+                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            chunks = []
+            while chunk := os.read(fd, 1 << 24):
+                chunks.append(chunk)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        packed = b"".join(chunks)
+        try:
+            if hashlib.sha1(zlib.decompress(packed)).digest() != oid:
+                continue
+        except zlib.error:
+            continue
+        loose.put(objects_dir, hx, packed)
+        got.add(oid)
+    return got

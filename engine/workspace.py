@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pygit2
 from pygit2 import GitError
 
-from . import faults, fifo_guard, file_writes, first_import, locking, metadir, narrowing, perms
+from . import adopt, faults, fifo_guard, file_writes, first_import, locking, metadir, narrowing, perms
 from .chain import Chain
 from .checkpoint import Checkpoint, CheckpointMeta
 from .durability import fsync_scope
@@ -368,8 +368,8 @@ class Workspace:
                                   result.tree_id, True, result.partial, report)
 
     def _bulk_import(self, repo, scanner: Scanner, progress=None) -> bool:
-        """First snapshot: one pack and a complete index (engine/first_import.py), verified
-        against libgit2."""
+        """First snapshot: the user's git index adopted (engine/adopt.py), else one pack and a
+        complete index (engine/first_import.py), verified against libgit2."""
         from . import consolidate
 
         def tell(phase: str, done: int, total: int) -> None:
@@ -377,6 +377,18 @@ class Workspace:
             if progress is not None:
                 progress(phase, done, total)            # for whoever asked (a CLI progress bar)
 
+        adopt_note = None
+        if self.store.config.seed_from_git:
+            got = adopt.run(repo, self.gitdir, self.root_bytes, str(self.store.root / "objects"),
+                            cap=self.store.config.max_file_bytes,
+                            durable=self.store.config.durable_snapshots, say=tell)
+            if not isinstance(got, str):
+                self._repo = None
+                self.last_bulk, self.last_seed = adopt.read_changed(self._open_repo(), scanner, got)
+                consolidate.mark(self.store, fast=[], linked=got.linked)
+                faults.hit("bulk_before_ref")
+                return True
+            adopt_note = got
         res = first_import.run(repo, self.gitdir, self.root_bytes, self.store, tell)
         if res is None:
             return False
@@ -388,7 +400,8 @@ class Workspace:
             return False
         first_import.fold(scanner.report, res)
         self.last_bulk = res.seconds
-        self.last_seed = {"seeded_files": res.seeded, "linked_packs": len(res.linked), "note": res.seed_note}
+        self.last_seed = {"seeded_files": res.seeded, "linked_packs": len(res.linked), "note": res.seed_note,
+                          "adopted": False, "adopt_note": adopt_note}
         consolidate.mark(self.store, fast=res.packs, linked=res.linked)    # compressed and self-owned in the background
         faults.hit("bulk_before_ref")
         return True

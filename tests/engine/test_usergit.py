@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pygit2
 import pytest
 
-from chronos_git.engine import consolidate, usergit
+from chronos_git.engine import adopt, consolidate, usergit
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 from support.helpers import git, tree_fingerprint
@@ -92,8 +92,9 @@ def test_seeded_first_snapshot_equals_a_hashed_one_and_leaves_git_untouched(tmp_
 
 def test_store_self_contained_after_rm_rf_git_and_after_consolidation(tmp_path):
     ws = make_repo(tmp_path / "ws")
-    (ws / "notes.txt").write_text("untracked\n")             # hashed: our own (fast) pack
-    svc, res, _ = first(tmp_path / "store", ws)
+    (ws / "notes.txt").write_text("untracked\n")             # read from disk: a loose object of ours
+    svc, res, w = first(tmp_path / "store", ws)
+    assert w.last_seed["adopted"] and w.last_seed["changed_files"] == 1
     shutil.rmtree(ws / ".git")
     subprocess.run(["git", "--git-dir", str(tmp_path / "store"), "fsck", "--strict", "--no-dangling"],
                    check=True, capture_output=True)
@@ -101,9 +102,9 @@ def test_store_self_contained_after_rm_rf_git_and_after_consolidation(tmp_path):
     svc.restore(str(ws), res.checkpoint, paths=["d2/f2.txt"], actor="test")
     assert (ws / "d2" / "f2.txt").read_text() == "file 2\n" + "x" * 2
     pending = consolidate.pending(svc.core.store)
-    assert len(pending) == 2                                  # our fast pack and the user's linked one
+    assert len(pending) == 1                                  # the user's linked pack
     out = svc.consolidate()
-    assert (out.packs, out.adopted) == (1, 1) and not consolidate.pending(svc.core.store)   # a fresh clone's pack is kept
+    assert out.adopted == 1 and not consolidate.pending(svc.core.store)   # a fresh clone's pack is kept
     left = {p.rsplit(".", 1)[0] for p in os.listdir(tmp_path / "store" / "objects" / "pack")}
     assert len(left & set(pending)) == 1
     repo = pygit2.Repository(str(tmp_path / "store"))
@@ -188,9 +189,10 @@ def test_a_clean_clone_takes_git_s_trees_and_builds_only_the_root(tmp_path):
     before = tree_fingerprint(ws / ".git", mtimes=True)
     svc, res, w = first(tmp_path / "store", ws)
     assert res.tree == head_tree and w.last_seed["linked_packs"] == 1
+    assert w.last_seed["adopted"] and w.last_seed["changed_files"] == 0        # git's index taken whole
     ours = [p for p in (tmp_path / "store" / "objects" / "pack").glob("*.idx") if p.stat().st_nlink == 1]
-    assert [usergit.read_idx(os.fsencode(p)) for p in ours] == [{bytes.fromhex(head_tree)}]  # nothing hashed
-    # the commit freshens its tree: in our own pack, so the user's pack keeps its mtime too
+    assert ours == []                                          # nothing hashed, no tree built
+    # the commit does not freshen its tree (write_commit), so the user's pack keeps its mtime
     assert tree_fingerprint(ws / ".git", mtimes=True) == before
     Chronos.forget_instances()
     _, plain, _ = first(tmp_path / "plain", ws, seed_from_git=False)
@@ -222,9 +224,11 @@ def test_a_changed_or_new_file_rebuilds_only_the_trees_above_it(tmp_path):
         assert tree[d].id == old_tree[d].id                   # taken from git's cache tree
     for d in ("d1", "d3", "d4"):
         assert tree[d].id != old_tree[d].id
-    ours = [p for p in (tmp_path / "store" / "objects" / "pack").glob("*.idx") if p.stat().st_nlink == 1]
-    held = set().union(*(usergit.read_idx(os.fsencode(p)) for p in ours))
-    assert len(held) == 3 + 4               # 3 blobs hashed; 4 trees built: root, d1, d3, d4
+    made = [tree.id, tree["d1"].id, tree["d3"].id, tree["d4"].id,                # 4 trees built
+            tree["d1"]["f1.txt"].id, tree["d3"]["new.txt"].id]                   # 2 blobs read
+    for oid in made:
+        assert (tmp_path / "store" / "objects" / str(oid)[:2] / str(oid)[2:]).is_file()
+    assert w.last_seed["adopted"] and w.last_seed["changed_files"] == 3
     assert str(w._open_repo().index.write_tree()) == res.tree
 
 
@@ -304,9 +308,10 @@ def test_a_gitdir_file_and_no_repository(tmp_path):
 @pytest.mark.parametrize("point", ["consolidate_mid_copy", "consolidate_before_delete",
                                    "consolidate_mid_delete"])
 @pytest.mark.process
-def test_consolidation_killed_at_each_point_loses_nothing(tmp_path, point):
+def test_consolidation_killed_at_each_point_loses_nothing(tmp_path, point, monkeypatch):
     ws = make_repo(tmp_path / "ws")
     (ws / "notes.txt").write_text("untracked\n")             # two pending packs: ours and the user's
+    monkeypatch.setattr(adopt, "MAX_CHANGES", 0)              # the bulk import's own pack, not loose objects
     store = tmp_path / "store"
     svc, res, _ = first(store, ws)
     code = ("import sys; from chronos_git.service import Chronos; from chronos_git.settings import Settings;"
@@ -326,7 +331,10 @@ def test_consolidation_killed_at_each_point_loses_nothing(tmp_path, point):
     subprocess.run(["git", "--git-dir", str(store), "fsck", "--strict"], check=True, capture_output=True)
 
 
-def test_a_linked_pack_full_of_history_is_copied_out_of_and_dropped(tmp_path):
+@pytest.mark.parametrize("adopted", [True, False])
+def test_a_linked_pack_full_of_history_is_copied_out_of_and_dropped(tmp_path, adopted, monkeypatch):
+    if not adopted:
+        monkeypatch.setattr(adopt, "MAX_CHANGES", 0)          # the bulk import: its own pack too
     ws = tmp_path / "ws"
     ws.mkdir()
     git("init", "-q", cwd=ws)
@@ -342,9 +350,10 @@ def test_a_linked_pack_full_of_history_is_copied_out_of_and_dropped(tmp_path):
     (ws / "notes.txt").write_text("untracked\n")
     svc, res, w = first(tmp_path / "store", ws)
     assert w.last_seed["seeded_files"] == 1 and w.last_seed["linked_packs"] == 1
+    assert w.last_seed["adopted"] is adopted
     before = sum(f.stat().st_size for f in (tmp_path / "store" / "objects" / "pack").iterdir())
     out = svc.consolidate()
-    assert (out.packs, out.adopted) == (2, 0) and out.objects >= 2
+    assert (out.packs, out.adopted) == (1 if adopted else 2, 0) and out.objects >= (1 if adopted else 2)
     after = sum(f.stat().st_size for f in (tmp_path / "store" / "objects" / "pack").iterdir())
     assert after < before / 10                                # the history is gone from the store
     shutil.rmtree(ws / ".git")

@@ -1,0 +1,168 @@
+"""A first snapshot of a git work tree that adopts the user's index (engine/adopt.py): the
+same tree as hashing every file, the user's loose objects copied, what git marks oddly or
+what changed too much left to the bulk import, and a kill before the index is in place
+leaves a store the next snapshot completes."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pygit2
+import pytest
+
+from chronos_git.engine import adopt
+from chronos_git.service import Chronos
+from support.helpers import git, tree_fingerprint
+
+from .test_usergit import backdate, blobs, first, make_repo
+
+
+def commit(ws, msg="c"):
+    git("-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", msg, cwd=ws)
+
+
+def hashed_tree(tmp_path, ws, name="plain", **settings):
+    Chronos.forget_instances()
+    _, plain, w = first(tmp_path / name, ws, seed_from_git=False, **settings)
+    assert not w.last_seed["seeded_files"]
+    return plain
+
+
+def test_objects_git_holds_loose_are_copied_and_checked(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    (ws / "d1" / "f1.txt").write_text("staged, not packed\n")          # `git add`: a loose blob
+    (ws / "d2" / "f2.txt").write_text("committed, not packed\n")       # commit: loose blob and trees
+    backdate(ws)
+    git("add", "-A", cwd=ws)
+    commit(ws)
+    before = tree_fingerprint(ws / ".git", mtimes=True)
+    svc, res, w = first(tmp_path / "store", ws)
+    assert w.last_seed["adopted"] and w.last_seed["changed_files"] == 0
+    assert w.last_seed["loose_copied"] >= 3                              # 2 blobs, the trees above them
+    assert tree_fingerprint(ws / ".git", mtimes=True) == before           # read only
+    assert res.tree == hashed_tree(tmp_path, ws).tree
+    shutil.rmtree(ws / ".git")
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    got = blobs(repo, repo[res.tree])
+    assert got[b"d1/f1.txt"] == b"staged, not packed\n" and got[b"d2/f2.txt"] == b"committed, not packed\n"
+    subprocess.run(["git", "--git-dir", str(tmp_path / "store"), "fsck", "--strict", "--no-dangling"],
+                   check=True, capture_output=True)
+
+
+def test_a_damaged_loose_object_is_read_from_the_file_instead(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    (ws / "d1" / "f1.txt").write_text("staged\n")
+    backdate(ws)
+    git("add", "-A", cwd=ws)
+    sha = git("rev-parse", ":d1/f1.txt", cwd=ws).stdout.strip()
+    obj = ws / ".git" / "objects" / sha[:2] / sha[2:]
+    os.chmod(obj, 0o644)
+    obj.write_bytes(b"not zlib at all")                                  # git's copy is ruined
+    svc, res, w = first(tmp_path / "store", ws)
+    assert w.last_seed["adopted"] and w.last_seed["loose_copied"] == 0 and w.last_seed["changed_files"] == 1
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    assert blobs(repo, repo[res.tree])[b"d1/f1.txt"] == b"staged\n"      # from the work tree
+
+
+def test_a_tracked_file_an_ignore_rule_matches_is_left_out_as_by_the_bulk_import(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    for rel in ("kept.log", "d1/deep/also.log", "build/out.o", "d2/n.tmp", "d2/keep.tmp"):
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(f"tracked before the rules: {rel}\n")
+    backdate(ws)
+    git("add", "-A", cwd=ws)
+    commit(ws)
+    (ws / ".gitignore").write_text("*.log\n/build/\n")
+    (ws / "d2" / ".gitignore").write_text("*.tmp\n!keep.tmp\n")
+    (ws / "new.log").write_text("untracked and ignored\n")
+    backdate(ws)
+    svc, res, w = first(tmp_path / "store", ws, ignored_patterns=["d0/f5.txt"])
+    assert w.last_seed["adopted"]
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    got = blobs(repo, repo[res.tree])
+    assert not {b"kept.log", b"d1/deep/also.log", b"build/out.o", b"d2/n.tmp", b"new.log", b"d0/f5.txt"} & set(got)
+    assert got[b"d2/keep.tmp"] and got[b".gitignore"] and got[b"d0/f0.txt"]
+    assert res.tree == hashed_tree(tmp_path, ws, ignored_patterns=["d0/f5.txt"]).tree
+
+
+@pytest.mark.parametrize("how", ["intent-to-add", "skip-worktree", "conflict"])
+def test_entries_git_marks_are_left_to_the_bulk_import(tmp_path, how):
+    ws = make_repo(tmp_path / "ws")
+    if how == "intent-to-add":
+        (ws / "later.txt").write_text("not yet added\n")
+        git("add", "-N", "later.txt", cwd=ws)
+    elif how == "skip-worktree":
+        git("update-index", "--skip-worktree", "d0/f0.txt", cwd=ws)
+    else:
+        blob = git("rev-parse", ":d0/f0.txt", cwd=ws).stdout.strip()
+        info = f"100644 {blob} 1\td0/f5.txt\n100644 {blob} 2\td0/f5.txt\n"
+        subprocess.run(["git", "update-index", "--index-info"], cwd=ws, input=info, text=True, check=True)
+    svc, res, w = first(tmp_path / "store", ws)
+    assert not w.last_seed["adopted"]
+    assert how in w.last_seed["adopt_note"] or (how == "conflict" and "conflicts" in w.last_seed["adopt_note"])
+    assert res.tree == hashed_tree(tmp_path, ws).tree
+
+
+def test_a_submodule_is_a_nested_repository_and_not_in_the_snapshot(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    sub = ws / "sub"
+    sub.mkdir()
+    git("init", "-q", cwd=sub)
+    (sub / "inner.txt").write_text("the submodule's own\n")
+    git("add", "-A", cwd=sub)
+    commit(sub)
+    head = git("rev-parse", "HEAD", cwd=sub).stdout.strip()
+    git("update-index", "--add", "--cacheinfo", f"160000,{head},sub", cwd=ws)
+    commit(ws, "with a gitlink")
+    svc, res, w = first(tmp_path / "store", ws)
+    assert w.last_seed["adopted"]
+    assert "sub" in res.nested_repos
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    assert not any(p.startswith(b"sub") for p in blobs(repo, repo[res.tree]))
+    assert res.tree == hashed_tree(tmp_path, ws).tree
+
+
+def test_many_changes_go_to_the_bulk_import_and_a_tracked_file_over_the_cap_is_skipped(tmp_path, monkeypatch):
+    ws = make_repo(tmp_path / "ws")
+    (ws / "d1" / "big.bin").write_bytes(b"x" * 300_000)
+    backdate(ws)
+    git("add", "-A", cwd=ws)
+    commit(ws)
+    svc, res, w = first(tmp_path / "store", ws, max_file_size_mb=0.1)
+    assert w.last_seed["adopted"]
+    assert [s.path for s in res.skipped if s.reason == "too_large"] == ["d1/big.bin"]
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    assert b"d1/big.bin" not in blobs(repo, repo[res.tree])
+    assert res.tree == hashed_tree(tmp_path, ws, max_file_size_mb=0.1).tree
+    for i in range(3):
+        (ws / f"new{i}.txt").write_text(f"new {i}\n")
+    monkeypatch.setattr(adopt, "MAX_CHANGES", 2)
+    Chronos.forget_instances()
+    _, res2, w2 = first(tmp_path / "store2", ws)
+    assert not w2.last_seed["adopted"] and "3 paths differ" in w2.last_seed["adopt_note"]
+    assert w2.last_seed["seeded_files"] > 60                   # the bulk import still seeds
+
+
+@pytest.mark.process
+def test_killed_before_the_adopted_index_is_in_place_the_next_snapshot_completes(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    (ws / "d1" / "f1.txt").write_text("staged\n")
+    backdate(ws)
+    git("add", "-A", cwd=ws)
+    (ws / "new.txt").write_text("untracked\n")
+    store = tmp_path / "store"
+    code = ("import sys; from chronos_git.service import Chronos; from chronos_git.settings import Settings;"
+            "c = Chronos.get(sys.argv[1], Settings()); c.start(); c.snapshot(sys.argv[2], 'first')")
+    env = dict(os.environ, CHRONOS_GIT_FAULT="bulk_before_index")
+    proc = subprocess.run([sys.executable, "-c", code, str(store), str(ws)], env=env, capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    assert list(store.rglob(adopt.TMP_NAME))                      # cut off before the rename
+    Chronos.forget_instances()
+    svc, res, w = first(store, ws)
+    assert res.checkpoint and not list(store.rglob(adopt.TMP_NAME))
+    assert res.tree == hashed_tree(tmp_path, ws).tree
+    shutil.rmtree(ws / ".git")
+    subprocess.run(["git", "--git-dir", str(store), "fsck", "--strict", "--no-dangling"], check=True,
+                   capture_output=True)
