@@ -889,10 +889,16 @@ def _first_snapshot(b: r.BackgroundJob) -> Text | None:
 
 
 def _seed_text(seed: dict) -> str:
+    if seed.get("adopted"):
+        return (f"first snapshot adopted the workspace's git index ({plural(seed['seeded_files'], 'file')} "
+                f"vouched for, {plural(seed.get('changed_files', 0), 'file')} read, "
+                f"{plural(seed.get('linked_packs', 0), 'pack')} linked, "
+                f"{plural(seed.get('loose_copied', 0), 'loose object')} copied)")
+    why = f"; its index not adopted: {_name(str(seed['adopt_note']))}" if seed.get("adopt_note") else ""
     if seed.get("seeded_files"):
         return (f"first snapshot took {plural(seed['seeded_files'], 'file')} from the workspace's git index "
-                f"({plural(seed.get('linked_packs', 0), 'pack')} linked)")
-    return f"first snapshot hashed every file (git index not used: {_name(str(seed.get('note')))})"
+                f"({plural(seed.get('linked_packs', 0), 'pack')} linked{why})")
+    return f"first snapshot hashed every file (git index not used: {_name(str(seed.get('note')))}{why})"
 
 
 def _consolidation(c: r.Consolidation) -> Text:

@@ -36,8 +36,10 @@ from pygit2.errors import check_error
 from pygit2.ffi import C, ffi
 
 from . import faults, usergit
+from .cycles import no_cycle_collection
 from .ignore import could_ignore, is_ignored
 from .scan import DIFF_FLAGS, Scanner, ScanReport, diff_index, find_omissions, update_paths
+from .worktree import IGNORE_FILE
 
 TMP_NAME = "index.chronos-adopt"
 MAX_CHANGES = 2000        # more files to read than this: the bulk import packs them, in parallel
@@ -48,13 +50,20 @@ MODE_LINK = 0o120000
 class Adopted:
     """An index in place; `changed` (decoded paths) is what the scan must bring up to date."""
     changed: list[str]
-    entries: int
+    specials: ScanReport          # what libgit2's walk leaves out (find_omissions)
     bytes: int
     linked: list[str]
-    seeded: int
+    seeded: int                   # entries taken as git has them
     copied: int
-    specials: ScanReport
     seconds: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Objects:
+    """What the store holds of the index after the user's packs are linked and loose copied."""
+    packs: dict[str, set[bytes]]
+    copied: set[bytes]
+    lacking: set[bytes]           # blob and tree ids the store cannot get, or not a tree where one is due
 
 
 def run(repo: pygit2.Repository, gitdir: Path, root: bytes, objects_dir: str, *, cap: int,
@@ -68,7 +77,8 @@ def run(repo: pygit2.Repository, gitdir: Path, root: bytes, objects_dir: str, *,
         return str(exc)
     tmp = os.path.join(str(gitdir), TMP_NAME)
     try:
-        done = _adopt(repo, raw, tmp, gitdir, root, objects_dir, cap, durable, say, t0)
+        with no_cycle_collection():      # a million parsed entries, walked over by every collection
+            done = _adopt(repo, raw, tmp, gitdir, root, objects_dir, cap, durable, say, t0)
     except (OSError, pygit2.GitError, ValueError) as exc:
         done = f"the index could not be adopted ({type(exc).__name__}: {exc})"
     if isinstance(done, str):
@@ -84,81 +94,53 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     with open(tmp, "wb") as fh:
         fh.write(raw.data)
     os.utime(tmp, ns=(raw.mtime_ns, raw.mtime_ns))      # libgit2's racy guard compares with it
-    index = _open_index(tmp)
-    if index.conflicts is not None:
-        return "the repository's index holds unresolved conflicts"
-    t_open = time.monotonic()
-    say("listing", 0, len(index))
-    specials = ScanReport()
-
-    def beside():
-        # while libgit2 compares the index with the work tree (GIL released): the same bytes
-        # parsed, and the walk for what libgit2's leaves out (its own handle)
-        try:
-            known = usergit.known_from(raw, root)
-        except usergit.Unusable as exc:
-            return str(exc)
-        finally:
-            raw.data = b""                     # parsed and copied: its memory back (100+ MB at 1M files)
-        handle = pygit2.Repository(repo.path)
-        find_omissions(handle, root, specials)
-        rules = [gitdir / "exclude", gitdir / "info" / "exclude",
-                 *(os.path.join(root, os.fsencode(p)) for p in specials.ignore_files)]
-        return known, _ignored(handle, known.entries, rules)
+    say("listing", 0, 0)
+    base = {os.fsencode(gitdir / "exclude"), os.fsencode(gitdir / "info" / "exclude")}
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronos-git-adopt") as one:
-        helper = one.submit(beside)
-        diff = diff_index(repo, index, DIFF_FLAGS | DiffOption.IGNORE_SUBMODULES)
-        known = helper.result()
+        # libgit2 loads the copy and compares it with the work tree (GIL released) while the
+        # same bytes are parsed and the rest is done in Python beside it (`_beside`)
+        helper = one.submit(_beside, raw, root, repo.path, base, objects_dir, durable)
+        index = _open_index(tmp)
+        flags = DIFF_FLAGS | DiffOption.IGNORE_SUBMODULES
+        diff = None if index.conflicts is not None else diff_index(repo, index, flags)
+        got = helper.result()
     t_diff = time.monotonic()
-    if isinstance(known, str):
-        return known
-    known, ignored = known
-    odd = sorted({why for why in known.odd.values() if why != "gitlink"})
-    if odd:
-        return f"the repository's index holds entries git marks {', '.join(odd)}"
+    if diff is None:
+        return "the repository's index holds unresolved conflicts"
+    if isinstance(got, str):
+        return got
+    known, rules, ignored, objects, specials = got
     if len(diff) > MAX_CHANGES:
-        return f"{len(diff):,} paths differ from the repository's index"
+        return (f"{len(diff):,} paths differ" if len(diff) != 1 else "1 path differs") + " from the repository's index"
     changed = [os.fsdecode(d.old_file.raw_path if d.status == pygit2.enums.DeltaStatus.DELETED
                            else d.new_file.raw_path).rstrip("/") for d in diff.deltas]
-    for path in ignored:                       # tracked by git, ignored here: as the bulk import
-        index.remove(path)
-        del known.entries[path]
+    new_rules = {os.path.join(root, os.fsencode(p)) for p in changed if p.rsplit("/", 1)[-1] == ".gitignore"} - rules
+    if new_rules:                              # a .gitignore not in git's index yet
+        ignored += _ignored(pygit2.Repository(repo.path), known.entries, new_rules)
+    out = [*ignored, *known.odd]               # gitlinks: the scan reports the nested repository
     if ignored:
-        out = {os.fsdecode(p) for p in ignored}
-        changed = [p for p in changed if p not in out]
-    for path in known.odd:                     # gitlinks: the scan reports the nested repository
-        index.remove(path)
-        changed.append(os.fsdecode(path))
+        gone = {os.fsdecode(p) for p in ignored}
+        for p in ignored:
+            known.entries.pop(p, None)
+        changed = [p for p in changed if p not in gone]
+    changed += [os.fsdecode(p) for p in known.odd]
     entries = known.entries
     if cap:
         changed += [os.fsdecode(p) for p, (_s, mode, key) in entries.items() if key[5] > cap and mode != MODE_LINK]
-    say("reading the git index", 0, len(index))
-    shas = {item[0] for item in entries.values()}
-    nodes = {item[1] for item in known.trees.values()}
-    packs = usergit.link_packs(known, shas, os.path.join(objects_dir, "pack"), durable)
-    held = set().union(*packs.values()) if packs else set()
-    lacking = (shas | nodes) - held
-    copied = usergit.copy_loose(known, lacking, objects_dir) if lacking else set()
-    lacking -= copied
-    lacking |= _not_trees(repo.odb, nodes - lacking)
-    if lacking:
+    if objects.lacking:
         # what the store cannot hold as git has it: the files are read, the trees rebuilt
-        for p, (sha, _m, _k) in entries.items():
-            if sha in lacking:
-                changed.append(os.fsdecode(p))
-        for d, (_c, sha, _kids) in known.trees.items():
-            if sha in lacking:
-                under = next((p for p in entries if p.startswith(d + b"/")), None) if d else next(iter(entries), None)
-                if under is not None:
-                    changed.append(os.fsdecode(under))
+        changed += _holding(entries, known.trees, objects.lacking)
         if len(changed) > MAX_CHANGES:
-            return f"{len(lacking):,} objects of the repository's index are in none of its packs"
-    for rel in changed:                      # out of the cache: read from disk by the scan
-        path = os.fsencode(rel)
-        if path in index:
-            index.remove(path)   # type: ignore[arg-type]  # pygit2 takes bytes paths (os.fsencode); its hints say str
+            return f"{len(objects.lacking):,} objects of the repository's index are in none of its packs"
+    out += [os.fsencode(rel) for rel in changed]        # out of the cache: read from disk by the scan
     t_seed = time.monotonic()
-    index.write()
+    removed = False
+    for path in out:
+        if path in index:
+            index.remove(path)          # bytes: pygit2 takes them (os.fsencode)
+            removed = True
+    if removed:
+        index.write()            # else the copy is the index as it is, its mtime git's
     if durable:
         fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -168,16 +150,73 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     faults.hit("bulk_before_index")
     os.replace(tmp, gitdir / "index")
     t_index = time.monotonic()
-    nbytes = sum(key[5] for _s, _m, key in entries.values())
-    return Adopted(changed=sorted(set(changed)), entries=len(index), bytes=nbytes, linked=sorted(packs),
-                   seeded=len(index), copied=len(copied), specials=specials,
-                   seconds={"open": round(t_open - t0, 3), "list": round(t_diff - t_open, 3),
-                            "git_index": round(t_seed - t_diff, 3), "index": round(t_index - t_seed, 3)})
+    return Adopted(changed=sorted(set(changed)), specials=specials,
+                   bytes=sum(key[5] for _s, _m, key in entries.values()), linked=sorted(objects.packs),
+                   seeded=len(index), copied=len(objects.copied),
+                   seconds={"list": round(t_diff - t0, 3), "git_index": round(t_seed - t_diff, 3),
+                            "index": round(t_index - t_seed, 3)})
 
 
-def read_changed(repo: pygit2.Repository, scanner: Scanner, got: Adopted) -> tuple[dict, dict]:
+def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, base: set[bytes], objects_dir: str,
+            durable: bool):
+    """What runs beside libgit2's diff (its own repository handle): the parse, the tracked
+    files an ignore rule matches, the objects brought into the store, the walk for what the
+    diff leaves out.  The reason (text) when the index cannot be adopted."""
+    try:
+        known = usergit.known_from(raw, root)
+    except usergit.Unusable as exc:
+        return str(exc)
+    finally:
+        raw.data = b""                     # parsed and copied: its memory back (100+ MB at 1M files)
+    odd = sorted({why for why in known.odd.values() if why != "gitlink"})
+    if odd:
+        return f"the repository's index holds entries git marks {', '.join(odd)}"
+    handle = pygit2.Repository(store_path)
+    rules = base | {os.path.join(root, p) for p in known.entries if p.rsplit(b"/", 1)[-1] == IGNORE_FILE}
+    ignored = _ignored(handle, known.entries, rules)
+    for path in ignored:
+        del known.entries[path]
+    objects = _objects(known, handle, objects_dir, durable)
+    specials = ScanReport()
+    find_omissions(handle, root, specials)
+    late = {os.path.join(root, os.fsencode(p)) for p in specials.ignore_files} - rules
+    if late:                               # a .gitignore that ignores itself: its rules apply too
+        ignored += _ignored(handle, known.entries, late)
+        rules |= late
+    return known, rules, ignored, objects, specials
+
+
+def _objects(known: usergit.Known, handle: pygit2.Repository, objects_dir: str, durable: bool) -> _Objects:
+    """The user's packs that hold the index's objects linked, the objects it holds loose
+    copied; which blob and tree ids are still lacking (or are not trees where trees are due)."""
+    shas = {item[0] for item in known.entries.values()}
+    nodes = {item[1] for item in known.trees.values()}
+    packs = usergit.link_packs(known, shas, os.path.join(objects_dir, "pack"), durable)
+    held = next(iter(packs.values())) if len(packs) == 1 else set().union(*packs.values())
+    lacking = shas.difference(held)
+    lacking.update(nodes.difference(held))
+    copied = usergit.copy_loose(known, lacking, objects_dir) if lacking else set()
+    lacking -= copied
+    lacking |= _not_trees(handle.odb, nodes - lacking)
+    return _Objects(packs, copied, lacking)
+
+
+def _holding(entries: dict, trees: dict, lacking: set[bytes]) -> list[str]:
+    """Paths to read so that nothing in `lacking` is taken from the index: the files of those
+    blobs, and one file below each cache-tree node of those trees (it invalidates the node)."""
+    out = [os.fsdecode(p) for p, (sha, _m, _k) in entries.items() if sha in lacking]
+    for d, (_c, sha, _kids) in trees.items():
+        if sha in lacking:
+            under = next((p for p in entries if p.startswith(d + b"/")), None) if d else next(iter(entries), None)
+            if under is not None:
+                out.append(os.fsdecode(under))
+    return out
+
+
+def read_changed(repo: pygit2.Repository, scanner: Scanner, got: Adopted) -> tuple[dict, dict, bool]:
     """With the adopted index in place: the paths it could not vouch for read as a file call's
-    are, and what the walk beside it found folded into the report; (phase times, seed facts)."""
+    are, and what the walk beside the diff found folded into the report; (phase times, seed
+    facts, whether the index now differs from the file in place)."""
     t0 = time.monotonic()
     update_paths(repo, repo.index, scanner, got.changed)
     report = scanner.report
@@ -186,17 +225,17 @@ def read_changed(repo: pygit2.Repository, scanner: Scanner, got: Adopted) -> tup
     report.added_bytes += got.bytes
     return ({**got.seconds, "changed": round(time.monotonic() - t0, 3)},
             {"seeded_files": got.seeded, "linked_packs": len(got.linked), "note": None, "adopted": True,
-             "changed_files": len(got.changed), "loose_copied": got.copied})
+             "changed_files": len(got.changed), "loose_copied": got.copied},
+            bool(got.changed))
 
 
 def _ignored(handle, entries: dict, rules) -> list[bytes]:
     """The tracked paths an ignore rule of the store's or the work tree's ignores: candidates
     by pattern (ignore.could_ignore), each answered by libgit2."""
-    rx = could_ignore(rules)
-    if rx is None:
+    found = could_ignore(rules)
+    if found is None:
         return []
-    search = rx.search
-    return [p for p in entries if search(p) and is_ignored(handle, os.fsdecode(p))]
+    return [p for p in found.among(entries) if is_ignored(handle, os.fsdecode(p))]
 
 
 def _not_trees(odb, ids: set[bytes]) -> set[bytes]:

@@ -26,8 +26,9 @@ NEXT_START = {
                        "snapshot starts again",
     "bulk_before_index": "extra objects only; the workspace has no checkpoint yet, so its first snapshot "
                          "starts again",
-    "bulk_before_ref": "the stat cache is complete and the packs are listed for consolidation: the next "
-                       "snapshot walks the tree against that cache and commits the checkpoint",
+    "bulk_before_ref": "the stat cache is complete (an adopted git index: every entry's object in the store, "
+                       "the paths it did not vouch for left out) and the packs are listed for consolidation: "
+                       "the next snapshot walks the tree against that cache and commits the checkpoint",
     "mid_snapshot": "the next snapshot redoes it; nothing refers to the orphans",
     "snapshot_index_written": "nothing refers to the new trees; the next snapshot starts from the written "
                               "stat cache and commits what is on disk then",

@@ -18,7 +18,8 @@ POINTS = {
     # the first snapshot of a workspace (engine/bulk.py, engine/workspace.py)
     "bulk_mid_pack": "a pack of the first snapshot half written (temp name), no .idx",
     "bulk_before_idx": "a pack of the first snapshot complete and named, its .idx not written",
-    "bulk_before_index": "every pack of the first snapshot written, the index file not",
+    "bulk_before_index": "every pack of the first snapshot written (or the user's linked and their loose "
+                         "objects copied, for an adopted git index), the index file not",
     "bulk_before_ref": "the first snapshot's index written, no checkpoint commit yet",
     # every later snapshot
     "mid_snapshot": "tree objects written, the index file not",

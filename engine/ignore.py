@@ -55,25 +55,55 @@ def is_ignored(repo: pygit2.Repository, rel: str) -> bool:
     return fn(ctypes.byref(out), ptr, os.fsencode(rel)) == 0 and bool(out.value)
 
 
-def could_ignore(files) -> re.Pattern[bytes] | None:
-    """A regex that finds, among work-tree paths, every one a rule of these ignore files could
-    ignore, and more: each pattern's last segment (the one before a trailing `/**`) matched
-    against each component of a path.  What it finds is asked of libgit2 (`is_ignored`),
-    so it only has to over-approximate; None when the files hold no rule that can ignore."""
+class Candidates:
+    """Finds, among work-tree paths, every one a rule of some ignore files could ignore, and
+    more: each pattern's last segment that is not only wildcards (`keep` of `keep/*`) matched
+    against each component of a path.  What it finds is asked of libgit2 (`is_ignored`), so it only has to
+    over-approximate.  A path's directory is matched once for all the files in it."""
+
+    def __init__(self, segments: set[bytes]):
+        alt = b"|".join(sorted(segments))
+        self._dir = re.compile(rb"(?:^|/)(?:" + alt + rb")(?:/|$)", re.IGNORECASE).search
+        self._name = re.compile(rb"(?:" + alt + rb")", re.IGNORECASE).fullmatch
+
+    def could(self, path: bytes) -> bool:
+        """Whether a rule could ignore `path` (or a directory above it)."""
+        return self._dir(path) is not None
+
+    def among(self, paths) -> list[bytes]:
+        dirs: dict[bytes, bool] = {}
+        name, search, out = self._name, self._dir, []
+        for p in paths:
+            d, _, base = p.rpartition(b"/")
+            hit = dirs.get(d)
+            if hit is None:
+                hit = dirs[d] = bool(d) and search(d) is not None
+            if hit or name(base) is not None:
+                out.append(p)
+        return out
+
+
+def could_ignore(files) -> Candidates | None:
+    """The candidates of the rules in these ignore files; None when they hold no rule that can
+    ignore anything."""
+    parts = segments_of(files)
+    return Candidates(parts) if parts else None
+
+
+def segments_of(files) -> set[bytes]:
+    """The last segments (as regexes) of every rule in these ignore files that can ignore."""
     parts = set()
     for path in files:
         try:
             with open(path, "rb") as fh:
                 text = fh.read(1 << 22)
-        except OSError:
+        except (OSError, TypeError, ValueError):
             continue
         for line in text.splitlines():
             seg = _last_segment(line)
             if seg is not None:
                 parts.add(seg)
-    if not parts:
-        return None
-    return re.compile(rb"(?:^|/)(?:" + b"|".join(sorted(parts)) + rb")(?:/|$)", re.IGNORECASE)
+    return parts
 
 
 def _last_segment(line: bytes) -> bytes | None:
@@ -85,8 +115,8 @@ def _last_segment(line: bytes) -> bytes | None:
     if not line or line.startswith((b"#", b"!")):
         return None
     segs = [s for s in line.strip(b"/").split(b"/") if s]
-    while segs and segs[-1] == b"**":
-        segs.pop()
+    while segs and not segs[-1].strip(b"*?"):
+        segs.pop()               # `keep/*`, `foo/**`: what they match lies below `keep`, `foo`
     if not segs:
         return rb"[^/]*"
     out, seg, i = [], segs[-1], 0

@@ -30,7 +30,7 @@ from pygit2.ffi import C, ffi
 
 from .ignore import is_ignored
 from .paths import delta_path, within
-from .worktree import IGNORE_FILE, ignored_dirs, in_git_dir, is_nested, nested_ancestor, special_kind, walk
+from .worktree import IGNORE_FILE, IgnoredDirs, ignored_dirs, in_git_dir, is_nested, nested_ancestor, special_kind, walk
 
 DIFF_FLAGS = DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
 RETRIES = 3
@@ -141,7 +141,7 @@ def find_omissions(repo: pygit2.Repository, root: bytes, report: ScanReport) -> 
     iterator skips them) and directories too deep to name (it skips those too), from the work
     tree's walk of non-ignored directories (engine/worktree.py: no regular file is stat'ed).
     It notes the `.gitignore` files it passes (a self-ignoring one is in no tree diff)."""
-    for d in walk(root, prune=ignored_dirs(repo)):
+    for d in walk(root, prune=IgnoredDirs(repo)):
         if d.error is not None:
             report.omit(os.fsdecode(d.rel) or ".", d.error)
             continue

@@ -461,7 +461,7 @@ def link_packs(known: Known, wanted: set[bytes], store_pack_dir: str, durable: b
             ids = read_idx(src_idx)
         except (OSError, Unusable):
             continue
-        if not ids & wanted or not _pack_checksum_matches(src_pack, src_idx):
+        if ids.isdisjoint(wanted) or not _pack_checksum_matches(src_pack, src_idx):
             continue
         dst_pack = os.path.join(dst_dir, stem + b".pack")
         dst_idx = os.path.join(dst_dir, name)

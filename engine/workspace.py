@@ -54,6 +54,7 @@ class Workspace:
         self._settled: str | None = None        # held the whole workspace at the watcher's last take
         self._repo_generation = -1
         self.last_bulk: dict | None = None
+        self._adopted_as_is = False          # the first snapshot adopted git's index and changed nothing
         self.last_seed: dict | None = None      # what the user's git index vouched for
         self.progress: dict | None = None      # the first snapshot's progress, for `health`
         if verify:
@@ -206,7 +207,9 @@ class Workspace:
             tree = self._tree(repo, index, tip, known, rels, same, report)
             faults.hit("mid_snapshot")
             if plan.strategy in (Strategy.SCAN, Strategy.BULK):
-                index.write()
+                if not self._adopted_as_is:     # else the file in place holds these entries already
+                    index.write()
+                self._adopted_as_is = False
                 self._cache.unsaved = False
                 faults.hit("snapshot_index_written")
             else:
@@ -384,7 +387,8 @@ class Workspace:
                             durable=self.store.config.durable_snapshots, say=tell)
             if not isinstance(got, str):
                 self._repo = None
-                self.last_bulk, self.last_seed = adopt.read_changed(self._open_repo(), scanner, got)
+                self.last_bulk, self.last_seed, dirty = adopt.read_changed(self._open_repo(), scanner, got)
+                self._adopted_as_is = not dirty
                 consolidate.mark(self.store, fast=[], linked=got.linked)
                 faults.hit("bulk_before_ref")
                 return True

@@ -23,7 +23,7 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 
-from .ignore import is_ignored
+from .ignore import Candidates, is_ignored, segments_of
 
 GIT = b".git"
 IGNORE_FILE = b".gitignore"
@@ -113,6 +113,9 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
         if rel == top:
             # below the top a `.git` makes its directory nested (never listed): only here
             others = [e for e in others if e.name != GIT]
+        seen = getattr(prune, "listed", None)
+        if seen is not None:
+            seen(others)               # before its subdirectories are judged (IgnoredDirs)
         dirs: list[bytes] = []
         nested: list[bytes] = []
         too_deep: list[bytes] = []
@@ -136,6 +139,52 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
 def ignored_dirs(repo) -> Callable[[str], bool]:
     """`prune` for `walk`: the directories `repo`'s ignore rules ignore (engine/ignore.py)."""
     return lambda rel: is_ignored(repo, rel + "/")
+
+
+def exclude_files(repo) -> list[str]:
+    """The ignore files libgit2 reads for `repo` besides the work tree's `.gitignore` files:
+    `info/exclude` (of its git dir and of the common dir) and `core.excludesFile` (git's
+    default under XDG_CONFIG_HOME when unset)."""
+    files = [os.path.join(repo.path, "info", "exclude")]
+    try:
+        with open(os.path.join(repo.path, "commondir"), encoding="utf-8", errors="replace") as fh:
+            files.append(os.path.join(repo.path, fh.read(4096).strip(), "info", "exclude"))
+    except OSError:
+        pass
+    try:
+        files.append(os.path.expanduser(repo.config["core.excludesFile"]))
+    except (KeyError, ValueError):
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+        files.append(os.path.join(xdg, "git", "ignore"))
+    return files
+
+
+class IgnoredDirs:
+    """`prune` for a `walk` of the whole work tree: `ignored_dirs`, asking libgit2 only about a
+    directory a rule could ignore (ignore.Candidates) of the repository's exclude files and of
+    every `.gitignore` the walk has listed so far.  A depth-first walk lists a directory's
+    ancestors (and the directory itself, `listed`) before it judges the directory's
+    subdirectories, so these are all the rules that can apply there, and more: libgit2 answers.
+    At a million files that is some 75,000 calls of 12 us saved per full scan."""
+
+    def __init__(self, repo):
+        self.repo = repo
+        self._segments: set[bytes] = set()
+        self._found = None
+        self._learn(exclude_files(repo))
+
+    def _learn(self, files) -> None:
+        before = len(self._segments)
+        self._segments |= segments_of(files)
+        if len(self._segments) != before:
+            self._found = Candidates(self._segments)
+
+    def listed(self, entries) -> None:
+        self._learn([e.path for e in entries if e.name == IGNORE_FILE])
+
+    def __call__(self, rel: str) -> bool:
+        found = self._found
+        return found is not None and found.could(os.fsencode(rel)) and is_ignored(self.repo, rel + "/")
 
 
 def is_nested(path: bytes) -> bool:

@@ -10,7 +10,6 @@ request rewrites a workspace blindly.  The token binds the plan it showed
 """
 from __future__ import annotations
 
-import gc
 import itertools
 import logging
 import os
@@ -18,12 +17,12 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..engine import diff as diff_mod, faults, restore as restore_mod
 from ..engine.checkpoint import CheckpointMeta, roles_in_order
 from ..engine.codec import canonical
+from ..engine.cycles import no_cycle_collection
 from ..engine.errors import ChronosError, PlanTokenError, UnknownWorkspace, WorkspaceRefused
 from ..engine.layout import canonical_root, system_folder
 from ..engine.wording import plural
@@ -150,7 +149,7 @@ class TimeMachine:
         damage: list[dict] = []
         chain = ws.numbered(damage)                     # read lazily: a limit stops the walk
         shown = chain if all else _current_line(chain)
-        with _no_cycle_collection():
+        with no_cycle_collection():
             cps = list(itertools.islice(shown, limit))
             # the journal names a checkpoint only after it was made (its time is taken before its
             # scan; an older one's is its commit's second): read it back to the oldest listed
@@ -372,20 +371,6 @@ class TimeMachine:
             raise PlanTokenError("the plan token was issued for a different restore (checkpoint, paths "
                                  "or options differ): run the dry run of this request first")
         return entry[1]
-
-
-@contextmanager
-def _no_cycle_collection():
-    """A listing makes tens of thousands of short-lived objects and no reference cycles: the
-    cycle collector's passes over every live object (the caches of parsed checkpoints among
-    them) were a third of `log --all` at 10,000.  Refcounting frees all of it either way."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 _INFOS_MAX = 50_000           # listing entries kept (a long-lived host lists the same checkpoints again)

@@ -145,8 +145,9 @@ def test_many_changes_go_to_the_bulk_import_and_a_tracked_file_over_the_cap_is_s
     assert w2.last_seed["seeded_files"] > 60                   # the bulk import still seeds
 
 
+@pytest.mark.parametrize("point", ["bulk_before_index", "bulk_before_ref"])
 @pytest.mark.process
-def test_killed_before_the_adopted_index_is_in_place_the_next_snapshot_completes(tmp_path):
+def test_killed_around_putting_the_adopted_index_in_place_the_next_snapshot_completes(tmp_path, point):
     ws = make_repo(tmp_path / "ws")
     (ws / "d1" / "f1.txt").write_text("staged\n")
     backdate(ws)
@@ -155,10 +156,10 @@ def test_killed_before_the_adopted_index_is_in_place_the_next_snapshot_completes
     store = tmp_path / "store"
     code = ("import sys; from chronos_git.service import Chronos; from chronos_git.settings import Settings;"
             "c = Chronos.get(sys.argv[1], Settings()); c.start(); c.snapshot(sys.argv[2], 'first')")
-    env = dict(os.environ, CHRONOS_GIT_FAULT="bulk_before_index")
+    env = dict(os.environ, CHRONOS_GIT_FAULT=point)
     proc = subprocess.run([sys.executable, "-c", code, str(store), str(ws)], env=env, capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr
-    assert list(store.rglob(adopt.TMP_NAME))                      # cut off before the rename
+    assert bool(list(store.rglob(adopt.TMP_NAME))) == (point == "bulk_before_index")   # cut off before the rename
     Chronos.forget_instances()
     svc, res, w = first(store, ws)
     assert res.checkpoint and not list(store.rglob(adopt.TMP_NAME))
@@ -166,3 +167,17 @@ def test_killed_before_the_adopted_index_is_in_place_the_next_snapshot_completes
     shutil.rmtree(ws / ".git")
     subprocess.run(["git", "--git-dir", str(store), "fsck", "--strict", "--no-dangling"], check=True,
                    capture_output=True)
+
+
+def test_health_says_the_index_was_adopted_or_why_not(tmp_path, monkeypatch):
+    from chronos_git.cli import render
+    ws = make_repo(tmp_path / "ws")
+    (ws / "new.txt").write_text("untracked\n")
+    svc, res, w = first(tmp_path / "store", ws)
+    said = " ".join(render.text(svc.health(str(ws))).split())
+    assert "first snapshot adopted the workspace's git index (63 files vouched for, 1 file read, 1 pack linked" in said
+    monkeypatch.setattr(adopt, "MAX_CHANGES", 0)
+    Chronos.forget_instances()
+    svc, res, w = first(tmp_path / "store2", ws)
+    said = " ".join(render.text(svc.health(str(ws))).split())
+    assert "from the workspace's git index (1 pack linked; its index not adopted: 1 path differs" in said

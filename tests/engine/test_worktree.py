@@ -162,3 +162,40 @@ def test_the_watcher_watches_what_the_walk_lists(tmp_path):
         assert sorted(w._wd.values()) == [b"", b"caf\xe9", b"src", b"src/deep"]
     finally:
         w.stop()
+
+
+def test_pruning_by_candidate_rules_lists_exactly_what_asking_libgit2_of_every_directory_does(tmp_path):
+    root = tmp_path / "ws"
+    repo = pygit2.init_repository(str(root))
+    (root / ".gitignore").write_text("/build/\nout*/\n**/gen-[0-9]/\nLogs/\nfoo/**\n\\#lit/\nkeep/*\n!keep/this/\n")
+    (root / ".git" / "info" / "exclude").write_text("cache/\n")
+    excludes = tmp_path / "global-ignore"
+    excludes.write_text("tmp?/\n")
+    repo.config["core.excludesFile"] = str(excludes)
+    dirs = ["build/x", "src/build/y", "out1/z", "src/outer/z", "a/gen-3/q", "a/gen-x/q", "logs/l", "Logs/l",
+            "foo/bar/baz", "bar/foo", "#lit/x", "keep/this/x", "keep/that/x", "cache/c", "src/cache/c",
+            "tmp1/t", "tmp12/t", "plain/deep/er", "sub/inner/d", "sub/inner/other/d", "caf\udce9/\udcff",
+            *(f"many/d{i}/e{i}" for i in range(30))]                # what no rule could ignore
+    for d in dirs:
+        os.makedirs(os.path.join(os.fsencode(root), os.fsencode(d)), exist_ok=True)
+    (root / "sub" / ".gitignore").write_text("inner/other/\n")      # a rule from below the top
+    (root / "sub" / "inner" / ".gitignore").write_text("d\n")
+    with open(os.path.join(os.fsencode(root), b"caf\xe9", b".gitignore"), "wb") as fh:
+        fh.write(b"\xff/\n")
+    asked = []
+
+    def every(rel):
+        asked.append(rel)
+        return worktree.is_ignored(repo, rel + "/")
+    plain = sorted(d.rel for d in walk(os.fsencode(root), prune=every))
+    fewer = worktree.IgnoredDirs(repo)
+    calls = []
+    real = worktree.is_ignored
+    try:
+        worktree.is_ignored = lambda r, rel: calls.append(rel) or real(r, rel)
+        by_candidates = sorted(d.rel for d in walk(os.fsencode(root), prune=fewer))
+    finally:
+        worktree.is_ignored = real
+    assert by_candidates == plain
+    assert b"build" not in plain and b"src/build" in plain and b"sub/inner/other" not in plain   # the rules bit
+    assert len(calls) < len(asked) / 2                        # libgit2 asked about candidates only
