@@ -39,7 +39,7 @@ from . import faults, usergit
 from .cycles import no_cycle_collection
 from .ignore import could_ignore, is_ignored
 from .scan import DIFF_FLAGS, Scanner, ScanReport, diff_index, find_omissions, update_paths
-from .worktree import IGNORE_FILE
+from .worktree import IGNORE_FILE, exclude_files
 
 TMP_NAME = "index.chronos-adopt"
 MAX_CHANGES = 2000        # more files to read than this: the bulk import packs them, in parallel
@@ -95,11 +95,10 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
         fh.write(raw.data)
     os.utime(tmp, ns=(raw.mtime_ns, raw.mtime_ns))      # libgit2's racy guard compares with it
     say("listing", 0, 0)
-    base = {os.fsencode(gitdir / "exclude"), os.fsencode(gitdir / "info" / "exclude")}
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronos-git-adopt") as one:
         # libgit2 loads the copy and compares it with the work tree (GIL released) while the
         # same bytes are parsed and the rest is done in Python beside it (`_beside`)
-        helper = one.submit(_beside, raw, root, repo.path, base, objects_dir, durable)
+        helper = one.submit(_beside, raw, root, repo.path, objects_dir, durable)
         index = _open_index(tmp)
         flags = DIFF_FLAGS | DiffOption.IGNORE_SUBMODULES
         diff = None if index.conflicts is not None else diff_index(repo, index, flags)
@@ -157,8 +156,7 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
                             "index": round(t_index - t_seed, 3)})
 
 
-def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, base: set[bytes], objects_dir: str,
-            durable: bool):
+def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: str, durable: bool):
     """What runs beside libgit2's diff (its own repository handle): the parse, the tracked
     files an ignore rule matches, the objects brought into the store, the walk for what the
     diff leaves out.  The reason (text) when the index cannot be adopted."""
@@ -172,7 +170,8 @@ def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, base: set[bytes
     if odd:
         return f"the repository's index holds entries git marks {', '.join(odd)}"
     handle = pygit2.Repository(store_path)
-    rules = base | {os.path.join(root, p) for p in known.entries if p.rsplit(b"/", 1)[-1] == IGNORE_FILE}
+    rules = {os.fsencode(f) for f in exclude_files(handle)}
+    rules |= {os.path.join(root, p) for p in known.entries if p.rsplit(b"/", 1)[-1] == IGNORE_FILE}
     ignored = _ignored(handle, known.entries, rules)
     for path in ignored:
         del known.entries[path]

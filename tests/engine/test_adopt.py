@@ -4,6 +4,7 @@ what changed too much left to the bulk import, and a kill before the index is in
 leaves a store the next snapshot completes."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -181,3 +182,24 @@ def test_health_says_the_index_was_adopted_or_why_not(tmp_path, monkeypatch):
     svc, res, w = first(tmp_path / "store2", ws)
     said = " ".join(render.text(svc.health(str(ws))).split())
     assert "from the workspace's git index (1 pack linked; its index not adopted: 1 path differs" in said
+
+
+@pytest.mark.parametrize("name", [b"../f0.txt", b".git/f0.t", b"/d0/f0.tx", b"d0//f0.tx", b"d0/./f0.t"])
+def test_a_hostile_entry_name_in_git_s_index_changes_nothing_outside_or_in_the_snapshot(tmp_path, name):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git("init", "-q", cwd=ws)
+    (ws / "d0").mkdir()
+    (ws / "d0" / "f0.txt").write_text("a\n")
+    (ws / "keep.txt").write_text("b\n")
+    (tmp_path / "f0.txt").write_text("outside the workspace\n")
+    git("add", "-A", cwd=ws)
+    commit(ws)
+    index = ws / ".git" / "index"
+    data = index.read_bytes()[:-20].replace(b"d0/f0.txt", name)        # same length: the entry stays whole
+    index.write_bytes(data + hashlib.sha1(data).digest())
+    svc, res, w = first(tmp_path / "store", ws)
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    assert blobs(repo, repo[res.tree]) == {b"d0/f0.txt": b"a\n", b"keep.txt": b"b\n"}
+    assert (tmp_path / "f0.txt").read_text() == "outside the workspace\n"
+    assert w.last_seed["adopted"] or "invalid" in w.last_seed["adopt_note"]
