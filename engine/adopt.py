@@ -37,7 +37,7 @@ from pygit2.ffi import C, ffi
 
 from . import faults, usergit
 from .cycles import no_cycle_collection
-from .ignore import could_ignore, is_ignored
+from .ignore import Candidates, is_ignored
 from .scan import DIFF_FLAGS, Scanner, ScanReport, diff_index, find_omissions, update_paths
 from .worktree import IGNORE_FILE, exclude_files
 
@@ -113,9 +113,9 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
         return (f"{len(diff):,} paths differ" if len(diff) != 1 else "1 path differs") + " from the repository's index"
     changed = [os.fsdecode(d.old_file.raw_path if d.status == pygit2.enums.DeltaStatus.DELETED
                            else d.new_file.raw_path).rstrip("/") for d in diff.deltas]
-    new_rules = {os.path.join(root, os.fsencode(p)) for p in changed if p.rsplit("/", 1)[-1] == ".gitignore"} - rules
+    new_rules = {os.fsencode(p) for p in changed if p.rsplit("/", 1)[-1] == ".gitignore"} - rules
     if new_rules:                              # a .gitignore not in git's index yet
-        ignored += _ignored(pygit2.Repository(repo.path), known.entries, new_rules)
+        ignored += _ignored(pygit2.Repository(repo.path), known.entries, _scoped(root, new_rules))
     out = [*ignored, *known.odd]               # gitlinks: the scan reports the nested repository
     if ignored:
         gone = {os.fsdecode(p) for p in ignored}
@@ -170,17 +170,18 @@ def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: st
     if odd:
         return f"the repository's index holds entries git marks {', '.join(odd)}"
     handle = pygit2.Repository(store_path)
-    rules = {os.fsencode(f) for f in exclude_files(handle)}
-    rules |= {os.path.join(root, p) for p in known.entries if p.rsplit(b"/", 1)[-1] == IGNORE_FILE}
-    ignored = _ignored(handle, known.entries, rules)
+    rules = {p for p in known.entries if p.rsplit(b"/", 1)[-1] == IGNORE_FILE}
+    found = _scoped(root, rules)
+    found.add(b"", exclude_files(handle))
+    ignored = _ignored(handle, known.entries, found)
     for path in ignored:
         del known.entries[path]
     objects = _objects(known, handle, objects_dir, durable)
     specials = ScanReport()
     find_omissions(handle, root, specials)
-    late = {os.path.join(root, os.fsencode(p)) for p in specials.ignore_files} - rules
+    late = {os.fsencode(p) for p in specials.ignore_files} - rules
     if late:                               # a .gitignore that ignores itself: its rules apply too
-        ignored += _ignored(handle, known.entries, late)
+        ignored += _ignored(handle, known.entries, _scoped(root, late))
         rules |= late
     return known, rules, ignored, objects, specials
 
@@ -228,13 +229,20 @@ def read_changed(repo: pygit2.Repository, scanner: Scanner, got: Adopted) -> tup
             bool(got.changed))
 
 
-def _ignored(handle, entries: dict, rules) -> list[bytes]:
-    """The tracked paths an ignore rule of the store's or the work tree's ignores: candidates
-    by pattern (ignore.could_ignore), each answered by libgit2."""
-    found = could_ignore(rules)
-    if found is None:
+def _ignored(handle, entries: dict, found: Candidates) -> list[bytes]:
+    """The tracked paths an ignore rule ignores: the candidates `found` finds by pattern, each
+    answered by libgit2 (which applies every rule there is)."""
+    if not found:
         return []
     return [p for p in found.among(entries) if is_ignored(handle, os.fsdecode(p))]
+
+
+def _scoped(root: bytes, rules) -> Candidates:
+    """The candidates of these `.gitignore` files (work-tree paths), each for its own folder."""
+    found = Candidates()
+    for rel in sorted(rules):
+        found.add(rel.rpartition(b"/")[0], [os.path.join(root, rel)])
+    return found
 
 
 def _not_trees(odb, ids: set[bytes]) -> set[bytes]:

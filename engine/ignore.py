@@ -56,38 +56,71 @@ def is_ignored(repo: pygit2.Repository, rel: str) -> bool:
 
 
 class Candidates:
-    """Finds, among work-tree paths, every one a rule of some ignore files could ignore, and
-    more: each pattern's last segment that is not only wildcards (`keep` of `keep/*`) matched
-    against each component of a path.  What it finds is asked of libgit2 (`is_ignored`), so it only has to
-    over-approximate.  A path's directory is matched once for all the files in it."""
+    """Finds, among work-tree paths, every one a rule could ignore, and more.  A rule is taken
+    as its last segment that is not only wildcards (`keep` of `keep/*`), matched against each
+    component of a path below the folder of the file that holds it (a `.gitignore` rules
+    its own folder only; the exclude files, `b""`, the whole tree).  What it finds is asked
+    of libgit2 (`is_ignored`), so it only has to over-approximate.  Each folder's rules are
+    one small regex, and a path's folder is judged once for all the files in it."""
 
-    def __init__(self, segments: set[bytes]):
-        alt = b"|".join(sorted(segments))
-        self._dir = re.compile(rb"(?:^|/)(?:" + alt + rb")(?:/|$)", re.IGNORECASE).search
-        self._name = re.compile(rb"(?:" + alt + rb")", re.IGNORECASE).fullmatch
+    def __init__(self):
+        self._rules: dict[bytes, tuple] = {}        # folder -> (search a path below, match a name)
+        self._dirs: dict[bytes, tuple] = {}         # folder -> (a rule matches it, its name matchers)
+
+    def add(self, folder: bytes, files) -> None:
+        """The rules of these ignore files, for `folder` (b"": the whole tree) and below."""
+        segs = segments_of(files)
+        if not segs:
+            return
+        old = self._rules.get(folder)
+        alt = b"|".join(sorted(segs | (old[2] if old else set())))
+        self._rules[folder] = (re.compile(rb"(?:^|/)(?:" + alt + rb")(?:/|$)", re.IGNORECASE).search,
+                               re.compile(rb"(?:" + alt + rb")", re.IGNORECASE).fullmatch,
+                               segs | (old[2] if old else set()))
+        self._dirs.clear()
+
+    def __bool__(self) -> bool:
+        return bool(self._rules)
+
+    def _folder(self, d: bytes) -> tuple:
+        """(whether a rule could ignore folder `d` itself or one above it, the name matchers of
+        the rules that reach the files in it)."""
+        got = self._dirs.get(d)
+        if got is None:
+            hit, names, rules = False, [], self._rules
+            cut = -1
+            while True:                              # d's ancestors from the top, d itself last
+                where = d[:cut] if cut >= 0 else b""
+                rule = rules.get(where)
+                if rule is not None:
+                    below = d[cut + 1:] if cut >= 0 else d
+                    hit = hit or (bool(below) and rule[0](below) is not None)
+                    names.append(rule[1])
+                if cut == len(d) or not d:
+                    break
+                nxt = d.find(b"/", cut + 1)
+                cut = len(d) if nxt < 0 else nxt
+            got = self._dirs[d] = (hit, names)
+        return got
 
     def could(self, path: bytes) -> bool:
-        """Whether a rule could ignore `path` (or a directory above it)."""
-        return self._dir(path) is not None
+        """Whether a rule could ignore folder `path` (or one above it)."""
+        return self._folder(path)[0]
 
     def among(self, paths) -> list[bytes]:
-        dirs: dict[bytes, bool] = {}
-        name, search, out = self._name, self._dir, []
+        out: list[bytes] = []
+        folder, append = self._folder, out.append
         for p in paths:
             d, _, base = p.rpartition(b"/")
-            hit = dirs.get(d)
-            if hit is None:
-                hit = dirs[d] = bool(d) and search(d) is not None
-            if hit or name(base) is not None:
-                out.append(p)
+            hit, names = folder(d)
+            if hit:
+                append(p)
+                continue
+            for name in names:
+                if name(base) is not None:
+                    append(p)
+                    break
         return out
-
-
-def could_ignore(files) -> Candidates | None:
-    """The candidates of the rules in these ignore files; None when they hold no rule that can
-    ignore anything."""
-    parts = segments_of(files)
-    return Candidates(parts) if parts else None
 
 
 def segments_of(files) -> set[bytes]:
