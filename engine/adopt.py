@@ -35,7 +35,7 @@ from pygit2.enums import DiffOption
 from pygit2.errors import check_error
 from pygit2.ffi import C, ffi
 
-from . import faults, usergit
+from . import faults, fifo_guard, usergit
 from .cycles import no_cycle_collection
 from .ignore import Candidates, is_ignored
 from .scan import DIFF_FLAGS, Scanner, ScanReport, diff_index, find_omissions, update_paths
@@ -98,7 +98,7 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronos-git-adopt") as one:
         # libgit2 loads the copy and compares it with the work tree (GIL released) while the
         # same bytes are parsed and the rest is done in Python beside it (`_beside`)
-        helper = one.submit(_beside, raw, root, repo.path, objects_dir, durable)
+        helper = one.submit(_beside, raw, root, repo.path, objects_dir, durable, cap)
         index = _open_index(tmp)
         flags = DIFF_FLAGS | DiffOption.IGNORE_SUBMODULES
         diff = None if index.conflicts is not None else diff_index(repo, index, flags)
@@ -116,6 +116,9 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     new_rules = {os.fsencode(p) for p in changed if p.rsplit("/", 1)[-1] == ".gitignore"} - rules
     if new_rules:                              # a .gitignore not in git's index yet
         ignored += _ignored(pygit2.Repository(repo.path), known.entries, _scoped(root, new_rules))
+    if specials.nested_repos:                  # a tracked folder that is a repository of its own now
+        below = tuple(os.fsencode(d) + b"/" for d in specials.nested_repos)
+        ignored += [p for p in known.entries if p.startswith(below)]
     out = [*ignored, *known.odd]               # gitlinks: the scan reports the nested repository
     if ignored:
         gone = {os.fsdecode(p) for p in ignored}
@@ -126,10 +129,13 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     entries = known.entries
     if cap:
         changed += [os.fsdecode(p) for p, (_s, mode, key) in entries.items() if key[5] > cap and mode != MODE_LINK]
+    touch: list[bytes] = []
     if objects.lacking:
-        # what the store cannot hold as git has it: the files are read, the trees rebuilt
-        changed += _holding(entries, known.trees, objects.lacking)
-        if len(changed) > MAX_CHANGES:
+        # what the store cannot hold as git has it: the files are read; a tree is rebuilt from
+        # the entries (one entry below it set again invalidates it: nothing written, nothing read)
+        read, touch = _holding(entries, known.trees, objects.lacking)
+        changed += read
+        if len(changed) + len(touch) > MAX_CHANGES:
             return f"{len(objects.lacking):,} objects of the repository's index are in none of its packs"
     out += [os.fsencode(rel) for rel in changed]        # out of the cache: read from disk by the scan
     t_seed = time.monotonic()
@@ -137,6 +143,11 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     for path in out:
         if path in index:
             index.remove(path)          # bytes: pygit2 takes them (os.fsencode)
+            removed = True
+    for path in touch:
+        if path in index and path in entries:
+            sha, mode, _key = entries[path]     # its stat data gone: hashed (not written) next scan
+            index.add(pygit2.IndexEntry(path, pygit2.Oid(raw=sha), mode))   # type: ignore[arg-type]  # bytes paths: pygit2 takes them
             removed = True
     if removed:
         index.write()            # else the copy is the index as it is, its mtime git's
@@ -156,10 +167,17 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
                             "index": round(t_index - t_seed, 3)})
 
 
-def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: str, durable: bool):
+def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: str, durable: bool, cap: int):
     """What runs beside libgit2's diff (its own repository handle): the parse, the tracked
     files an ignore rule matches, the objects brought into the store, the walk for what the
-    diff leaves out.  The reason (text) when the index cannot be adopted."""
+    diff leaves out.  The reason (text) when the index cannot be adopted.  libgit2 opens a
+    `.gitignore` without O_NONBLOCK: this thread is guarded against a FIFO too (fifo_guard)."""
+    with fifo_guard.watching(root):
+        return _beside_guarded(raw, root, store_path, objects_dir, durable, cap)
+
+
+def _beside_guarded(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: str, durable: bool,
+                    cap: int):
     try:
         known = usergit.known_from(raw, root)
     except usergit.Unusable as exc:
@@ -176,7 +194,7 @@ def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: st
     ignored = _ignored(handle, known.entries, found)
     for path in ignored:
         del known.entries[path]
-    objects = _objects(known, handle, objects_dir, durable)
+    objects = _objects(known, handle, objects_dir, durable, cap)
     specials = ScanReport()
     find_omissions(handle, root, specials)
     late = {os.fsencode(p) for p in specials.ignore_files} - rules
@@ -186,7 +204,8 @@ def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: st
     return known, rules, ignored, objects, specials
 
 
-def _objects(known: usergit.Known, handle: pygit2.Repository, objects_dir: str, durable: bool) -> _Objects:
+def _objects(known: usergit.Known, handle: pygit2.Repository, objects_dir: str, durable: bool,
+             cap: int) -> _Objects:
     """The user's packs that hold the index's objects linked, the objects it holds loose
     copied; which blob and tree ids are still lacking (or are not trees where trees are due)."""
     shas = {item[0] for item in known.entries.values()}
@@ -194,23 +213,36 @@ def _objects(known: usergit.Known, handle: pygit2.Repository, objects_dir: str, 
     packs = usergit.link_packs(known, shas, os.path.join(objects_dir, "pack"), durable)
     held = next(iter(packs.values())) if len(packs) == 1 else set().union(*packs.values())
     lacking = shas.difference(held)
-    lacking.update(nodes.difference(held))
-    copied = usergit.copy_loose(known, lacking, objects_dir) if lacking else set()
+    # blobs git holds loose are copied (not those of files over the cap: those are skipped);
+    # a tree only from its packs, which hold what it names (a loose one may name blobs no
+    # entry asks for): a cache-tree node elsewhere is rebuilt from the entries instead
+    wanted = {sha for sha, mode, key in known.entries.values() if sha in lacking
+              and not (cap and key[5] > cap and mode != MODE_LINK)} if lacking else set()
+    copied = usergit.copy_loose(known, wanted, objects_dir) if wanted else set()
     lacking -= copied
+    lacking |= nodes.difference(held)
     lacking |= _not_trees(handle.odb, nodes - lacking)
     return _Objects(packs, copied, lacking)
 
 
-def _holding(entries: dict, trees: dict, lacking: set[bytes]) -> list[str]:
-    """Paths to read so that nothing in `lacking` is taken from the index: the files of those
-    blobs, and one file below each cache-tree node of those trees (it invalidates the node)."""
-    out = [os.fsdecode(p) for p, (sha, _m, _k) in entries.items() if sha in lacking]
-    for d, (_c, sha, _kids) in trees.items():
-        if sha in lacking:
-            under = next((p for p in entries if p.startswith(d + b"/")), None) if d else next(iter(entries), None)
-            if under is not None:
-                out.append(os.fsdecode(under))
-    return out
+def _holding(entries: dict, trees: dict, lacking: set[bytes]) -> tuple[list[str], list[bytes]]:
+    """(Paths to read so that no blob in `lacking` is taken from the index, one entry below
+    each cache-tree node whose tree is in `lacking`: setting it again invalidates the node)."""
+    read = [os.fsdecode(p) for p, (sha, _m, _k) in entries.items() if sha in lacking]
+    touch = []
+    nodes = sorted(d for d, (_c, sha, _kids) in trees.items() if sha in lacking)
+    if nodes:
+        under: dict[bytes, bytes | None] = dict.fromkeys(nodes)
+        for p in entries:                      # one pass: the first entry below each node
+            d = p
+            while True:
+                d = d.rpartition(b"/")[0]
+                if d in under and under[d] is None:
+                    under[d] = p
+                if not d:
+                    break
+        touch = [p for p in under.values() if p is not None]
+    return read, touch
 
 
 def read_changed(repo: pygit2.Repository, scanner: Scanner, got: Adopted) -> tuple[dict, dict, bool]:
@@ -222,6 +254,8 @@ def read_changed(repo: pygit2.Repository, scanner: Scanner, got: Adopted) -> tup
     report = scanner.report
     for item in got.specials.skipped:
         report.skip(item["path"], item["reason"], item.get("size"))
+    for d in got.specials.nested_repos:
+        report.nested(d)
     report.added_bytes += got.bytes
     return ({**got.seconds, "changed": round(time.monotonic() - t0, 3)},
             {"seeded_files": got.seeded, "linked_packs": len(got.linked), "note": None, "adopted": True,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from . import faults, packers, usergit
+from . import faults, fifo_guard, packers, usergit
 from .fsutil import read_all
 from .import_index import CachedTrees, cached_trees, write_index, write_trees
 from .pack_writer import PACK_BYTES, PackWriter, pack_entry
@@ -302,7 +302,8 @@ def _list(repo: pygit2.Repository, root: bytes, cap: int, report: ScanReport, us
         nonlocal known, stats
         if use_git:
             known, stats = _read_known(root)
-        find_omissions(pygit2.Repository(repo.path), root, specials)
+        with fifo_guard.watching(root):      # libgit2 opens a FIFO `.gitignore` and waits
+            find_omissions(pygit2.Repository(repo.path), root, specials)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronos-git-listing") as one:
         helper = one.submit(beside)
         diff = _listing(repo)

@@ -14,6 +14,7 @@ import ctypes.util
 import glob
 import os
 import re
+import stat
 
 import pygit2
 
@@ -73,10 +74,14 @@ class Candidates:
         if not segs:
             return
         old = self._rules.get(folder)
-        alt = b"|".join(sorted(segs | (old[2] if old else set())))
-        self._rules[folder] = (re.compile(rb"(?:^|/)(?:" + alt + rb")(?:/|$)", re.IGNORECASE).search,
-                               re.compile(rb"(?:" + alt + rb")", re.IGNORECASE).fullmatch,
-                               segs | (old[2] if old else set()))
+        segs = segs | (old[2] if old else set())
+        try:
+            alt = b"|".join(sorted(segs))
+            rule = (re.compile(rb"(?:^|/)(?:" + alt + rb")(?:/|$)", re.IGNORECASE).search,
+                    re.compile(rb"(?:" + alt + rb")", re.IGNORECASE).fullmatch, segs)
+        except (re.error, RecursionError, OverflowError):
+            rule = (re.compile(rb".").search, re.compile(rb".*").fullmatch, segs)   # could ignore anything
+        self._rules[folder] = rule
         self._dirs.clear()
 
     def __bool__(self) -> bool:
@@ -123,36 +128,71 @@ class Candidates:
         return out
 
 
+ANY = rb"[^/]*"                       # the segment of a rule that could ignore any name
+_WS = b" \t\v\f\r"
+MAX_RULES_BYTES = 1 << 26
+
+
 def segments_of(files) -> set[bytes]:
-    """The last segments (as regexes) of every rule in these ignore files that can ignore."""
+    """The last segments (as regexes) of every rule in these ignore files that can ignore.  A
+    file that is not a regular one (a FIFO is never opened to wait) is passed over, as is one
+    that cannot be read; one too large to read whole could ignore anything."""
     parts = set()
     for path in files:
-        try:
-            with open(path, "rb") as fh:
-                text = fh.read(1 << 22)
-        except (OSError, TypeError, ValueError):
+        text = _read_rules(path)
+        if text is None:
             continue
+        if len(text) >= MAX_RULES_BYTES:
+            parts.add(ANY)
+            continue
+        if text.startswith(b"\xef\xbb\xbf"):
+            text = text[3:] + b"\n" + text        # a byte-order mark: the first rule both ways
         for line in text.splitlines():
-            seg = _last_segment(line)
-            if seg is not None:
-                parts.add(seg)
+            for variant in {line, line.split(b"\0", 1)[0]}:
+                seg = _last_segment(variant)
+                if seg is not None:
+                    parts.add(seg)
     return parts
+
+
+def _read_rules(path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, TypeError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size < MAX_RULES_BYTES and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _last_segment(line: bytes) -> bytes | None:
     """The regex of one rule's last segment (no `/` crossed), or None for a comment, a blank
-    line or a negation (it ignores nothing)."""
-    line = line.rstrip(b"\r")
-    while line.endswith(b" ") and not line.endswith(b"\\ "):
-        line = line[:-1]
+    line or a negation (it ignores nothing).  Over-approximated where git's syntax is subtle:
+    a bracket expression, or more than two `*`, could match any name (and no regex of ours
+    backtracks for long); trailing whitespace may or may not belong to the rule."""
+    line = line.rstrip(_WS)
+    if line.endswith(b"\\"):
+        line += b" "                       # an escaped trailing space stays
     if not line or line.startswith((b"#", b"!")):
         return None
     segs = [s for s in line.strip(b"/").split(b"/") if s]
     while segs and not segs[-1].strip(b"*?"):
         segs.pop()               # `keep/*`, `foo/**`: what they match lies below `keep`, `foo`
     if not segs:
-        return rb"[^/]*"
-    out, seg, i = [], segs[-1], 0
+        return ANY
+    seg = segs[-1]
+    if b"[" in seg or seg.count(b"*") > 2:
+        return ANY
+    out, i = [], 0
     while i < len(seg):
         c = seg[i:i + 1]
         if c == b"\\" and i + 1 < len(seg):
@@ -160,20 +200,11 @@ def _last_segment(line: bytes) -> bytes | None:
             i += 2
             continue
         if c == b"*":
-            out.append(rb"[^/]*")
+            if not out or out[-1] != ANY:
+                out.append(ANY)
         elif c == b"?":
             out.append(rb"[^/]")
-        elif c == b"[":
-            end = seg.find(b"]", i + 2)
-            if end < 0:
-                out.append(rb"\[")
-            else:
-                body = seg[i + 1:end]
-                body = b"^" + body[1:] if body[:1] in (b"!", b"^") else body
-                out.append(b"[" + body.replace(b"\\", b"\\\\").replace(b"/", b"") + b"]")
-                i = end + 1
-                continue
         else:
             out.append(re.escape(c))
         i += 1
-    return b"".join(out)
+    return b"".join(out) + rb"[ \t\v\f\r]*"

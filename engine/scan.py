@@ -151,6 +151,8 @@ def find_omissions(repo: pygit2.Repository, root: bytes, report: ScanReport) -> 
             report.omit(os.fsdecode(sub), exc)
         for sub in d.too_deep:
             report.skip(os.fsdecode(sub), "path_too_long")
+        for sub in d.nested:           # a tracked folder may be one now: update_all drops its entries
+            report.nested(os.fsdecode(sub))
         for e in d.specials:
             name = os.fsdecode(os.path.join(d.rel, e.name))
             try:
@@ -166,7 +168,9 @@ def update_all(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
     """Bring the whole index (or the given paths) up to date; never raises for one bad file."""
     diff = _workdir_diff(index, scanner.report)
     if diff is not None:
-        _apply(index, scanner, diff, pathspecs)
+        links = _apply(index, scanner, diff, pathspecs)
+        if links:                               # tracked folders that are links now: as links
+            _update_paths(repo, index, scanner, links, False)
     _drop_uncapturable(index, scanner.report)
     return scanner.report
 
@@ -230,16 +234,25 @@ def _workdir_diff(index: pygit2.Index, report: ScanReport, dirs: list[str] | Non
     return None
 
 
-def _apply(index: pygit2.Index, scanner: Scanner, diff, pathspecs) -> None:
-    """One path at a time, skipping (and reporting) what fails."""
+def _apply(index: pygit2.Index, scanner: Scanner, diff, pathspecs) -> list[str]:
+    """One path at a time, skipping (and reporting) what fails; returns the folders above a
+    path that are symbolic links now (libgit2 follows them: their files are not ours)."""
     prefixes = [p.rstrip("/") for p in pathspecs] if pathspecs else None
+    seen: dict[str, str | None] = {}
+    links: list[str] = []
     for delta in diff.deltas:                 # deltas only: no content is loaded here
         rel = delta_path(delta)
         if not within(rel, prefixes):
             continue
+        link = link_above(scanner.root, rel, seen)
+        if link is not None:
+            forget(index, rel)
+            if link not in links:
+                links.append(link)
+            continue
         verdict = scanner.visit(rel)
         if verdict < 0:
-            return
+            return links
         if verdict > 0 or rel.endswith("/"):
             continue
         full = scanner.full(rel)
@@ -257,6 +270,29 @@ def _apply(index: pygit2.Index, scanner: Scanner, diff, pathspecs) -> None:
             forget(index, rel)     # never keep stale content under a name we could not read now
             if os.path.lexists(full):
                 scanner.report.skip(rel, f"unreadable: {exc}")
+    return links
+
+
+def link_above(root: bytes, rel: str, seen: dict[str, str | None]) -> str | None:
+    """The nearest folder above `rel` that is a symbolic link now (a tracked folder replaced
+    by a link: the files below it are the link target's, not the workspace's); `seen` caches
+    each folder's answer, so a folder is looked at once."""
+    d = rel.rstrip("/").rpartition("/")[0]
+    return _link_at(root, d, seen) if d else None
+
+
+def _link_at(root: bytes, d: str, seen: dict[str, str | None]) -> str | None:
+    if d in seen:
+        return seen[d]
+    up = d.rpartition("/")[0]
+    hit = _link_at(root, up, seen) if up else None
+    if hit is None:
+        try:
+            hit = d if stat.S_ISLNK(os.lstat(os.path.join(root, os.fsencode(d))).st_mode) else None
+        except OSError:
+            hit = None
+    seen[d] = hit
+    return hit
 
 
 def still_a_file(index: pygit2.Index, report: ScanReport, rel: str, full: bytes) -> None:
@@ -345,8 +381,16 @@ def update_paths(repo: pygit2.Repository, index: pygit2.Index, scanner: Scanner,
 
 def _update_paths(repo, index, scanner: Scanner, rels: list[str], watched: bool) -> None:
     root = scanner.root
-    todo = []
+    todo: list[str] = []
+    seen: dict[str, str | None] = {}
     for rel in rels:
+        link = link_above(root, rel, seen)
+        if link is not None:                  # below a folder that is a link now: the link
+            _forget_tree(index, rel)
+            if link not in todo:
+                _forget_tree(index, link)
+                todo.append(link)
+            continue
         if in_git_dir(rel):
             if not watched:
                 scanner.report.skip(rel, "inside_git_dir")

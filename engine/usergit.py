@@ -32,7 +32,7 @@ from . import loose
 
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 ZERO = b"\0" * 20
-SKIP_WORKTREE, INTENT_TO_ADD = 0x4000, 0x2000
+SKIP_WORKTREE, INTENT_TO_ADD, ASSUME_VALID = 0x4000, 0x2000, 0x8000
 FICLONE = 0x40049409
 MAX_INDEX_BYTES = 1 << 30
 # attributes that make a blob differ from the bytes on disk
@@ -213,7 +213,7 @@ def _varint(data: bytes, p: int) -> tuple[int, int]:
 def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dict[bytes, tuple], dict[bytes, str]]:
     """(path -> (blob id, mode, stat key) for every plain stage-0 file or link entry,
     the valid nodes of the cache tree: see `parse_cache_tree`, path -> why for every entry
-    left out: "conflict", "intent-to-add", "skip-worktree", "gitlink", "no blob").
+    left out: "assume-unchanged", "conflict", "intent-to-add", "skip-worktree", "gitlink", "no blob").
 
     Versions 2, 3 and 4; a checksum mismatch, an unknown required extension (a split
     index) or anything malformed raises Unusable."""
@@ -253,7 +253,7 @@ def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dic
             prev = name
             if off > end_entries:
                 raise Unusable("truncated index")
-            if (flags >> 12) & 3 or xflags & (SKIP_WORKTREE | INTENT_TO_ADD) \
+            if flags & ASSUME_VALID or (flags >> 12) & 3 or xflags & (SKIP_WORKTREE | INTENT_TO_ADD) \
                     or mode not in (MODE_FILE, MODE_EXEC, MODE_LINK) or sha == ZERO:
                 odd[name] = _why_odd(flags, xflags, mode)
                 continue
@@ -278,6 +278,8 @@ def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dic
 
 
 def _why_odd(flags: int, xflags: int, mode: int) -> str:
+    if flags & ASSUME_VALID:
+        return "assume-unchanged"           # `update-index --assume-unchanged`, core.ignoreStat
     if (flags >> 12) & 3:
         return "conflict"
     if xflags & INTENT_TO_ADD:
@@ -506,22 +508,21 @@ def copy_loose(known: Known, wanted: set[bytes], objects_dir: str) -> set[bytes]
         except OSError:
             continue
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
                 continue
-            chunks = []
-            while chunk := os.read(fd, 1 << 24):
+            chunks, h, z = [], hashlib.sha1(), zlib.decompressobj()
+            while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
-        except OSError:
+                h.update(z.decompress(chunk, 1 << 24))
+                while z.unconsumed_tail:            # inflated a piece at a time, never whole
+                    h.update(z.decompress(z.unconsumed_tail, 1 << 24))
+            h.update(z.flush())
+        except (OSError, zlib.error):
             continue
         finally:
             os.close(fd)
-        packed = b"".join(chunks)
-        try:
-            if hashlib.sha1(zlib.decompress(packed)).digest() != oid:
-                continue
-        except zlib.error:
+        if h.digest() != oid or not z.eof:
             continue
-        loose.put(objects_dir, hx, packed)
+        loose.put(objects_dir, hx, b"".join(chunks))
         got.add(oid)
     return got

@@ -38,11 +38,14 @@ def test_objects_git_holds_loose_are_copied_and_checked(tmp_path):
     backdate(ws)
     git("add", "-A", cwd=ws)
     commit(ws)
-    before = tree_fingerprint(ws / ".git", mtimes=True)
+    before = tree_fingerprint(ws / ".git")
     svc, res, w = first(tmp_path / "store", ws)
-    assert w.last_seed["adopted"] and w.last_seed["changed_files"] == 0
-    assert w.last_seed["loose_copied"] >= 3                              # 2 blobs, the trees above them
-    assert tree_fingerprint(ws / ".git", mtimes=True) == before           # read only
+    assert w.last_seed["adopted"] and w.last_seed["loose_copied"] == 2          # the 2 blobs
+    # the trees `git commit` wrote loose (root, d1, d2) are built again from the entries (a
+    # loose tree may name blobs no entry asks for), with no file read and nothing freshened
+    assert w.last_seed["changed_files"] == 0
+    # contents, names and modes (not mtimes: a rebuilt tree can freshen the linked pack, open)
+    assert tree_fingerprint(ws / ".git") == before
     assert res.tree == hashed_tree(tmp_path, ws).tree
     shutil.rmtree(ws / ".git")
     repo = pygit2.Repository(str(tmp_path / "store"))
@@ -203,3 +206,47 @@ def test_a_hostile_entry_name_in_git_s_index_changes_nothing_outside_or_in_the_s
     assert blobs(repo, repo[res.tree]) == {b"d0/f0.txt": b"a\n", b"keep.txt": b"b\n"}
     assert (tmp_path / "f0.txt").read_text() == "outside the workspace\n"
     assert w.last_seed["adopted"] or "invalid" in w.last_seed["adopt_note"]
+
+
+def _assume_unchanged(ws, tmp_path):
+    git("update-index", "--assume-unchanged", "d0/f0.txt", cwd=ws)
+    (ws / "d0" / "f0.txt").write_text("changed under assume-unchanged\n")
+
+
+def _nested_now(ws, tmp_path):
+    git("init", "-q", cwd=ws / "d1")                          # a tracked folder, a repository of its own now
+
+
+def _link_now(ws, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f1.txt").write_text("outside the workspace\n")
+    shutil.rmtree(ws / "d1")
+    os.symlink(outside, ws / "d1")                            # a tracked folder replaced by a link
+
+
+def _odd_rules(ws, tmp_path):
+    (ws / ".gitignore").write_text("[z-a]\n[!]]\n*a*a*a*a*a*a*a*a*b\nd2/f7.txt\t\n\ufeffx\n")
+    (ws / ("a" * 40)).mkdir()                                  # no regex of ours backtracks on it
+
+
+@pytest.mark.parametrize("make", [_assume_unchanged, _nested_now, _link_now, _odd_rules])
+def test_what_git_s_index_no_longer_says_is_taken_from_the_work_tree(tmp_path, make):
+    ws = make_repo(tmp_path / "ws")
+    make(ws, tmp_path)
+    svc, res, w = first(tmp_path / "store", ws)
+    plain = hashed_tree(tmp_path, ws)
+    assert res.tree == plain.tree
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    got = blobs(repo, repo[res.tree])
+    assert b"outside the workspace\n" not in got.values()
+    if make is _assume_unchanged:
+        assert not w.last_seed["adopted"] and "assume-unchanged" in w.last_seed["adopt_note"]
+        assert got[b"d0/f0.txt"] == b"changed under assume-unchanged\n"
+    if make is _nested_now:
+        assert "d1" in res.nested_repos and not any(p.startswith(b"d1/") for p in got)
+    if make is _link_now:
+        assert got[b"d1"] == os.fsencode(tmp_path / "outside")     # the link itself
+        (tmp_path / "outside" / "f1.txt").write_text("edited outside\n")
+        later = svc.snapshot(str(ws), "later")                     # a later full scan: the same
+        assert not any(p.startswith(b"d1/") for p in blobs(repo, repo[later.tree]))

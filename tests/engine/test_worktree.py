@@ -167,7 +167,9 @@ def test_the_watcher_watches_what_the_walk_lists(tmp_path):
 def test_pruning_by_candidate_rules_lists_exactly_what_asking_libgit2_of_every_directory_does(tmp_path):
     root = tmp_path / "ws"
     repo = pygit2.init_repository(str(root))
-    (root / ".gitignore").write_text("/build/\nout*/\n**/gen-[0-9]/\nLogs/\nfoo/**\n\\#lit/\nkeep/*\n!keep/this/\n")
+    (root / ".gitignore").write_text("/build/\nout*/\nLogs/\nfoo/**\n\\#lit/\nkeep/*\n!keep/this/\n")
+    (root / "a").mkdir()
+    (root / "a" / ".gitignore").write_text("gen-[0-9]/\n")      # a bracket: anything below `a` is a candidate
     (root / ".git" / "info" / "exclude").write_text("cache/\n")
     excludes = tmp_path / "global-ignore"
     excludes.write_text("tmp?/\n")
