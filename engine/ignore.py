@@ -129,6 +129,7 @@ class Candidates:
 
 
 ANY = rb"[^/]*"                       # the segment of a rule that could ignore any name
+_CLASS_ACROSS_SLASH = re.compile(rb"\[[^\]]*/")
 _WS = b" \t\v\f\r"
 MAX_RULES_BYTES = 1 << 26
 
@@ -177,7 +178,8 @@ def _read_rules(path) -> bytes | None:
 def _last_segment(line: bytes) -> bytes | None:
     """The regex of one rule's last segment (no `/` crossed), or None for a comment, a blank
     line or a negation (it ignores nothing).  Over-approximated where git's syntax is subtle:
-    a bracket expression, or more than two `*`, could match any name (and no regex of ours
+    a bracket expression matches any one character (one that spans a `/`, or more than two
+    `*`, could match any name) (and no regex of ours
     backtracks for long); trailing whitespace may or may not belong to the rule."""
     line = line.rstrip(_WS)
     if line.endswith(b"\\"):
@@ -190,7 +192,7 @@ def _last_segment(line: bytes) -> bytes | None:
     if not segs:
         return ANY
     seg = segs[-1]
-    if b"[" in seg or seg.count(b"*") > 2:
+    if seg.count(b"*") > 2 or _CLASS_ACROSS_SLASH.search(line):
         return ANY
     out, i = [], 0
     while i < len(seg):
@@ -198,6 +200,14 @@ def _last_segment(line: bytes) -> bytes | None:
         if c == b"\\" and i + 1 < len(seg):
             out.append(re.escape(seg[i + 1:i + 2]))
             i += 2
+            continue
+        if c == b"[":                           # a bracket expression: any one character
+            j = i + 2 if seg[i + 1:i + 2] in (b"!", b"^") else i + 1
+            end = seg.find(b"]", j)
+            if seg[j:j + 1] in (b"]", b"[") or (end > 0 and b"[" in seg[j:end]):
+                return ANY                      # `[]a]`, `[!]]`, `[[:alpha:]]`: not worth reading
+            out.append(rb"[^/]")                # (an unclosed `[` is itself: one character too)
+            i = end + 1 if end > 0 else i + 1
             continue
         if c == b"*":
             if not out or out[-1] != ANY:
