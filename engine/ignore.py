@@ -178,8 +178,8 @@ def _read_rules(path) -> bytes | None:
 def _last_segment(line: bytes) -> bytes | None:
     """The regex of one rule's last segment (no `/` crossed), or None for a comment, a blank
     line or a negation (it ignores nothing).  Over-approximated where git's syntax is subtle:
-    a bracket expression matches any one character (one that spans a `/`, or more than two
-    `*`, could match any name) (and no regex of ours
+    a bracket expression matches any one character (one that spans a `/` could match any name),
+    and a segment of more than two `*` is its longest literal run anywhere in a name (and no regex of ours
     backtracks for long); trailing whitespace may or may not belong to the rule."""
     line = line.rstrip(_WS)
     if line.endswith(b"\\"):
@@ -192,8 +192,11 @@ def _last_segment(line: bytes) -> bytes | None:
     if not segs:
         return ANY
     seg = segs[-1]
-    if seg.count(b"*") > 2 or _CLASS_ACROSS_SLASH.search(line):
+    if _CLASS_ACROSS_SLASH.search(line):
         return ANY
+    if seg.count(b"*") > 2:                     # `*.c.[012]*.*`: a name it matches holds `.c.`
+        run = max(re.split(rb"[*?\[\]\\]", seg), key=len)
+        return ANY + re.escape(run) + ANY if run else ANY
     out, i = [], 0
     while i < len(seg):
         c = seg[i:i + 1]
