@@ -114,7 +114,7 @@ def find_gitdir(root: bytes) -> bytes | None:
     return target if os.path.isdir(target) else None
 
 
-def _common_dir(gitdir: bytes) -> bytes:
+def common_dir(gitdir: bytes) -> bytes:
     """Where objects and config live (a linked worktree's gitdir names it in `commondir`)."""
     try:
         with open(os.path.join(gitdir, b"commondir"), "rb") as fh:
@@ -404,7 +404,7 @@ def read_index(root: bytes) -> RawIndex:
     gitdir = find_gitdir(root)
     if gitdir is None:
         raise Unusable("no git repository")
-    common = _common_dir(gitdir)
+    common = common_dir(gitdir)
     index_path = os.path.join(gitdir, b"index")
     try:
         fd = os.open(index_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)

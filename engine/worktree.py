@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pygit2 import GitError
 
 from .ignore import Candidates, is_ignored
+from .usergit import common_dir
 
 GIT = b".git"
 IGNORE_FILE = b".gitignore"
@@ -148,11 +149,9 @@ def exclude_files(repo) -> list[str]:
     `info/exclude` (of its git dir and of the common dir) and `core.excludesFile` (git's
     default under XDG_CONFIG_HOME when unset)."""
     files = [os.path.join(repo.path, "info", "exclude")]
-    try:
-        with open(os.path.join(repo.path, "commondir"), encoding="utf-8", errors="replace") as fh:
-            files.append(os.path.join(repo.path, fh.read(4096).strip(), "info", "exclude"))
-    except OSError:
-        pass
+    common = os.fsdecode(common_dir(os.fsencode(repo.path)))
+    if os.path.normpath(common) != os.path.normpath(repo.path):
+        files.append(os.path.join(common, "info", "exclude"))
     try:
         files.append(os.path.expanduser(repo.config["core.excludesFile"]))
     except (KeyError, ValueError, GitError):
