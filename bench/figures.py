@@ -551,8 +551,9 @@ class CorpusRun:
             "chronos_peak_rss_mb": a.get("chronos_peak_rss_mb"), "gitcli_peak_rss_mb": a.get("gitcli_peak_rss_mb"),
             "chronos_visible_p50_ms": out["append_visible_large"]["chronos_p50_ms"],
             "note": ("append: Journal.append('started', defer=True) as begin() does, until the event is durable "
-                     "(witness fsynced); visible: until the background publisher wrote its objects and moved "
-                     "the ref; vs hash-object+mktree+commit-tree+update-ref; "
+                     "(witness fsynced; after each untimed outcome the witness's objects are synced once it "
+                     "carries more than SYNC_AFTER_OBJECTS, as the idle outcome writer does); visible: until "
+                     "the background publisher wrote its objects and moved the ref; vs hash-object+mktree+commit-tree+update-ref; "
                      "admission: Chronos.gate() vs `git cat-file blob <ref>:state.json`; "
                      "headline fields are the large journal's"),
         })

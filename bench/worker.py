@@ -357,6 +357,10 @@ class ChronosHandler(TimeMachineOps, ScaleOps):
         self.c.core.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
                                            "result_hash": None, "post_checkpoint": None, "duration_ms": 0.0})
         self._check_event("returned", f["operation_id"])
+        # what the outcome writer does once idle (service/transaction.py): the witness carries
+        # at most SYNC_AFTER_OBJECTS objects into the next intent, as in a session
+        from chronos_git.journal_refs.carried import SYNC_AFTER_OBJECTS
+        self.c.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)
         return {"ms": ms, "visible_ms": visible_ms}
 
     def op_gate(self) -> dict:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import zlib
 from pathlib import Path
 
 import pygit2
 
 from .durability import fsync_on
 from .fsutil import atomic_write
+from .pack_writer import deflate
 
 _NAMES = {pygit2.GIT_OBJECT_COMMIT: b"commit", pygit2.GIT_OBJECT_TREE: b"tree",
           pygit2.GIT_OBJECT_BLOB: b"blob", pygit2.GIT_OBJECT_TAG: b"tag"}
@@ -39,7 +39,7 @@ def _framed(kind: int, data: bytes) -> bytes:
 
 def loose_bytes(kind: int, data: bytes) -> bytes:
     """The object as git stores it loose: its framed bytes, deflated."""
-    return zlib.compress(_framed(kind, data), _LEVEL)
+    return deflate(_framed(kind, data), _LEVEL)
 
 
 def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository | None = None
@@ -50,7 +50,7 @@ def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository 
     oid = hashlib.sha1(raw).hexdigest()
     if repo is not None and pygit2.Oid(hex=oid) in repo.odb:
         return oid, None
-    packed = zlib.compress(raw, _LEVEL)
+    packed = deflate(raw, _LEVEL)
     put(objects_dir, oid, packed)
     return oid, packed
 
@@ -59,7 +59,7 @@ def prepare(kind: int, data: bytes) -> tuple[str, bytes]:
     """(id, loose bytes) of an object, nothing written (the journal writes them after its
     witness: journal_refs/publish.py)."""
     raw = _framed(kind, data)
-    return hashlib.sha1(raw).hexdigest(), zlib.compress(raw, _LEVEL)
+    return hashlib.sha1(raw).hexdigest(), deflate(raw, _LEVEL)
 
 
 def put(objects_dir: Path | str, oid: str, packed: bytes) -> None:

@@ -168,6 +168,7 @@ class Store:
         self._workspaces: dict[str, object] = {}
         self._ws_guard = threading.Lock()
         self._handles_token: str | None = None    # the compaction token the handles were opened at
+        self._token_seen: tuple[tuple, str] | None = None   # (the token file's stat, its text)
         self.handles_generation = 0
         self.layout_problem: str | None = None    # an incomplete layout that could not be fixed
         self._init_on_disk(create)
@@ -319,11 +320,24 @@ class Store:
 
     def compaction_token(self) -> str:
         """Changes whenever a compaction deleted objects.  A stat cache loaded before that
-        may name trees that are gone (its TREE extension): it is re-read, never trusted."""
+        may name trees that are gone (its TREE extension): it is re-read, never trusted.
+        The file is only ever replaced whole (a new inode), so while its identity and times
+        are the ones last read, so is its text: one stat per write instead of an open and read."""
+        path = os.path.join(self.meta_dir, self.COMPACTED)
         try:
-            return (self.meta_dir / self.COMPACTED).read_text()
+            st = os.stat(path)
         except OSError:
             return ""
+        seen = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = self._token_seen
+        if known is not None and known[0] == seen:
+            return known[1]
+        try:
+            token = Path(path).read_text()
+        except OSError:
+            return ""
+        self._token_seen = (seen, token)
+        return token
 
     def note_compacted(self) -> None:
         atomic_write(self.meta_dir / self.COMPACTED, os.urandom(8).hex().encode(), mode=0o600)

@@ -30,6 +30,7 @@ class JournalEvent:
     """Common to every event; `payload` is the stored dict, verbatim."""
     kind: ClassVar[str]
     required: ClassVar[tuple[str, ...]] = ()
+    _own_fields: ClassVar[tuple[str, ...] | None] = None    # the kind's own fields, found once
     seq: int
     operation_id: str | None
     payload: dict = field(repr=False)
@@ -39,8 +40,11 @@ class JournalEvent:
         missing = [k for k in cls.required if payload.get(k) is None]
         if missing:
             raise ValueError(f"{cls.kind} event without {', '.join(missing)}")
-        extra = {f.name: payload.get(f.name) for f in fields(cls)
-                 if f.name not in ("seq", "operation_id", "payload")}
+        names = cls.__dict__.get("_own_fields")
+        if names is None:                # per class (__dict__: not a base class's), not per event
+            names = tuple(f.name for f in fields(cls) if f.name not in ("seq", "operation_id", "payload"))
+            cls._own_fields = names
+        extra = {n: payload.get(n) for n in names}
         return cls(seq=payload.get("seq"),   # type: ignore[arg-type]  # no seq: JournalState.apply refuses it
                    operation_id=payload.get("operation_id"), payload=payload, **extra)
 

@@ -108,7 +108,8 @@ class _Publisher:
                                                 daemon=True)
                 self._thread.start()
             self._todo.append(weakref.ref(journal))
-            self._journals.add(journal)
+            if journal not in self._journals:
+                self._journals.add(journal)
             self.cond.notify_all()
 
     def notify(self) -> None:

@@ -143,12 +143,19 @@ class WitnessFile:
         return self._record, len(found) < 2
 
     def _unchanged(self, fd: int, st: os.stat_result) -> bool:
-        """Both slots hold exactly the bytes this object last wrote or read whole there."""
-        if (len(self._slots) != 2 or self._shape != (st.st_ino, st.st_size)
+        """The newest record's slot holds exactly the bytes this object last wrote or read whole
+        there, and the other slot still starts with the header it had.  The other slot's record
+        is not read again: another writer's record there comes with a new header, and a body
+        edited under an old header only breaks the superseded record, which the next write
+        overwrites (a process that opens the file reads both whole)."""
+        if (len(self._slots) != 2 or self._shape != (st.st_ino, st.st_size) or self._gen is None
                 or not stat.S_ISREG(st.st_mode) or st.st_size % 2 or not _slot_ok(st.st_size // 2)):
             return False
-        slot = st.st_size // 2
-        return all(_pread_all(fd, len(data), k * slot) == data for k, data in self._slots.items())
+        slot, k = st.st_size // 2, self._gen % 2
+        data, other = self._slots[k], self._slots[1 - k]
+        head = other[:other.find(b"\n") + 1]
+        return (_pread_all(fd, len(data), k * slot) == data
+                and os.pread(fd, len(head), (1 - k) * slot) == head)
 
     def write(self, record: bytes, *, fault: str = "witness_half_written") -> None:
         """Make `record` the newest record, durably (OSError as the disk gives it)."""

@@ -64,6 +64,31 @@ def test_a_torn_standby_slot_leaves_the_newest_record(tmp_path):
     assert WitnessFile(path).read() == (b'{"n": 3}', False)
 
 
+def test_a_reader_that_wrote_last_sees_another_writer_s_record_and_damage_to_its_own(tmp_path):
+    """The read after a write compares the newest slot whole and the other slot's header only."""
+    path = tmp_path / "w"
+    mine = WitnessFile(path)
+    for n in range(3):
+        mine.write(b'{"n": %d}' % n)
+    theirs = WitnessFile(path)
+    theirs.read()
+    theirs.write(b'{"n": 3}')                        # another process's append: the other slot
+    assert mine.read() == (b'{"n": 3}', False)
+    mine.write(b'{"n": 4}')
+    k, slot = newest_slot(path)
+    body = path.read_bytes().index(b"\n", k * slot) - k * slot + 3
+    tear(path, k, slot, at=body)                    # the newest record's body damaged
+    assert mine.read() == (b'{"n": 3}', True)
+    mine.write(b'{"n": 5}')
+    k, slot = newest_slot(path)
+    body = path.read_bytes().index(b"\n", (1 - k) * slot) - (1 - k) * slot + 3
+    tear(path, 1 - k, slot, at=body)                # the superseded record's body, header intact:
+    assert mine.read() == (b'{"n": 5}', False)       # not read again (the next write overwrites it)
+    assert WitnessFile(path).read() == (b'{"n": 5}', True)      # an opener reads both whole
+    mine.write(b'{"n": 6}')
+    assert WitnessFile(path).read() == (b'{"n": 6}', False)
+
+
 def test_a_torn_newest_slot_falls_back_to_the_record_before(tmp_path):
     path = three_records(tmp_path)
     k, slot = newest_slot(path)
