@@ -269,7 +269,15 @@ class ChronosHandler(TimeMachineOps, ScaleOps):
         if not info.get("recorded") or info.get("outcome") != "returned":
             raise BenchCheck(f"chronos: finish() did not record the outcome: {info}")
         self._check_event("returned", ticket.operation_id)
+        self._idle_sync()
         return {"ms": ms, "post_checkpoint": info.get("post_checkpoint")}
+
+    def _idle_sync(self) -> None:
+        """What Hermes' outcome writer does once idle (service/transaction.py `_write_behind`):
+        what the witness carries is synced once it is due, so the next call's intent does not
+        carry it (untimed; a finish() called directly, as here, does not)."""
+        from chronos_git.journal_refs.carried import SYNC_AFTER_OBJECTS
+        self.c.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)
 
     def op_pre_terminal(self, expect: dict) -> dict:
         """P2: begin() of a terminal call (no declared paths: full scan)."""
@@ -287,6 +295,7 @@ class ChronosHandler(TimeMachineOps, ScaleOps):
         if not info.get("recorded") or info.get("outcome") != "returned":
             raise BenchCheck(f"chronos: finish() did not record the outcome: {info}")
         self._check_event("returned", ticket.operation_id)
+        self._idle_sync()
         return {"ms": ms}
 
     def op_checkpoint(self) -> str:
@@ -357,10 +366,7 @@ class ChronosHandler(TimeMachineOps, ScaleOps):
         self.c.core.journal.append(self.events.Returned, {"operation_id": f["operation_id"], "status": "ok",
                                            "result_hash": None, "post_checkpoint": None, "duration_ms": 0.0})
         self._check_event("returned", f["operation_id"])
-        # what the outcome writer does once idle (service/transaction.py): the witness carries
-        # at most SYNC_AFTER_OBJECTS objects into the next intent, as in a session
-        from chronos_git.journal_refs.carried import SYNC_AFTER_OBJECTS
-        self.c.core.journal.sync(min_objects=SYNC_AFTER_OBJECTS)
+        self._idle_sync()
         return {"ms": ms, "visible_ms": visible_ms}
 
     def op_gate(self) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def fsync_on() -> bool:
     return _users > 0
 
 
-_synced_packs: set[tuple[str, int]] = set()
+_synced_packs: set[str] = set()      # paths of the pack files this process fsynced (a pack never changes)
 
 
 def fsync_file(path: Path) -> bool:
@@ -58,11 +59,7 @@ def fsync_file(path: Path) -> bool:
 
 def note_durable_pack(pack_dir: Path, stem: str) -> None:
     """A pack this process wrote and fsynced: `settle_objects` need not fsync it again."""
-    for suffix in (".pack", ".idx"):
-        try:
-            _synced_packs.add((stem + suffix, (pack_dir / (stem + suffix)).stat().st_size))
-        except FileNotFoundError:
-            pass
+    _synced_packs.update(os.path.join(pack_dir, stem + suffix) for suffix in (".pack", ".idx"))
 
 
 def settle_objects(objects_dir: Path, oids) -> None:
@@ -82,17 +79,37 @@ def settle_objects(objects_dir: Path, oids) -> None:
     for d in dirs:
         fsync_dir(d)
     if packed:
-        pack_dir = objects_dir / "pack"
-        synced = False
-        for f in sorted(pack_dir.glob("pack-*")):
-            if f.suffix not in (".pack", ".idx"):
-                continue
-            try:
-                key = (f.name, f.stat().st_size)
-            except FileNotFoundError:
-                continue
-            if key not in _synced_packs and fsync_file(f):
-                _synced_packs.add(key)
-                synced = True
-        if synced:
-            fsync_dir(pack_dir)
+        _settle_packs(objects_dir / "pack")
+
+
+_settled_dirs: dict[str, tuple[int, int, int]] = {}
+RACY_NS = 2_000_000_000        # a directory changed this recently may change again within its mtime
+
+
+def _settle_packs(pack_dir: Path) -> None:
+    """fsync every pack this process has not synced yet.  Packs are only added or removed
+    (renamed in whole, unlinked), which moves the directory's mtime: while it is the one seen
+    when every pack was last synced, and was old enough then not to hide a later change in the
+    same timestamp, there is nothing to list (a file call's packed pre-image asks each call)."""
+    try:
+        st = os.stat(pack_dir)
+    except OSError:
+        return
+    seen = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    if _settled_dirs.get(str(pack_dir)) == seen:
+        return
+    synced = False
+    try:
+        names = sorted(e.name for e in os.scandir(pack_dir))
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(pack_dir, name)
+        if name.startswith("pack-") and name.endswith((".pack", ".idx")) and path not in _synced_packs \
+                and fsync_file(Path(path)):
+            _synced_packs.add(path)
+            synced = True
+    if synced:
+        fsync_dir(pack_dir)
+    if time.time_ns() - st.st_mtime_ns > RACY_NS:
+        _settled_dirs[str(pack_dir)] = seen

@@ -95,7 +95,7 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
     made: list[tuple[Request, dict]] = []
     objects: list[tuple[str, bytes]] = []
     new: dict[str, str] = {}
-    big: list[str] = []
+    settle: list[str] = []           # not carried: made durable where they are, before the witness
     try:
         for req in batch:
             op = req.fields.get("operation_id")
@@ -115,7 +115,7 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
             body = loose.commit_data(tree, [head] if head else [], sig, message(payload))
             cid, commit_raw = loose.prepare(pygit2.GIT_OBJECT_COMMIT, body)
             try:                         # a linked blob the store lacks fails this request alone
-                got, too_big = carried.carry(repo, [cid, tree, state_blob, *req.blobs.values()],
+                got, in_place = carried.carry(repo, [cid, tree, state_blob, *req.blobs.values()],
                                              known={cid: (len(body), commit_raw), tree: (len(listing), tree_raw),
                                                     state_blob: (len(text), state_raw)})
             except (KeyError, ValueError, pygit2.GitError) as exc:
@@ -124,7 +124,7 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
                 continue
             objects += [(state_blob, state_raw), (tree, tree_raw), (cid, commit_raw)]
             new.update(got)
-            big += too_big
+            settle += in_place
             made.append((req, {**payload, "id": cid}))
             state, head = new_state, cid
         if not made:
@@ -138,10 +138,10 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
             for r, _p in made:
                 r.early = True
         else:
-            for oid in big:              # not carried: written and synced before the witness
+            for oid in settle:           # ours and too big to carry: written, then synced below
                 if oid in ours:
                     loose.put(where, oid, ours[oid])
-        settle_objects(where, big)
+        settle_objects(where, settle)
         carry = dict((w or {}).get("carried") or {}) if (w or {}).get("head") == journal.head else {}
         if carried.full(carry, new):
             journal.publish_locked()

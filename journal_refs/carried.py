@@ -46,6 +46,18 @@ def loose_bytes(repo, oid: str) -> bytes:
     return loose.loose_bytes(*repo.odb.read(oid))
 
 
+def _loose_file(repo, oid: str) -> bytes | None:
+    """The bytes of `oid`'s loose file if it has one that holds that object, small enough to
+    carry (inflating them costs a tenth of deflating the object again: a call's file images)."""
+    try:
+        with open(os.path.join(repo.path, "objects", oid[:2], oid[2:]), "rb") as fh:
+            raw = fh.read(2 * MAX_BLOB + 1024)
+        data = _framed(oid, raw)
+    except (OSError, ValueError):
+        return None
+    return raw if len(data) - data.index(b"\0") - 1 <= MAX_BLOB else None
+
+
 def encode(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
@@ -61,35 +73,77 @@ def _inflate(oid: str, text) -> tuple[bytes, bytes]:
         raise ValueError("a carried object is malformed")
     try:
         raw = base64.b64decode(text, validate=True)
-        data = zlib.decompress(raw)
-    except (ValueError, zlib.error):
+    except ValueError:
         raise ValueError(f"carried object {oid[:12]} is not decodable") from None
+    return raw, _framed(oid, raw)
+
+
+def _framed(oid: str, raw: bytes) -> bytes:
+    """The object the loose bytes `raw` inflate to; ValueError unless they are one whole
+    zlib stream of an object named `oid`."""
+    d = zlib.decompressobj()
+    try:
+        data = d.decompress(raw)
+    except zlib.error:
+        raise ValueError(f"carried object {oid[:12]} is not decodable") from None
+    if not d.eof or d.unused_data:
+        raise ValueError(f"carried object {oid[:12]} is not one whole zlib stream")
     if hashlib.sha1(data).hexdigest() != oid:
         raise ValueError(f"carried object {oid[:12]} does not hash to its name")
-    return raw, data
+    return data
 
 
 def carry(repo, oids, known: dict[str, tuple[int, bytes | None]] | None = None) -> tuple[dict[str, str], list[str]]:
-    """(carried: oid -> encoded loose bytes, too_big: oids to fsync instead).  `known`:
-    oid -> (size, loose bytes) of objects just written, not read back."""
-    out, big = {}, []
+    """(carried: oid -> encoded loose bytes, settle: oids to make durable where they are).
+    `known`: oid -> (size, loose bytes) of objects just written, not read back.
+
+    A loose object is carried unless it is too big (then fsynced).  A packed one is not: its
+    pack is fsynced instead, once per process (durability.settle_objects), so a call's packed
+    pre-image does not ride along in every witness record until the next sync."""
+    out, settle = {}, []
     known = known or {}
     for oid in oids:
         oid = str(oid)
         if oid in out:
             continue
-        size, raw = known.get(oid) or (repo.odb.read_header(oid)[1], None)
-        if size > MAX_BLOB:
-            big.append(oid)
-        else:
-            out[oid] = encode(raw if raw is not None else loose_bytes(repo, oid))
-    return out, big
+        size, raw = known.get(oid) or (0, None)
+        if raw is not None:
+            if size > MAX_BLOB:
+                settle.append(oid)
+            else:
+                out[oid] = encode(raw)
+            continue
+        raw = _loose_file(repo, oid)
+        if raw is not None:
+            out[oid] = encode(raw)
+            continue
+        size = repo.odb.read_header(oid)[1]          # KeyError, GitError: missing or unreadable
+        if size > MAX_BLOB or not os.path.exists(os.path.join(repo.path, "objects", oid[:2], oid[2:])):
+            settle.append(oid)
+        else:                                       # a loose file that did not check: as libgit2 reads it
+            out[oid] = encode(loose_bytes(repo, oid))
+    return out, settle
+
+
+SYNC_AFTER_BYTES = CAP_BYTES // 2     # or once they take this many encoded bytes (file images)
+
+
+def size(carry: dict[str, str]) -> int:
+    """Encoded bytes of the carried objects."""
+    return sum(map(len, carry.values()))
+
+
+def worth_syncing(n: int, nbytes: int, min_objects: int) -> bool:
+    """Whether an idle sync is due: more than `min_objects` objects carried, or more than
+    SYNC_AFTER_BYTES (a few calls' file images reach the byte cap before the object cap, and
+    an append that reaches a cap syncs on the call's path)."""
+    return n > max(min_objects, 0) or (min_objects > 0 and nbytes > SYNC_AFTER_BYTES)
 
 
 def full(carry: dict[str, str], new: dict[str, str]) -> bool:
     """Whether carrying `new` on top of `carry` would pass a cap (then sync `carry` first)."""
     return (len(carry) + len(new) > CAP_OBJECTS
-            or sum(map(len, carry.values())) + sum(map(len, new.values())) > CAP_BYTES)
+            or size(carry) + size(new) > CAP_BYTES)
 
 
 def restore(repo, objects_dir: Path, carried: dict[str, str]) -> list[str]:

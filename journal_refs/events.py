@@ -22,7 +22,7 @@ OUTCOMES = ("completed", "not_applied", "rolled_back")
 
 __all__ = ["JournalEvent", "Genesis", "Started", "Returned", "Uncertain", "Recovered", "Resolved",
            "ReplayedEvent", "Maintenance", "Refused", "TYPES", "parse", "canonical", "message", "parse_message",
-           "sha256_hex", "args_hash", "fingerprint"]
+           "sha256_hex", "args_hash", "fingerprint", "call_hashes"]
 
 
 @dataclass(frozen=True)
@@ -167,6 +167,14 @@ def args_hash(args) -> str:
 
 def fingerprint(tool: str, args) -> str:
     return sha256_hex(canonical({"tool": tool, "args": args}))
+
+
+def call_hashes(tool: str, args) -> tuple[str, str]:
+    """(fingerprint(tool, args), args_hash(args)) with the arguments encoded once: a
+    write_file call's arguments hold the whole file.  The fingerprint's text is the object
+    {"args", "tool"} in canonical (sorted, compact) form, built around the same encoding."""
+    encoded = canonical(args)
+    return (sha256_hex('{"args":' + encoded + ',"tool":' + canonical(tool) + "}"), sha256_hex(encoded))
 
 
 def message(payload: dict) -> str:

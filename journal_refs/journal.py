@@ -95,6 +95,7 @@ class Journal:
         self.unwritable: str | None = None   # why the last write failed (full disk, read-only store)
         self.boot = current_boot()       # carried objects are written back only in a later boot
         self._carried_n: int | None = None   # objects the witness this process last wrote carries
+        self._carried_bytes = 0               # and their encoded size
         self._parsed: tuple[bytes, dict] | None = None   # the last witness record read, checked
         self.pending: Pending | None = None   # durable events not yet published (publish.py)
         self.publish_failures = 0
@@ -224,7 +225,7 @@ class Journal:
         try:
             self._witness.write(record)
             self.witness_torn = False
-            self._carried_n = len(carry or ())
+            self._carried_n, self._carried_bytes = len(carry or ()), carried.size(carry or {})
             self._parsed = (record, {**doc, "carried": dict(carry or {})})
         except OSError as exc:
             raise JournalError(f"could not write the journal witness {self.witness_path}: "
@@ -381,7 +382,8 @@ class Journal:
         """Make the carried objects (one pack: carried.sync) and the ref durable, and stop
         carrying them (the outcome writer calls this when idle).  The fsyncs run outside the journal's lock,
         so the next call's gate check and intent do not wait for them.  Whether it synced."""
-        if min_objects > 0 and self._carried_n is not None and self._carried_n <= min_objects:
+        if min_objects > 0 and self._carried_n is not None and not carried.worth_syncing(
+                self._carried_n, self._carried_bytes, min_objects):
             return False      # what this process last wrote carries too little (no lock, no read)
         with self.guard, self.store.writing(), locking.exclusive(self.lock_path):
             try:
@@ -389,8 +391,8 @@ class Journal:
                 w = self.read_witness()
             except JournalError:
                 return False
-            if not w or w.get("head") != self.head or len(w["carried"]) <= max(min_objects, 0) \
-                    or self.integrity != "ok":
+            if not w or w.get("head") != self.head or self.integrity != "ok" or not w["carried"] \
+                    or not carried.worth_syncing(len(w["carried"]), carried.size(w["carried"]), min_objects):
                 return False
             if not self._ref_at_head():
                 return False

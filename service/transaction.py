@@ -53,7 +53,7 @@ from ..engine import faults, locking, loose, processes
 from ..engine.errors import StoreUnwritable, explain
 from ..journal_refs import events
 from ..journal_refs.carried import SYNC_AFTER_OBJECTS
-from ..journal_refs.events import args_hash, fingerprint, sha256_hex
+from ..journal_refs.events import call_hashes, fingerprint, sha256_hex
 from ..journal_refs.evidence import ABSENT, UNKNOWN, content_id, is_blob_id
 from . import direct_calls
 from .calls import UNSET, Call, Outcome, Ticket
@@ -209,9 +209,9 @@ class ProtectedCalls:
                                   f"the store {store.root}: {explain(exc, store.root)}; it was "
                                   "not run") from None
         op = uuid.uuid4().hex
-        fp = fingerprint(call.tool, call.args)
+        fp, ahash = call_hashes(call.tool, call.args)
         fields = {
-            "operation_id": op, "tool": call.tool, "args_hash": args_hash(call.args),
+            "operation_id": op, "tool": call.tool, "args_hash": ahash,
             "fingerprint": fp, "session_id": call.session_id, "tool_call_id": call.tool_call_id,
             "turn_id": call.turn_id, "owner": journal.me.to_dict(),
             "settings_fingerprint": self.core.settings_fingerprint,

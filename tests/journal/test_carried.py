@@ -219,3 +219,34 @@ def test_a_journal_ref_naming_a_tree_is_an_integrity_error(journal, cli, store_d
     assert "not a journal event" in v.json["integrity"]
     st = cli("journal", "status", "--json").json
     assert "not a journal event" in st["integrity"] and "attribute" not in st["integrity"]
+
+
+def test_a_packed_pre_image_is_not_carried_its_pack_is_made_durable(svc, ws, store_dir, monkeypatch):
+    """A file call links its pre- and post-image.  A pre-image already in a pack (the first
+    snapshot's, a compaction's) does not ride along in every witness record until the next
+    sync: its pack is fsynced instead; the new post-image, loose, is carried as its file holds it."""
+    from chronos_git.engine import durability
+    old = os.urandom(20_000).hex().encode()            # compressible, under MAX_BLOB
+    (ws / "f.txt").write_bytes(old)
+    s = svc()
+    s.snapshot(str(ws), "first")
+    s.compact(grace_s=0)                                # everything packed
+    s2 = svc()
+    pre = str(pygit2.hash(old))
+    repo = pygit2.Repository(str(store_dir))
+    assert not (store_dir / "objects" / pre[:2] / pre[2:]).exists() and pre in repo.odb
+    synced = []
+    real = durability.fsync_file
+    monkeypatch.setattr(durability, "fsync_file", lambda p: synced.append(str(p)) or real(p))
+    new = old + b"\nmore\n"
+    s2.write_file(str(ws), "f.txt", new)
+    post = str(pygit2.hash(new))
+    w = witness(store_dir)
+    assert post in w["carried"] and pre not in w["carried"]
+    loose_file = store_dir / "objects" / post[:2] / post[2:]
+    assert carried.decode(post, w["carried"][post]) == loose_file.read_bytes()
+    event = pygit2.Repository(str(store_dir))[w["head"]]
+    started = [c for c in [event] + list(event.parents) if "started" in c.message.split("\n")[0]]
+    assert pre in {str(e.id) for c in started for e in c.tree}     # still linked by the event
+    assert any(p.endswith(".pack") for p in synced)                 # ... and durable in its pack
+    assert s2.journal_verify().wire()["status"] == "ok"

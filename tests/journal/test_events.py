@@ -345,3 +345,15 @@ def test_warn_mode_admits_but_integrity_failure_still_blocks(svc, ws, store_dir,
     s.core.journal.integrity = "simulated damage"
     with pytest.raises(Blocked):
         s.begin(Call(tool="terminal", args={}, workspace=str(ws)))
+
+
+@pytest.mark.parametrize("tool, args", [
+    ("write_file", {"path": "a.txt", "content": "x" * 5000}),
+    ("terminal", {"command": "echo \ud800 \u2028 \"q\" \\ \n", "timeout": 3, "env": None}),
+    ("mcp_tool", {"z": [1, 2.5, {"b": True, "a": None}], "a": "ü", "bytes": b"\x00\xff", "set": {3, 1}}),
+    ("t\ud83d", ["not", "a", "dict"]),
+    ("", {}),
+])
+def test_call_hashes_are_the_fingerprint_and_the_args_hash_computed_apart(tool, args):
+    """One encoding of the arguments serves both hashes (a write_file call's hold the file)."""
+    assert kinds.call_hashes(tool, args) == (kinds.fingerprint(tool, args), kinds.args_hash(args))
