@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import threading
 from pathlib import Path
 
 import pygit2
@@ -52,7 +53,29 @@ def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository 
         return oid, None
     packed = deflate(raw, _LEVEL)
     put(objects_dir, oid, packed)
+    _remember(objects_dir, oid, len(data), packed)
     return oid, packed
+
+
+_RECENT = 16                  # loose objects this process wrote last, kept for the journal to carry
+_RECENT_BYTES = 128 * 1024    # each at most this big (what the journal carries: journal_refs/carried.py)
+_recent: dict[tuple[str, str], tuple[int, bytes]] = {}
+_recent_guard = threading.Lock()
+
+
+def _remember(objects_dir, oid: str, size: int, packed: bytes) -> None:
+    if len(packed) <= _RECENT_BYTES:
+        with _recent_guard:
+            _recent[(os.path.normpath(objects_dir), oid)] = (size, packed)
+            while len(_recent) > _RECENT:
+                del _recent[next(iter(_recent))]
+
+
+def recent(objects_dir, oid: str) -> tuple[int, bytes] | None:
+    """(size, loose bytes) of `oid` if this process wrote it into `objects_dir` lately (a file
+    call's images, which its journal event carries right after: not read back and inflated)."""
+    with _recent_guard:
+        return _recent.get((os.path.normpath(objects_dir), oid))
 
 
 def prepare(kind: int, data: bytes) -> tuple[str, bytes]:

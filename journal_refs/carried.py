@@ -22,6 +22,8 @@ import re
 import zlib
 from pathlib import Path
 
+import pygit2
+
 from ..engine import faults, loose
 from ..engine.codec import canonical
 from ..engine.durability import fsync_file, note_durable_pack, settle_objects
@@ -44,6 +46,12 @@ def is_oid(s) -> bool:
 def loose_bytes(repo, oid: str) -> bytes:
     """The object as git stores it loose (read back from `repo`)."""
     return loose.loose_bytes(*repo.odb.read(oid))
+
+
+def _recent(repo, oid: str) -> tuple[int, bytes] | None:
+    """What engine/loose.py kept of `oid`, written lately into this store and still in it."""
+    got = loose.recent(os.path.join(repo.path, "objects"), oid)
+    return got if got is not None and pygit2.Oid(hex=oid) in repo.odb else None
 
 
 def _loose_file(repo, oid: str) -> bytes | None:
@@ -95,7 +103,8 @@ def _framed(oid: str, raw: bytes) -> bytes:
 
 def carry(repo, oids, known: dict[str, tuple[int, bytes | None]] | None = None) -> tuple[dict[str, str], list[str]]:
     """(carried: oid -> encoded loose bytes, settle: oids to make durable where they are).
-    `known`: oid -> (size, loose bytes) of objects just written, not read back.
+    `known`: oid -> (size, loose bytes) of objects just written, not read back (as are those
+    this process wrote lately: engine/loose.py `recent`).
 
     A loose object is carried unless it is too big (then fsynced).  A packed one is not: its
     pack is fsynced instead, once per process (durability.settle_objects), so a call's packed
@@ -106,7 +115,7 @@ def carry(repo, oids, known: dict[str, tuple[int, bytes | None]] | None = None) 
         oid = str(oid)
         if oid in out:
             continue
-        size, raw = known.get(oid) or (0, None)
+        size, raw = known.get(oid) or _recent(repo, oid) or (0, None)
         if raw is not None:
             if size > MAX_BLOB:
                 settle.append(oid)

@@ -89,3 +89,20 @@ def test_an_object_file_already_there_is_never_replaced(repo):
     assert loose.blob(objects(repo), b"once\n") == oid
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_recent_writes_are_kept_per_store_for_the_journal_to_carry(tmp_path):
+    """The loose bytes of the last objects written are kept (the journal carries a file call's
+    images right after), per objects folder: another store that lacks the object gets nothing."""
+    a = pygit2.init_repository(str(tmp_path / "a"), bare=True)
+    b = pygit2.init_repository(str(tmp_path / "b"), bare=True)
+    oid, packed = loose.write(tmp_path / "a" / "objects", pygit2.GIT_OBJECT_BLOB, b"image\n" * 100)
+    assert loose.recent(tmp_path / "a" / "objects", oid) == (600, packed)
+    assert loose.recent(tmp_path / "b" / "objects", oid) is None
+    got, settle = carried.carry(a, [oid])
+    assert carried.decode(oid, got[oid]) == packed and settle == []
+    with pytest.raises(KeyError):
+        carried.carry(b, [oid])                          # missing there: the append fails as before
+    for i in range(loose._RECENT):
+        loose.write(tmp_path / "a" / "objects", pygit2.GIT_OBJECT_BLOB, b"%d" % i)
+    assert loose.recent(tmp_path / "a" / "objects", oid) is None      # bounded: the oldest go
