@@ -41,7 +41,10 @@ def fsync_on() -> bool:
     return _users > 0
 
 
-_synced_packs: set[str] = set()      # paths of the pack files this process fsynced (a pack never changes)
+# the pack files this process fsynced, as (path, device, inode, ctime): a pack never changes, but
+# a path can be deleted (compaction) and written again, not durably, with the same bytes and name
+# (and, freed, the same inode)
+_synced_packs: set[tuple[str, int, int, int]] = set()
 
 
 def fsync_file(path: Path) -> bool:
@@ -59,7 +62,13 @@ def fsync_file(path: Path) -> bool:
 
 def note_durable_pack(pack_dir: Path, stem: str) -> None:
     """A pack this process wrote and fsynced: `settle_objects` need not fsync it again."""
-    _synced_packs.update(os.path.join(pack_dir, stem + suffix) for suffix in (".pack", ".idx"))
+    for suffix in (".pack", ".idx"):
+        path = os.path.join(pack_dir, stem + suffix)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        _synced_packs.add((path, st.st_dev, st.st_ino, st.st_ctime_ns))
 
 
 def settle_objects(objects_dir: Path, oids) -> None:
@@ -98,18 +107,24 @@ def _settle_packs(pack_dir: Path) -> None:
     seen = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     if _settled_dirs.get(str(pack_dir)) == seen:
         return
-    synced = False
     try:
         names = sorted(e.name for e in os.scandir(pack_dir))
     except OSError:
         return
+    synced = []
     for name in names:
+        if not (name.startswith("pack-") and name.endswith((".pack", ".idx"))):
+            continue
         path = os.path.join(pack_dir, name)
-        if name.startswith("pack-") and name.endswith((".pack", ".idx")) and path not in _synced_packs \
-                and fsync_file(Path(path)):
-            _synced_packs.add(path)
-            synced = True
+        try:
+            fst = os.stat(path)
+        except OSError:
+            continue
+        key = (path, fst.st_dev, fst.st_ino, fst.st_ctime_ns)
+        if key not in _synced_packs and fsync_file(Path(path)):
+            synced.append(key)
     if synced:
-        fsync_dir(pack_dir)
+        fsync_dir(pack_dir)           # then they count as synced (a failure here raises: not kept)
+        _synced_packs.update(synced)
     if time.time_ns() - st.st_mtime_ns > RACY_NS:
         _settled_dirs[str(pack_dir)] = seen

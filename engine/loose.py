@@ -59,14 +59,24 @@ def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository 
 
 _RECENT = 16                  # loose objects this process wrote last, kept for the journal to carry
 _RECENT_BYTES = 128 * 1024    # each at most this big (what the journal carries: journal_refs/carried.py)
-_recent: dict[tuple[str, str], tuple[int, bytes]] = {}
+_recent: dict[tuple[int, int, str], tuple[int, bytes]] = {}
 _recent_guard = threading.Lock()
 
 
+def _folder(objects_dir) -> tuple[int, int] | None:
+    """The objects folder's identity (a store reached through a symlink is the same store)."""
+    try:
+        st = os.stat(objects_dir)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _remember(objects_dir, oid: str, size: int, packed: bytes) -> None:
-    if len(packed) <= _RECENT_BYTES:
+    folder = _folder(objects_dir)
+    if folder is not None and len(packed) <= _RECENT_BYTES:
         with _recent_guard:
-            _recent[(os.path.normpath(objects_dir), oid)] = (size, packed)
+            _recent[(*folder, oid)] = (size, packed)
             while len(_recent) > _RECENT:
                 del _recent[next(iter(_recent))]
 
@@ -74,8 +84,11 @@ def _remember(objects_dir, oid: str, size: int, packed: bytes) -> None:
 def recent(objects_dir, oid: str) -> tuple[int, bytes] | None:
     """(size, loose bytes) of `oid` if this process wrote it into `objects_dir` lately (a file
     call's images, which its journal event carries right after: not read back and inflated)."""
+    folder = _folder(objects_dir)
+    if folder is None:
+        return None
     with _recent_guard:
-        return _recent.get((os.path.normpath(objects_dir), oid))
+        return _recent.get((*folder, oid))
 
 
 def prepare(kind: int, data: bytes) -> tuple[str, bytes]:

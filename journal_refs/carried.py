@@ -15,10 +15,12 @@ bytes whose SHA-1 is its name.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import zlib
 from pathlib import Path
 
@@ -56,14 +58,28 @@ def _recent(repo, oid: str) -> tuple[int, bytes] | None:
 
 def _loose_file(repo, oid: str) -> bytes | None:
     """The bytes of `oid`'s loose file if it has one that holds that object, small enough to
-    carry (inflating them costs a tenth of deflating the object again: a call's file images)."""
+    carry (inflating them costs a tenth of deflating the object again: a call's file images).
+    ValueError if something other than a file is there (a FIFO is never waited on)."""
     try:
-        with open(os.path.join(repo.path, "objects", oid[:2], oid[2:]), "rb") as fh:
-            raw = fh.read(2 * MAX_BLOB + 1024)
-        data = _framed(oid, raw)
-    except (OSError, ValueError):
+        fd = os.open(os.path.join(repo.path, "objects", oid[:2], oid[2:]),
+                     os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"the loose object {oid[:12]} is a symbolic link") from None
         return None
-    return raw if len(data) - data.index(b"\0") - 1 <= MAX_BLOB else None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"the loose object {oid[:12]} is not a file")
+        raw = os.pread(fd, 2 * MAX_BLOB + 1024, 0)     # a bigger file holds a bigger object
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        _framed(oid, raw, most=MAX_BLOB)
+    except ValueError:
+        return None
+    return raw
 
 
 def encode(raw: bytes) -> str:
@@ -86,15 +102,24 @@ def _inflate(oid: str, text) -> tuple[bytes, bytes]:
     return raw, _framed(oid, raw)
 
 
-def _framed(oid: str, raw: bytes) -> bytes:
+def _framed(oid: str, raw: bytes, *, most: int | None = None) -> bytes:
     """The object the loose bytes `raw` inflate to; ValueError unless they are one whole
-    zlib stream of an object named `oid`."""
+    zlib stream of an object named `oid` (and, with `most`, of at most that many bytes: its
+    header is read first, so a small file that inflates to a huge object is never inflated)."""
     d = zlib.decompressobj()
     try:
-        data = d.decompress(raw)
+        if most is not None:
+            head = d.decompress(raw, 64)
+            end = head.find(b"\0")
+            if end < 0 or not head[head.find(b" ") + 1:end].isdigit() \
+                    or int(head[head.find(b" ") + 1:end]) > most:
+                raise ValueError(f"carried object {oid[:12]} is too big to carry")
+            data = head + d.decompress(d.unconsumed_tail, most + end + 1 - len(head) + 1)
+        else:
+            data = d.decompress(raw)
     except zlib.error:
         raise ValueError(f"carried object {oid[:12]} is not decodable") from None
-    if not d.eof or d.unused_data:
+    if not d.eof or d.unused_data or d.unconsumed_tail:
         raise ValueError(f"carried object {oid[:12]} is not one whole zlib stream")
     if hashlib.sha1(data).hexdigest() != oid:
         raise ValueError(f"carried object {oid[:12]} does not hash to its name")
@@ -127,9 +152,12 @@ def carry(repo, oids, known: dict[str, tuple[int, bytes | None]] | None = None) 
             out[oid] = encode(raw)
             continue
         size = repo.odb.read_header(oid)[1]          # KeyError, GitError: missing or unreadable
-        if size > MAX_BLOB or not os.path.exists(os.path.join(repo.path, "objects", oid[:2], oid[2:])):
-            settle.append(oid)
-        else:                                       # a loose file that did not check: as libgit2 reads it
+        if size > MAX_BLOB or (not os.path.exists(os.path.join(repo.path, "objects", oid[:2], oid[2:]))
+                               and not os.path.exists(os.path.join(repo.path, "objects", "info", "alternates"))):
+            settle.append(oid)          # packed here (or too big): fsynced where it is
+        else:
+            # a loose file that did not check, or maybe borrowed through alternates (only this
+            # store's own packs are fsynced): carried as libgit2 reads it, and packed at the sync
             out[oid] = encode(loose_bytes(repo, oid))
     return out, settle
 

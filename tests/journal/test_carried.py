@@ -250,3 +250,109 @@ def test_a_packed_pre_image_is_not_carried_its_pack_is_made_durable(svc, ws, sto
     assert pre in {str(e.id) for c in started for e in c.tree}     # still linked by the event
     assert any(p.endswith(".pack") for p in synced)                 # ... and durable in its pack
     assert s2.journal_verify().wire()["status"] == "ok"
+
+
+def _bare(tmp_path, name="s"):
+    d = tmp_path / name
+    pygit2.init_repository(str(d), bare=True)
+    return d
+
+
+def test_a_pack_written_again_at_a_path_once_fsynced_is_fsynced_again(tmp_path, monkeypatch):
+    """A compaction deletes a pack; the same bytes come back (same name), written without an
+    fsync: an event that links a blob in it must not count on the first file's fsync."""
+    from chronos_git.engine import durability
+    from chronos_git.engine.pack_writer import pack_entry, write_pack
+    d = _bare(tmp_path)
+    pd = d / "objects" / "pack"
+    data = b"pre-image\n"
+    oid = str(pygit2.hash(data))
+    entries = [(bytes.fromhex(oid), *pack_entry(3, data, 1))]
+    stem = write_pack(str(pd), entries, durable=False)
+    durability.settle_objects(d / "objects", [oid])
+    first = (pd / (stem + ".pack")).stat().st_ctime_ns
+    probe = tmp_path / "probe"
+    for _ in range(10_000_000):                 # until the file system's clock moved on
+        probe.write_bytes(b"")
+        if probe.stat().st_ctime_ns != first:
+            break
+    for suffix in (".pack", ".idx"):
+        os.chmod(pd / (stem + suffix), 0o644)
+        os.unlink(pd / (stem + suffix))
+    assert write_pack(str(pd), entries, durable=False) == stem     # maybe the freed inode again
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd))[1])
+    got, settle = carried.carry(pygit2.Repository(str(d)), [oid])
+    assert oid not in got and settle == [oid]
+    durability.settle_objects(d / "objects", settle)
+    assert any(p.endswith(stem + ".pack") for p in synced)
+
+
+def test_a_small_loose_file_that_inflates_to_a_huge_object_is_not_inflated(tmp_path):
+    """Whether a loose object is small enough to carry is read from its header first."""
+    d = _bare(tmp_path)
+    n = 64 << 20
+    z, h, hdr = zlib.compressobj(9), __import__("hashlib").sha1(), b"blob %d\0" % n
+    h.update(hdr)
+    parts, chunk = [z.compress(hdr)], bytes(1 << 20)
+    for _ in range(n >> 20):
+        h.update(chunk)
+        parts.append(z.compress(chunk))
+    parts.append(z.flush())
+    oid = h.hexdigest()
+    (d / "objects" / oid[:2]).mkdir()
+    (d / "objects" / oid[:2] / oid[2:]).write_bytes(b"".join(parts))
+    seen = []
+    real = zlib.decompressobj
+
+    class Spy:
+        def __init__(self):
+            self.d = real()
+
+        def decompress(self, raw, *a):
+            out = self.d.decompress(raw, *a)
+            seen.append(len(out))
+            return out
+
+        def __getattr__(self, k):
+            return getattr(self.d, k)
+    carried.zlib.decompressobj = Spy
+    try:
+        got, settle = carried.carry(pygit2.Repository(str(d)), [oid])
+    finally:
+        carried.zlib.decompressobj = real
+    assert got == {} and settle == [oid]                    # too big: fsynced where it is
+    assert max(seen) <= 2 * carried.MAX_BLOB
+
+
+def test_a_blob_borrowed_through_alternates_is_carried(tmp_path):
+    """Only the store's own packs are fsynced: a blob another repository lends is carried
+    (and packed into the store at the next sync)."""
+    from chronos_git.engine import loose
+    d, other = _bare(tmp_path), _bare(tmp_path, "other")
+    oid = loose.blob(other / "objects", b"borrowed pre-image\n")
+    run = __import__("subprocess").run
+    run(["git", "-C", str(other), "repack", "-adq"], check=True)
+    (d / "objects" / "info").mkdir(exist_ok=True)
+    (d / "objects" / "info" / "alternates").write_text(str(other / "objects") + "\n")
+    got, settle = carried.carry(pygit2.Repository(str(d)), [oid])
+    assert oid in got and settle == []
+
+
+def test_the_recent_writes_are_found_through_a_symlinked_store(tmp_path):
+    from chronos_git.engine import loose
+    real = _bare(tmp_path, "real")
+    (tmp_path / "link").symlink_to(real)
+    repo = pygit2.Repository(str(tmp_path / "link"))
+    oid, packed = loose.write(tmp_path / "link" / "objects", pygit2.GIT_OBJECT_BLOB, b"x" * 100, repo=repo)
+    assert carried._recent(repo, oid) == (100, packed)
+
+
+def test_a_fifo_at_a_linked_blob_s_loose_path_fails_the_append_without_waiting(tmp_path):
+    d = _bare(tmp_path)
+    oid = str(pygit2.hash(b"never\n"))
+    (d / "objects" / oid[:2]).mkdir()
+    os.mkfifo(d / "objects" / oid[:2] / oid[2:])
+    with pytest.raises(ValueError, match="not a file"):
+        carried.carry(pygit2.Repository(str(d)), [oid])
