@@ -1,11 +1,12 @@
 """Ignore rules for every name a filesystem allows, UTF-8 or not.
 
 pygit2's `Repository.path_is_ignored` takes `str` and encodes it strictly, so
-a name that is not UTF-8 (`caf\\xe9.txt`) raises instead of answering.
-libgit2 itself takes bytes: for such names we call its
-`git_ignore_path_is_ignored` through ctypes on the same repository handle
-(the shared library pygit2 loaded).  Where that library cannot be found the
-answer is "not ignored": the name is then captured, never silently dropped.
+a name that is not UTF-8 (`caf\\xe9.txt`) raises instead of answering, and it
+holds the GIL while libgit2 reads `.gitignore` files.  libgit2 itself takes bytes:
+we call its `git_ignore_path_is_ignored` through ctypes on the same repository
+handle (the shared library pygit2 loaded).  Where that library cannot be found,
+pygit2 answers, and a name it cannot encode is "not ignored": it is then captured,
+never silently dropped.
 """
 from __future__ import annotations
 
@@ -43,14 +44,18 @@ def _c_fn():
 
 
 def is_ignored(repo: pygit2.Repository, rel: str) -> bool:
-    """Whether the work-tree path `rel` (a trailing "/" for a directory) is ignored."""
-    try:
-        return repo.path_is_ignored(rel)
-    except UnicodeEncodeError:
-        pass
+    """Whether the work-tree path `rel` (a trailing "/" for a directory) is ignored.
+
+    Asked of libgit2 through ctypes, which lets go of the GIL while it runs: libgit2 opens
+    each `.gitignore` on the way with a plain open(2), and one that is a FIFO blocks it until
+    a writer comes.  pygit2's `path_is_ignored` holds the GIL meanwhile, so the whole process
+    stopped, the guard that opens such a FIFO for writing (engine/fifo_guard.py) included."""
     fn = _c_fn()
     if fn is None:
-        return False
+        try:
+            return repo.path_is_ignored(rel)
+        except UnicodeEncodeError:
+            return False
     out = ctypes.c_int(0)
     ptr = int(pygit2.ffi.cast("uintptr_t", repo._repo))
     return fn(ctypes.byref(out), ptr, os.fsencode(rel)) == 0 and bool(out.value)

@@ -167,11 +167,13 @@ def non_utf8_names(p: Probe) -> None:
 
 
 def special_files(p: Probe) -> None:
-    """A FIFO as a file and as the .gitignore of a subfolder; a socket-free device-free tree."""
+    """A FIFO as a file and as the .gitignore of a subfolder that has a folder of its own (each
+    path below it is asked of libgit2, which opens that .gitignore); a socket-free device-free tree."""
     os.mkfifo(p.s.ws / "pipe")
-    (p.s.ws / "sub").mkdir(exist_ok=True)
+    (p.s.ws / "sub" / "deeper").mkdir(parents=True, exist_ok=True)
     os.mkfifo(p.s.ws / "sub" / ".gitignore")
     (p.s.ws / "sub" / "real.txt").write_text("real\n")
+    (p.s.ws / "sub" / "deeper" / "inner.txt").write_text("inner\n")
     cp = p.call("snapshot with FIFOs", lambda: p.svc.snapshot(p.ws, "fifos"), refused=False)
     p.call("diff with FIFOs", lambda: p.svc.diff(p.ws), refused=False)
     if cp is not None:

@@ -8,6 +8,7 @@ import signal
 import stat
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -543,6 +544,43 @@ def test_fifo_is_skipped(engine, ws, store_dir):
     entries = tree_entries(store_dir, res.checkpoint.id)
     assert set(entries) == {b"a.txt", b"src/main.py"}
     assert stat.S_ISFIFO(os.lstat(ws / "pipe").st_mode)
+
+
+@pytest.mark.parametrize("git_tree", [False, True])
+def test_a_fifo_gitignore_above_a_subfolder_never_stops_a_snapshot(ws, store_dir, git_tree):
+    """libgit2 opens every `.gitignore` on a path with a plain open(2): a FIFO one blocked it
+    with the GIL held (pygit2), so the guard that releases such opens could not run and the
+    whole process waited for a writer.  Asked through ctypes, the GIL is let go.  In a child
+    process: a regression hangs it, not the test run."""
+    (ws / "sub" / "deeper").mkdir(parents=True)
+    (ws / "sub" / "deeper" / "b.txt").write_text("b\n")
+    if git_tree:
+        git("init", "-q", cwd=ws)
+        git("add", "-A", cwd=ws)
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one", cwd=ws)
+    os.mkfifo(ws / "sub" / ".gitignore")
+    code = textwrap.dedent(f"""
+        import json, pathlib
+        from chronos_git.service import Chronos
+        ws = {str(ws)!r}
+        s = Chronos.get({str(store_dir)!r})
+        s.start()
+        first = s.snapshot(ws, "first")                # the first snapshot, then an incremental one
+        pathlib.Path(ws, "sub", "deeper", "b.txt").write_text("b2\\n")
+        print(json.dumps([first.checkpoint, s.snapshot(ws, "second").checkpoint]))
+    """)
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a snapshot waited on a FIFO .gitignore")
+    assert out.returncode == 0, out.stderr
+    first, second = json.loads(out.stdout.strip().splitlines()[-1])
+    for cp, text in ((first, b"b\n"), (second, b"b2\n")):
+        entries = tree_entries(store_dir, cp)
+        assert b"sub/deeper/b.txt" in entries and b"sub/.gitignore" not in entries
+        repo = pygit2.Repository(str(store_dir))
+        assert repo[repo[cp].tree["sub/deeper/b.txt"].id].data == text
+    assert stat.S_ISFIFO(os.lstat(ws / "sub" / ".gitignore").st_mode)
 
 
 # ------------------------------------------------------- declared paths
