@@ -357,3 +357,12 @@ def test_warn_mode_admits_but_integrity_failure_still_blocks(svc, ws, store_dir,
 def test_call_hashes_are_the_fingerprint_and_the_args_hash_computed_apart(tool, args):
     """One encoding of the arguments serves both hashes (a write_file call's hold the file)."""
     assert kinds.call_hashes(tool, args) == (kinds.fingerprint(tool, args), kinds.args_hash(args))
+
+
+def test_canonical_escapes_lone_surrogates_and_keeps_other_text_as_is():
+    """Lone surrogates (from surrogateescape'd names) become \\uXXXX escapes, so the text
+    encodes to UTF-8; ASCII and other characters are left as json.dumps writes them."""
+    text = kinds.canonical({"b": "caf\udce9 \ud800", "a": "ü \u2028 plain \"q\"\n"})
+    assert text == '{"a":"ü \u2028 plain \\"q\\"\\n","b":"caf\\udce9 \\ud800"}'
+    assert text.encode("utf-8")
+    assert kinds.canonical({"x": "ascii only"}) == '{"x":"ascii only"}'
