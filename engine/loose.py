@@ -53,11 +53,10 @@ def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository 
         return oid, None
     packed = deflate(raw, _LEVEL)
     put(objects_dir, oid, packed)
-    _remember(objects_dir, oid, len(data), packed)
     return oid, packed
 
 
-_RECENT = 16                  # loose objects this process wrote last, kept for the journal to carry
+_RECENT = 16                  # loose blobs this process wrote last, kept for the journal to carry
 _RECENT_BYTES = 128 * 1024    # each at most this big (what the journal carries: journal_refs/carried.py)
 _recent: dict[tuple[int, int, str], tuple[int, bytes]] = {}
 _recent_guard = threading.Lock()
@@ -82,8 +81,8 @@ def _remember(objects_dir, oid: str, size: int, packed: bytes) -> None:
 
 
 def recent(objects_dir, oid: str) -> tuple[int, bytes] | None:
-    """(size, loose bytes) of `oid` if this process wrote it into `objects_dir` lately (a file
-    call's images, which its journal event carries right after: not read back and inflated)."""
+    """(size, loose bytes) of blob `oid` if this process wrote it into `objects_dir` lately (a
+    file call's images, which its journal event carries right after: not read back and inflated)."""
     folder = _folder(objects_dir)
     if folder is None:
         return None
@@ -137,7 +136,11 @@ def _put(path: str, packed: bytes, durable: bool) -> None:
 
 
 def blob(objects_dir: Path, data: bytes, *, repo: pygit2.Repository | None = None) -> str:
-    return write(objects_dir, pygit2.GIT_OBJECT_BLOB, data, repo=repo)[0]
+    """Store a blob (the only objects a journal event links: kept for `recent`)."""
+    oid, packed = write(objects_dir, pygit2.GIT_OBJECT_BLOB, data, repo=repo)
+    if packed is not None:
+        _remember(objects_dir, oid, len(data), packed)
+    return oid
 
 
 def flat_tree(entries: dict[str, str]) -> bytes:

@@ -96,7 +96,8 @@ def test_recent_writes_are_kept_per_store_for_the_journal_to_carry(tmp_path):
     images right after), per objects folder: another store that lacks the object gets nothing."""
     a = pygit2.init_repository(str(tmp_path / "a"), bare=True)
     b = pygit2.init_repository(str(tmp_path / "b"), bare=True)
-    oid, packed = loose.write(tmp_path / "a" / "objects", pygit2.GIT_OBJECT_BLOB, b"image\n" * 100)
+    oid = loose.blob(tmp_path / "a" / "objects", b"image\n" * 100)
+    packed = (tmp_path / "a" / "objects" / oid[:2] / oid[2:]).read_bytes()
     assert loose.recent(tmp_path / "a" / "objects", oid) == (600, packed)
     assert loose.recent(tmp_path / "b" / "objects", oid) is None
     got, settle = carried.carry(a, [oid])
@@ -104,5 +105,5 @@ def test_recent_writes_are_kept_per_store_for_the_journal_to_carry(tmp_path):
     with pytest.raises(KeyError):
         carried.carry(b, [oid])                          # missing there: the append fails as before
     for i in range(loose._RECENT):
-        loose.write(tmp_path / "a" / "objects", pygit2.GIT_OBJECT_BLOB, b"%d" % i)
+        loose.blob(tmp_path / "a" / "objects", b"%d" % i)
     assert loose.recent(tmp_path / "a" / "objects", oid) is None      # bounded: the oldest go
