@@ -29,6 +29,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from . import loose
+from .import_index import stat_fields
 
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 ZERO = b"\0" * 20
@@ -37,7 +38,6 @@ FICLONE = 0x40049409
 MAX_INDEX_BYTES = 1 << 30
 # attributes that make a blob differ from the bytes on disk
 _CONVERTING = {b"text", b"eol", b"crlf", b"filter", b"ident", b"working-tree-encoding"}
-M32 = 0xFFFFFFFF
 
 
 class Unusable(Exception):
@@ -72,20 +72,21 @@ class Known:
         return b"".join(parts)
 
     def vouch(self, entries) -> dict[int, bytes]:
-        """id(entry) -> blob id for each entry (with `path`, `mode`, `st`) whose current bytes
-        git's index vouches for: the same stat fields (all but dev; inode and size as stored,
-        32-bit), the same kind, and not racily clean (changed in the tick the index was
-        written)."""
+        """id(entry) -> blob id for each entry (with `path`, `mode`, `st`: a `packed_stat`)
+        whose current bytes git's index vouches for: the same stat fields (all but dev; inode
+        and size as stored, 32-bit), the same kind, and not racily clean (changed in the tick
+        the index was written)."""
         get, limit, out = self.entries.get, self.index_mtime_ns, {}
         for e in entries:
             item = get(e.path)
             if item is None:
                 continue
             sha, imode, key = item
-            st = e.st
-            if st is None or (imode == MODE_LINK) != (e.mode == MODE_LINK) or st.st_mtime_ns >= limit:
+            if e.st is None or (imode == MODE_LINK) != (e.mode == MODE_LINK):
                 continue
-            if key == (st.st_ctime_ns, st.st_mtime_ns, st.st_ino & M32, st.st_uid, st.st_gid, st.st_size & M32):
+            cs, cns, ms, mns, _dev, ino, _m, uid, gid, size, _ = stat_fields(e.st)
+            mtime_ns = ms * 1_000_000_000 + mns
+            if mtime_ns < limit and key == (cs * 1_000_000_000 + cns, mtime_ns, ino, uid, gid, size):
                 out[id(e)] = sha
         return out
 

@@ -7,6 +7,7 @@ import errno
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -198,3 +199,35 @@ def test_a_report_sent_by_a_child_round_trips():
         got += list(kid.frames(data))
     os.close(r)
     assert got == [big, ("done", ["pack-1"])]
+
+
+def _index_stats(index: bytes) -> dict[bytes, tuple]:
+    """path -> (ctime s, ns, mtime s, ns, dev, ino, mode, uid, gid, size) of a v2 index."""
+    count, pos, out = struct.unpack(">I", index[8:12])[0], 12, {}
+    for _ in range(count):
+        fields = struct.unpack(">10I", index[pos:pos + 40])
+        n = struct.unpack(">H", index[pos + 60:pos + 62])[0] & 0xFFF
+        out[index[pos + 62:pos + 62 + n]] = fields
+        pos += (62 + n + 8) // 8 * 8
+    return out
+
+
+def test_the_imported_index_holds_each_file_s_stat_as_git_writes_it(ws, tmp_path):
+    """The stat data is what makes the next snapshot a stat-only walk: every entry's fields
+    are the file's own, and git's refresh of that index (which rewrites any entry whose stat
+    differs) finds nothing to change.  An mtime of .999999999 s keeps its second."""
+    _tree(ws)
+    os.utime(ws / "run.sh", ns=(1_700_000_000_999_999_999, 1_700_000_000_999_999_999))
+    res, index = _import(ws, tmp_path / "store")
+    stats = _index_stats(index)
+    assert len(stats) == res.entries
+    for path, (cs, cns, ms, mns, dev, ino, mode, uid, gid, size) in stats.items():
+        st = os.lstat(bytes(ws) + b"/" + path)
+        assert (cs * 10**9 + cns, ms * 10**9 + mns, ino, uid, gid, size) == (
+            st.st_ctime_ns, st.st_mtime_ns, st.st_ino & 0xFFFFFFFF, st.st_uid, st.st_gid, st.st_size), path
+        assert dev == st.st_dev & 0xFFFFFFFF
+    assert stats[b"run.sh"][2:4] == (1_700_000_000, 999_999_999)
+    env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "store" / "import-index")}
+    subprocess.run(["git", "--git-dir", str(tmp_path / "store"), "--work-tree", str(ws),
+                    "update-index", "-q", "--refresh"], env=env, check=True)
+    assert _index_stats((tmp_path / "store" / "import-index").read_bytes()) == stats

@@ -15,6 +15,7 @@ import pygit2
 import pytest
 
 from chronos_git.engine import adopt, consolidate, usergit
+from chronos_git.engine.import_index import packed_stat
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 from support.helpers import git, tree_fingerprint
@@ -268,7 +269,7 @@ def test_a_cache_tree_naming_a_blob_as_a_tree_is_not_taken(tmp_path):
 
 
 def _vouched(known, path: bytes, mode: int, st) -> bytes | None:
-    e = SimpleNamespace(path=path, mode=mode, st=st)
+    e = SimpleNamespace(path=path, mode=mode, st=packed_stat(st))
     return known.vouch([e]).get(id(e))
 
 
