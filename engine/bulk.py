@@ -197,7 +197,8 @@ def _read(root: bytes, e: _Entry, report: ScanReport, cap: int = 0) -> bytes | N
 
 
 def _changed(listed: bytes, now: bytes) -> bool:
-    """Another mtime, inode or size than the listing saw."""
+    """Another mtime, inode or size than the listing saw (seconds and inode as the index
+    keeps them, 32-bit: the read's own fstat names the same file, so no more is needed)."""
     a, b = stat_fields(listed), stat_fields(now)
     return (a[2], a[3], a[5], a[10]) != (b[2], b[3], b[5], b[10])
 

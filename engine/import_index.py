@@ -134,15 +134,23 @@ _STAT = struct.Struct(">10IQ")
 _M32 = 0xFFFFFFFF
 
 
+WIDE_TIME = 1 << 31                 # in the st_mode field: a time the index cannot hold whole
+
+
 def packed_stat(st: os.stat_result) -> bytes:
     """The stat fields an index entry keeps (ctime, mtime, dev, inode, st_mode, uid, gid and
     size as git's index stores them, 32-bit), then the full size: 81 bytes where an
-    `os.stat_result` takes ~650, for the million entries a large first import holds."""
+    `os.stat_result` takes ~650, for the million entries a large first import holds.
+    A time before 1970 or past 2106 sets WIDE_TIME (above the file type bits), so that
+    nothing compares its wrapped seconds as if they were the file's."""
     cs, cns = divmod(st.st_ctime_ns, 1_000_000_000)
     ms, mns = divmod(st.st_mtime_ns, 1_000_000_000)
+    mode = st.st_mode & 0xFFFF
+    if not (0 <= cs <= _M32 and 0 <= ms <= _M32):
+        mode |= WIDE_TIME
+    size = max(st.st_size, 0)
     return _STAT.pack(cs & _M32, cns, ms & _M32, mns, st.st_dev & _M32, st.st_ino & _M32,
-                      st.st_mode & _M32, st.st_uid & _M32, st.st_gid & _M32, st.st_size & _M32,
-                      st.st_size)
+                      mode, st.st_uid & _M32, st.st_gid & _M32, size & _M32, size)
 
 
 def stat_fields(ps: bytes) -> tuple:

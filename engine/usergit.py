@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from . import loose
-from .import_index import stat_fields
+from .import_index import WIDE_TIME, stat_fields
 
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 ZERO = b"\0" * 20
@@ -84,7 +84,9 @@ class Known:
             sha, imode, key = item
             if e.st is None or (imode == MODE_LINK) != (e.mode == MODE_LINK):
                 continue
-            cs, cns, ms, mns, _dev, ino, _m, uid, gid, size, _ = stat_fields(e.st)
+            cs, cns, ms, mns, _dev, ino, st_mode, uid, gid, size, _ = stat_fields(e.st)
+            if st_mode & WIDE_TIME:
+                continue                     # its seconds wrapped: never equal to git's as they are
             mtime_ns = ms * 1_000_000_000 + mns
             if mtime_ns < limit and key == (cs * 1_000_000_000 + cns, mtime_ns, ino, uid, gid, size):
                 out[id(e)] = sha

@@ -287,6 +287,22 @@ def test_racily_clean_and_changed_entries_are_not_trusted(tmp_path):
     assert _vouched(known, b"link", usergit.MODE_FILE, os.lstat(os.fsencode(ws / "link"))) is None
 
 
+def test_a_time_the_index_cannot_hold_whole_is_never_vouched_for(tmp_path):
+    """git's index keeps 32-bit seconds: a file dated past 2106 (or before 1970) matches its
+    entry's wrapped time without being that file's state, so it is read, not vouched for."""
+    ws = make_repo(tmp_path / "ws")
+    known = usergit.read_known(os.fsencode(ws))
+    p = os.fsencode(ws / "d0" / "f5.txt")
+    sha, imode, _ = known.entries[b"d0/f5.txt"]
+    for secs, vouched in ((1_700_000_000, True), (2**32 + 100, False), (-5, False)):
+        os.utime(p, ns=(secs * 10**9, secs * 10**9))
+        st = os.lstat(p)
+        wrapped = (secs & 0xFFFFFFFF) * 10**9                   # the mtime as git writes it
+        known.entries[b"d0/f5.txt"] = (sha, imode, (st.st_ctime_ns, wrapped, st.st_ino & 0xFFFFFFFF,
+                                                    st.st_uid, st.st_gid, st.st_size))
+        assert (_vouched(known, b"d0/f5.txt", usergit.MODE_FILE, st) == sha) is vouched, secs
+
+
 def test_a_gitdir_file_and_no_repository(tmp_path):
     main = make_repo(tmp_path / "main")
     wt = tmp_path / "wt"
