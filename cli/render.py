@@ -554,6 +554,8 @@ def _integrity(integrity: str) -> Text:
 def _journal_status(res: r.JournalStatus):
     yield Text.assemble(f"journal: {plural(res.events, 'event')}, recovery gate ", _gate(res.gate), ", integrity ",
                         _integrity(res.integrity))
+    if res.gate_reason and not res.unresolved:     # operations waiting are listed below, with their fix
+        yield Text("  " + _name(res.gate_reason.removeprefix("chronos-git recovery gate is closed: ")), style="bold red")
     p = res.protection
     if p.state not in ("on", "ready"):
         yield Text(f"  protection {p.state.upper()}: {_name(p.reason)}" + (f" (fix: {p.fix})" if p.fix else ""),

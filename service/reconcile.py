@@ -147,8 +147,11 @@ class Reconciler:
     def status(self) -> JournalStatus:
         startup = self._startup()
         st = self.core.journal.status()
+        closed = self.gate.state()
         return JournalStatus(**st, settled_at_start=startup.get("settled", []),
-                             gate="open" if self.gate.is_open() else "closed", protection=self._protection())
+                             gate="open" if closed is None else "closed",
+                             gate_reason=closed.message if closed is not None else None,
+                             protection=self._protection())
 
     def verify(self, checkpoint: dict | None = None) -> VerifyResult:
         """The journal's chain and witness, and every checkpoint tree's entry names."""

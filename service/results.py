@@ -397,6 +397,7 @@ class JournalStatus(Result):
     protection: Protection
     remotes: list[RemoteInfo] | None = None
     new_store: str | None = None     # this command made the store: none was there (a mistyped path?)
+    gate_reason: str | None = None   # why the gate is closed and what reopens it (as a refused call hears)
 
 
 class TreeCheck(Model):

@@ -104,9 +104,42 @@ def git_command(store_root, argv: list[str]) -> tuple[list[str], dict[str, str]]
     return cmd + list(argv), env
 
 
+# git commands that only read a repository; `reflog` and `config` only in their reading forms
+READING = frozenset({
+    "log", "show", "cat-file", "rev-parse", "rev-list", "ls-tree", "diff", "diff-tree", "fsck",
+    "for-each-ref", "show-ref", "count-objects", "verify-pack", "verify-commit", "verify-tag", "blame",
+    "shortlog", "describe", "name-rev", "merge-base", "whatchanged", "show-branch", "reflog", "config",
+    "version"})     # not grep (-O runs a program) nor help (-w starts a browser)
+_CONFIG_READS = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "list", "get"})
+
+
+def refuse_writing(argv: list[str]) -> None:
+    """ValueError unless `argv` is a git command that only reads: the pass-through is for
+    reading the store, and a write through it (a hook path in its config, a ref) would be
+    tampering of chronos-git's own making."""
+    if not argv:
+        raise ValueError("give git's arguments, e.g. `chronos-git git log --oneline refs/chronos/journal`")
+    cmd, rest = argv[0], argv[1:]
+    why = None
+    if cmd.startswith("-"):
+        why = f"options before the git command ({cmd}) are not passed through"
+    elif cmd not in READING:
+        why = f"`git {cmd}` is not one of the commands that only read ({', '.join(sorted(READING))})"
+    elif cmd == "config" and not _CONFIG_READS.intersection(rest):
+        why = "`git config` only with --get, --get-all, --get-regexp or --list"
+    elif cmd == "reflog" and rest and rest[0] not in ("show", "exists") and not rest[0].startswith("-"):
+        why = f"`git reflog {rest[0]}` writes"
+    elif any(a.startswith("--output") or a == "--lost-found" for a in rest):
+        why = "--output and --lost-found write files"
+    if why:
+        raise ValueError(f"refused: `chronos-git git` only reads the store: {why}. To change the store, use "
+                         "chronos-git's own commands (a change by hand is reported as tampering)")
+
+
 def git_passthrough(core: Core, remotes: Remotes, argv: list[str]) -> GitRun:
-    """Stock git over the store, once the audit finds nothing; git's output goes to this
-    process's stdout and stderr, its exit code is the result's."""
+    """Stock git over the store, once the audit finds nothing and `argv` only reads; git's
+    output goes to this process's stdout and stderr, its exit code is the result's."""
+    refuse_writing(argv)
     if not core.store_exists():
         raise ValueError(f"there is no chronos-git store at {core.store_dir}")
     found = findings(core, remotes)

@@ -69,6 +69,22 @@ def test_a_pager_planted_in_the_store_config_is_refused_and_never_runs(cli, reco
     assert not marker.exists()
 
 
+def test_journal_status_says_why_the_gate_is_closed_by_a_planted_hook(cli, recorded, store_dir):
+    hook = store_dir / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    assert cli("journal", "verify").rc == 1                 # found (as the next start would)
+    out = cli("journal", "status")
+    assert "recovery gate CLOSED" in out.stdout and "hooks/pre-commit" in out.stdout, out.stdout
+    assert "journal verify" in out.stdout                   # and what reopens it
+    st = cli("journal", "status", "--json").json
+    assert st["gate"] == "closed" and "hooks/pre-commit" in st["gate_reason"]
+    hook.unlink()
+    assert cli("journal", "verify").rc == 0
+    st = cli("journal", "status", "--json").json
+    assert st["gate"] == "open" and st.get("gate_reason") is None
+
+
 def test_a_hook_is_reported_and_refused(cli, recorded, store_dir):
     hook = store_dir / "hooks" / "reference-transaction"
     hook.write_text("#!/bin/sh\nexit 0\n")
@@ -77,6 +93,33 @@ def test_a_hook_is_reported_and_refused(cli, recorded, store_dir):
     assert r.rc == 1 and "hooks/reference-transaction" in r.stderr
     hook.unlink()
     assert cli("git", "log", "--oneline", "refs/chronos/journal").rc == 0
+
+
+@pytest.mark.parametrize("argv", [
+    ["config", "core.hooksPath", "/tmp/x"], ["config", "--unset", "core.bare"], ["update-ref", "-d", "HEAD"],
+    ["reflog", "expire", "--all"], ["gc"], ["fsck", "--lost-found"],
+    ["log", "--output=/tmp/x"], ["grep", "-O", "x", "HEAD"]])
+def test_a_git_command_that_writes_is_refused_and_the_store_is_untouched(cli, recorded, store_dir, argv):
+    config = (store_dir / "config").read_bytes()
+    refs = sorted(str(p) for p in store_dir.rglob("*") if "refs" in p.parts)
+    r = cli("git", *argv)
+    assert r.rc == 1 and "only reads the store" in r.stderr, r.stdout + r.stderr
+    assert (store_dir / "config").read_bytes() == config
+    assert sorted(str(p) for p in store_dir.rglob("*") if "refs" in p.parts) == refs
+    assert cli("health", "--json").json["protection"]["state"] != "degraded"
+
+
+def test_options_before_the_git_command_are_refused_by_the_service_too():
+    from chronos_git.service.storecheck import refuse_writing
+    with pytest.raises(ValueError, match="options before the git command"):
+        refuse_writing(["-c", "core.hooksPath=/tmp/x", "log"])     # the CLI's parser refuses it first
+
+
+def test_reading_forms_of_config_and_reflog_pass(cli, recorded, store_dir):
+    r = cli("git", "config", "--get", "core.bare")
+    assert r.rc == 0 and r.stdout.strip() == "true"
+    assert cli("git", "config", "--list").rc == 0
+    assert cli("git", "reflog", "show", "refs/chronos/journal").rc in (0, 128)    # git's answer, not a refusal
 
 
 def test_the_callers_git_environment_is_not_honoured(cli, recorded, store_dir, tmp_path):
