@@ -1,6 +1,6 @@
 """`python -m chronos_git.cli ...`: the standalone operator CLI."""
 import sys
 
-from .main import main
+from .entry import main
 
 sys.exit(main())

@@ -782,7 +782,7 @@ def _health(res: r.HealthResult):
     for problem in res.settings_problems:
         yield Text(f"  settings problem: {_name(problem)}", style="yellow")
     if not res.store_exists:
-        if p.state != "ready":           # "ready" is said only of a store not made yet, and names it
+        if p.state != "ready" and res.store not in (p.reason or ""):    # else the reason named it
             yield Text(f"store: {_name(res.store)} (not created yet: nothing has been checkpointed)")
         return
     j = res.journal

@@ -230,34 +230,16 @@ class Store:
                 return
             raise StoreUnwritable(problem) from None
 
-    def _not_ours(self) -> str | None:
-        """Why the folder at the store path must never become a store, decided before anything
-        is written to it (None: missing, empty, a store, or one whose creation was cut)."""
-        root = self.root
-        if not root.is_dir():
-            return None
-        if not ((root / "HEAD").exists() or (root / "HEAD").is_symlink()):
-            if self.meta_dir.is_dir():
-                return None     # a creation of ours (chronos/ comes first) in progress or cut: decided locked
-            if not _torn_init(root):
-                return f"store path {root} is not empty and is not a chronos-git store"
-            return None
-        try:
-            cfg = pygit2.Config(str(root / "config"))
-            email, bare = _config_value(cfg, "user.email"), _config_value(cfg, "core.bare")
-        except (pygit2.GitError, OSError, ValueError):
-            email = bare = None
-        if str(bare).lower() not in ("false", "no", "off", "0"):
-            if email == SIGNATURE_EMAIL or _chronos_refs(root):
-                return None     # ours (its chronos/ folder, only locks and scratch, may be gone)
-            if self.meta_dir.is_dir() and _no_refs_or_objects(root):
-                return None     # a creation of ours cut before its config was written
-        # someone's repository (a project's .git, a bare remote): its config would be rewritten
-        return (f"store path {root} is a git repository that chronos-git did not create; it is never "
-                "taken over (choose an empty or new folder for --store / store_dir)")
+    @staticmethod
+    def unusable_at(root: os.PathLike | str) -> str | None:
+        """Why no store can be opened or made at `root` (None: one is there, or can be)."""
+        root = Path(root)
+        if root.exists() and not root.is_dir():
+            return f"store path {root} exists and is not a directory"
+        return _not_ours(root, root / "chronos")
 
     def _write_layout(self) -> None:
-        problem = self._not_ours()
+        problem = _not_ours(self.root, self.meta_dir)
         if problem:
             raise StoreError(problem)            # before anything is created or chmodded in it
         make_private_dir(self.root)
@@ -450,3 +432,29 @@ class Store:
                 except FileNotFoundError:
                     pass
         return n
+
+
+def _not_ours(root: Path, meta_dir: Path) -> str | None:
+    """Why the folder at the store path must never become a store, decided before anything
+    is written to it (None: missing, empty, a store, or one whose creation was cut)."""
+    if not root.is_dir():
+        return None
+    if not ((root / "HEAD").exists() or (root / "HEAD").is_symlink()):
+        if meta_dir.is_dir():
+            return None     # a creation of ours (chronos/ comes first) in progress or cut: decided locked
+        if not _torn_init(root):
+            return f"store path {root} is not empty and is not a chronos-git store"
+        return None
+    try:
+        cfg = pygit2.Config(str(root / "config"))
+        email, bare = _config_value(cfg, "user.email"), _config_value(cfg, "core.bare")
+    except (pygit2.GitError, OSError, ValueError):
+        email = bare = None
+    if str(bare).lower() not in ("false", "no", "off", "0"):
+        if email == SIGNATURE_EMAIL or _chronos_refs(root):
+            return None     # ours (its chronos/ folder, only locks and scratch, may be gone)
+        if meta_dir.is_dir() and _no_refs_or_objects(root):
+            return None     # a creation of ours cut before its config was written
+    # someone's repository (a project's .git, a bare remote): its config would be rewritten
+    return (f"store path {root} is a git repository that chronos-git did not create; it is never "
+            "taken over (choose an empty or new folder for --store / store_dir)")

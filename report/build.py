@@ -362,9 +362,12 @@ def written(svc, out: Path | None = None, *, workspace: str | os.PathLike | None
         path = path / default_name(ctx)
     try:
         path.write_text(render(ctx), encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
-        raise ValueError(f"could not write the report to {path}: the folder {path.parent} does not exist "
-                         "(create it, or pass --out with a path in an existing folder)") from None
+    except OSError as exc:
+        if not path.parent.is_dir():
+            raise ValueError(f"could not write the report to {path}: the folder {path.parent} does not exist "
+                             "(create it, or pass --out with a path in an existing folder)") from None
+        raise ValueError(f"could not write the report to {path}: {exc.strerror or exc} "
+                         "(pass --out with a path elsewhere)") from None
     return ReportWritten(path=str(path), verdict=ctx["verdict"]["word"], level=ctx["verdict"]["level"])
 
 

@@ -150,7 +150,12 @@ class Demo:
         return list(reversed(self.facts("journal", "log", "--limit", "10000")["events"]))
 
     def git(self, *args) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "--git-dir", str(self.env.store), *args], capture_output=True, text=True)
+        """Stock git over the store as the README says to run it: `chronos-git git ARGS` (the
+        store examined first, no pager or hook of the store's obeyed)."""
+        cli = [str(STANDALONE)] if STANDALONE.exists() else [sys.executable, "-m", "chronos_git.cli"]
+        return subprocess.run([*cli, "--store", str(self.env.store), "git", *args], cwd=self.env.ws,
+                              env=self.env.env(), capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
 
 
 def files_of(ws: Path) -> dict[str, bytes]:
@@ -219,7 +224,7 @@ def run(demo: Demo) -> dict:
     say("Each call got a checkpoint and two journal entries: an intent (fsynced) before the tool ran and "
         "its outcome after, so every change can be inspected and undone.")
     evidence("hermes chronos-git log", demo.text("log"))
-    evidence("git --git-dir $STORE log --oneline -6 refs/chronos/journal",
+    evidence("hermes chronos-git git log --oneline -6 refs/chronos/journal",
              demo.git("log", "--oneline", "-6", "refs/chronos/journal").stdout)
     a, b = calls["write_file"][1]["post_checkpoint"], calls["patch"][1]["post_checkpoint"]
     evidence(f"hermes chronos-git diff {a[:12]} {b[:12]}      # what the patch call changed",
@@ -247,7 +252,7 @@ def run(demo: Demo) -> dict:
     say("The journal now ends with an intent and no outcome: on its own, nobody can tell whether the "
         "write happened. Running it again blindly could do it twice.")
     fact(f"hermes exit status {r.returncode} (SIGKILL); config.json on disk: {CONFIG.strip()}")
-    evidence("git --git-dir $STORE log --oneline -1 refs/chronos/journal      # the last entry: an intent",
+    evidence("hermes chronos-git git log --oneline -1 refs/chronos/journal   # the last entry: an intent",
              demo.git("log", "--oneline", "-1", "refs/chronos/journal").stdout)
 
     # ------------------------------------------------------------ 3
@@ -424,7 +429,7 @@ def run(demo: Demo) -> dict:
     say(f"journal verify re-hashed and replayed all {verify['events']} journal events and checked every "
         "checkpoint tree; git fsck checked every object in the store. Nothing was edited, lost or broken.")
     evidence("hermes chronos-git journal verify", verify_text)
-    evidence("git --git-dir $STORE fsck --full", "\n".join(
+    evidence("hermes chronos-git git fsck --full", "\n".join(
         [f"{l}   (expected: the store has no branch, only refs/chronos/*)" if "unborn branch" in l else l
          for l in fsck_out.splitlines()] + ["(exit status 0, no errors)"]))
     return said
@@ -495,7 +500,7 @@ def main() -> int:
                   ("hermes chronos-git journal status", "recovery gate, integrity, anything unresolved"),
                   ("hermes chronos-git journal log", "every journal event, newest first"),
                   (f"hermes chronos-git show {target['id'][:12]}", "the checkpoint the rollback went back to"),
-                  (f"git --git-dir {env.store} log --oneline refs/chronos/journal", "the audit trail in plain git")]
+                  ("hermes chronos-git git log --oneline refs/chronos/journal", "the audit trail in stock git")]
         pad = max(len(c) for c, _ in follow[:-1])
         for cmd, why in follow:
             print(f"  $ {cmd.ljust(pad)}   # {why}")

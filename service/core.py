@@ -67,6 +67,10 @@ class Core:
     def store_exists(self) -> bool:
         return self._store is not None or Store.exists_at(self.store_dir)
 
+    def store_problem(self) -> str | None:
+        """Why no store can be made where there is none yet (a file, someone's repository)."""
+        return None if self.store_exists() else Store.unusable_at(self.store_dir)
+
     def journal_opened(self) -> Journal | None:
         """The journal if this process opened it (health must not open one to look)."""
         return self._journal

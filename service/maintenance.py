@@ -236,6 +236,10 @@ class Upkeep:
                               fix=f"run `chronos-git snapshot --workspace {where}` to see why, and "
                                   "`chronos-git journal verify`")
         if not core.store_exists():
+            problem = core.store_problem()
+            if problem:
+                return Protection(state="off", reason=f"{problem}: protected calls cannot be checkpointed",
+                                  fix="point --store / CHRONOS_GIT_STORE / store_dir at an empty or new folder")
             return Protection(state="ready", reason=f"no store at {core.store_dir} yet: the first protected "
                                                     "call creates it")
         return Protection(state="on")

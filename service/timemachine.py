@@ -23,7 +23,7 @@ from ..engine import diff as diff_mod, faults, restore as restore_mod
 from ..engine.checkpoint import CheckpointMeta, roles_in_order
 from ..engine.codec import canonical
 from ..engine.cycles import no_cycle_collection
-from ..engine.errors import ChronosError, PlanTokenError, UnknownWorkspace, WorkspaceRefused
+from ..engine.errors import ChronosError, PlanTokenError, StoreError, UnknownWorkspace, WorkspaceRefused
 from ..engine.layout import canonical_root, system_folder
 from ..engine.wording import plural
 from ..journal_refs import JournalError, events
@@ -141,6 +141,9 @@ class TimeMachine:
         if limit is not None and limit < 1:
             raise ValueError(f"the limit must be at least 1, not {limit}")
         if not self.core.store_exists():
+            problem = self.core.store_problem()
+            if problem:
+                raise StoreError(problem)
             if not os.path.isdir(workspace):
                 raise UnknownWorkspace(f"workspace {workspace} does not exist")
             return LogResult(workspace=os.path.abspath(workspace), checkpoints=[],

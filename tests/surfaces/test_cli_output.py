@@ -481,6 +481,8 @@ def test_careless_paths_get_a_clear_error_and_nothing_written(cli, ws, tmp_path,
     assert p.returncode == 1 and "'rel-ws' is relative" in json.loads(p.stdout)["error"], p
     r = cli("report", "--out", tmp_path / "no" / "such" / "r.html", "--json")
     assert r.rc == 1 and "does not exist" in r.json["error"] and "Traceback" not in r.stderr
+    r = cli("report", "--out", "/proc/no-report-here.html", "--json")     # the folder is there: no "does not exist"
+    assert r.rc == 1 and "does not exist" not in r.json["error"] and "/proc/no-report-here.html" in r.json["error"]
 
 
 def test_a_mistyped_restore_path_is_an_error_not_nothing_to_change(cli, ws):
@@ -573,3 +575,17 @@ def test_a_label_with_nothing_to_checkpoint_is_said_to_be_dropped(cli, ws):
     assert r.rc == 0 and "the label 'before refactor' was not kept" in r.stdout, r.stdout
     plain = cli("--json", "snapshot", cwd=ws)
     assert plain.rc == 0 and plain.json.get("note") is None, plain.stdout
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("json_flag", [False, True])
+def test_a_broken_dependency_is_one_message_with_the_fix_not_a_traceback(tmp_path, json_flag):
+    fake = tmp_path / "fake"
+    (fake / "pygit2").mkdir(parents=True)
+    (fake / "pygit2" / "__init__.py").write_text("raise ImportError('libgit2.so.1.9: cannot open shared object')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")])}
+    argv = [PY, "-m", "chronos_git.cli", "--store", str(tmp_path / "s"), *(["--json"] if json_flag else []), "log"]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "Traceback" not in p.stderr + p.stdout, p.stderr
+    said = json.loads(p.stdout)["error"] if json_flag else p.stderr
+    assert "libgit2.so.1.9" in said and "pip install pygit2==" in said and "hermes chronos-git setup" in said

@@ -164,6 +164,27 @@ def test_health_on_a_fresh_store_says_it_once(cli, ws, store_dir):
     assert not store_dir.exists()
 
 
+def test_health_and_log_say_when_the_store_path_can_never_be_a_store(cli, ws, tmp_path, store_dir):
+    """A file, or someone's git repository, at the store path: not "no store yet" (round 6
+    trial), but what the first call would hit, with the fix."""
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    repo = tmp_path / "theirs"
+    repo.mkdir()
+    (repo / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / "config").write_text("[core]\n\tbare = true\n")
+    for store, what in ((afile, "exists and is not a directory"), (repo, "did not create")):
+        h = cli("--store", str(store), "--json", "health", *W(ws))
+        assert h.rc == 0 and h.json["protection"]["state"] == "off", h.stdout
+        assert what in h.json["protection"]["reason"] and "store_dir" in h.json["protection"]["fix"]
+        text = cli("--store", str(store), "health", *W(ws)).stdout
+        assert "protection OFF" in text and what in text and "yet" not in text, text
+        log = cli("--store", str(store), "log", *W(ws))
+        assert log.rc == 1 and what in log.stderr and "Traceback" not in log.stderr, log.stdout + log.stderr
+    assert afile.read_text() == "x\n" and sorted(p.name for p in repo.iterdir()) == ["HEAD", "config"]
+    ok(cli("health", *W(ws)))                                            # a missing one: still READY
+
+
 def test_run_and_write_in_a_workspace_that_does_not_exist_are_refused_before_the_journal(cli, tmp_path, ws):
     nope = tmp_path / "nope"
     assert cli("snapshot", cwd=ws).rc == 0
