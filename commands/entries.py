@@ -84,6 +84,9 @@ def _restore(svc, ctx: Context, p: dict):
                              "restore (leave out --agent-only; for the model, mode=full)")
         res = svc.agent_restore(_ws(ctx), str(p["checkpoint"]), markers=_markers(p), **_timeop(ctx, p), **kw)
     else:
+        if _markers(p):
+            raise ValueError("conflict markers apply to an agent-only restore (add --agent-only; for the "
+                             "model, mode=agent_only): a full restore writes every file as the checkpoint has it")
         res = svc.restore(_ws(ctx), str(p["checkpoint"]), paths=p.get("paths"), clean=clean,
                           **_timeop(ctx, p), **kw)
     if ctx.surface == "model" and res.status == "ok" and res.safety_checkpoint:

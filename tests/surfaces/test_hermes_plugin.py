@@ -568,6 +568,9 @@ def test_slash_previews_then_confirms_undo_redo_and_the_agent_only_restore(plugi
     assert "nothing to redo" in cmd("redo")
     assert "unknown option --bogus" in cmd(f"{first[:10]} --bogus")
     assert "conflicts is one of leave, markers" in cmd(f"{first[:10]} --agent-only --conflicts maybe")
+    before = (ws / "mine.txt").read_bytes()
+    assert "apply to an agent-only restore" in cmd(f"{first[:10]} --conflicts markers")   # not silently ignored
+    assert (ws / "mine.txt").read_bytes() == before
 
 
 def test_the_models_rollback_takes_back_only_the_agents_changes_by_default(plugin):
