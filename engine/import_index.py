@@ -132,8 +132,6 @@ def _clean_root(entries: list, store_tree, cached: CachedTrees) -> tuple[bytes, 
 _INDEX_ENTRY = struct.Struct(">10I20sH")
 _STAT = struct.Struct(">10IQ")
 _M32 = 0xFFFFFFFF
-
-
 WIDE_TIME = 1 << 31                 # in the st_mode field: a time the index cannot hold whole
 
 
