@@ -409,7 +409,8 @@ def _show(res: r.ShowResult):
     ])
     yield from _skipped(c.skipped, c.nested_repos)
     if res.changes is None:
-        yield Text("the first checkpoint: nothing before it to compare with")
+        yield Text(f"the first checkpoint ({plural(c.files, 'file')}): nothing before it to compare with; "
+                   f"`chronos-git diff {c.id[:12]}` compares it with the workspace now")
     else:
         yield Text("what it recorded against the checkpoint before:")
         yield from _diff(res.changes)

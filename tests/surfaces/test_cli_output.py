@@ -98,6 +98,9 @@ def test_every_command_prints_text_with_its_facts(cli, ws):
 
     out = text_of(cli("show", "1", *W(ws)))
     assert "second version" in out and "modified" in out and "a.txt" in out and "+beta" in out
+    first = cli("--json", "log", *W(ws)).json["checkpoints"][-1]["id"]
+    out = text_of(cli("show", "2", *W(ws)))
+    assert "the first checkpoint" in out and f"chronos-git diff {first[:12]}" in out, out
 
     out = text_of(cli("diff", "2", "1", *W(ws)))
     assert "2 files changed" in out and "+beta" in out and "new.txt" in out
