@@ -149,6 +149,12 @@ class Demo:
         """Every journal event, oldest first."""
         return list(reversed(self.facts("journal", "log", "--limit", "10000")["events"]))
 
+    def plain_git(self, *args) -> subprocess.CompletedProcess:
+        """Stock git over the store, not through chronos-git: every chronos-git command (its
+        `git` too) starts the service first, which settles a call cut off by a crash."""
+        return subprocess.run(["git", "--git-dir", str(self.env.store), *args], capture_output=True, text=True,
+                              env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+
     def git(self, *args) -> subprocess.CompletedProcess:
         """Stock git over the store as the README says to run it: `chronos-git git ARGS` (the
         store examined first, no pager or hook of the store's obeyed)."""
@@ -242,7 +248,7 @@ def run(demo: Demo) -> dict:
     st = (ws / "config.json").stat()
     before = (st.st_ino, st.st_mtime_ns)
     # read the journal with plain git: any chronos-git command would settle the call itself
-    head = demo.git("log", "-1", "--format=%H%n%b", "refs/chronos/journal").stdout.split("\n", 1)
+    head = demo.plain_git("log", "-1", "--format=%H%n%b", "refs/chronos/journal").stdout.split("\n", 1)
     last = json.loads(head[1].strip())
     check(last["kind"] == "started" and last.get("tool") == "write_file" and last.get("tool_call_id") == "call_config",
           f"the journal should end with the intent of the write, it ends with {last.get('kind')} {last.get('tool')}")
@@ -252,8 +258,8 @@ def run(demo: Demo) -> dict:
     say("The journal now ends with an intent and no outcome: on its own, nobody can tell whether the "
         "write happened. Running it again blindly could do it twice.")
     fact(f"hermes exit status {r.returncode} (SIGKILL); config.json on disk: {CONFIG.strip()}")
-    evidence("hermes chronos-git git log --oneline -1 refs/chronos/journal   # the last entry: an intent",
-             demo.git("log", "--oneline", "-1", "refs/chronos/journal").stdout)
+    evidence("git --git-dir $STORE log --oneline -1 refs/chronos/journal   # plain git: a chronos-git "
+             "command would settle the call first", demo.plain_git("log", "--oneline", "-1", "refs/chronos/journal").stdout)
 
     # ------------------------------------------------------------ 3
     step(3)
