@@ -37,6 +37,10 @@ GIT_OVERRIDES = (
     "core.sshCommand=false",
     "credential.helper=",
     "protocol.allow=never",
+    "core.editor=false",
+    "gpg.program=false",             # a signed commit planted in the store must not run gpg, ...
+    "gpg.ssh.program=false",         # ... ssh-keygen or gpgsm (`log --show-signature`, `%G?`)
+    "gpg.x509.program=false",
 )
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -99,7 +103,8 @@ def git_command(store_root, argv: list[str]) -> tuple[list[str], dict[str, str]]
     cmd = ["git", "--no-pager", "--no-replace-objects", "--git-dir", os.fspath(store_root)]
     for kv in GIT_OVERRIDES:
         cmd += ["-c", kv]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k not in ("PAGER", "LESSOPEN")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GIT_") and k not in ("PAGER", "LESSOPEN", "EDITOR", "VISUAL", "BROWSER")}
     env.update(GIT_ENV)
     return cmd + list(argv), env
 
@@ -110,12 +115,38 @@ READING = frozenset({
     "for-each-ref", "show-ref", "count-objects", "verify-pack", "verify-commit", "verify-tag", "blame",
     "shortlog", "describe", "name-rev", "merge-base", "whatchanged", "show-branch", "reflog", "config",
     "version"})     # not grep (-O runs a program) nor help (-w starts a browser)
-_CONFIG_READS = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "list", "get"})
+# options that write a file or read one outside the store (a FIFO there would hang): refused
+# with any abbreviation git accepts (`--lost` is `--lost-found`)
+_FILE_OPTIONS = ("output", "lost-found", "orderfile", "ignore-revs-file", "contents", "no-index")
+# `git config` reads: one action and its NAME [PATTERN] (positional counts), how values are shown
+_CONFIG_ACTIONS = {"--get": (1, 2), "--get-all": (1, 2), "--get-regexp": (1, 2), "--get-urlmatch": (2, 2),
+                   "--list": (0, 0), "-l": (0, 0)}
+_CONFIG_SHOWING = frozenset({"--null", "-z", "--name-only", "--show-origin", "--show-scope", "--bool", "--int",
+                             "--bool-or-int", "--path", "--expiry-date", "--no-includes"})
+
+
+def _config_refusal(rest: list[str]) -> str | None:
+    """Why `git config REST` is not a plain read of the store's own config (None: it is).
+    Anything else (another file, --global, --edit, a NAME VALUE pair) could write."""
+    actions = [a for a in rest if a in _CONFIG_ACTIONS]
+    if len(actions) != 1:
+        return "`git config` only with one of --get, --get-all, --get-regexp, --get-urlmatch or --list"
+    names = []
+    for a in rest:
+        if a in _CONFIG_ACTIONS or a in _CONFIG_SHOWING or a.startswith(("--type=", "--default=")):
+            continue
+        if a.startswith("-"):
+            return f"`git config {a}` is not one of its reading options"
+        names.append(a)
+    least, most = _CONFIG_ACTIONS[actions[0]]
+    if not least <= len(names) <= most:
+        return f"`git config {actions[0]}` takes " + ("no name" if not most else "NAME [PATTERN]")
+    return None
 
 
 def refuse_writing(argv: list[str]) -> None:
-    """ValueError unless `argv` is a git command that only reads: the pass-through is for
-    reading the store, and a write through it (a hook path in its config, a ref) would be
+    """ValueError unless `argv` is a git command that only reads the store: the pass-through
+    is for reading it, and a write through it (a hook path in its config, a ref) would be
     tampering of chronos-git's own making."""
     if not argv:
         raise ValueError("give git's arguments, e.g. `chronos-git git log --oneline refs/chronos/journal`")
@@ -125,12 +156,16 @@ def refuse_writing(argv: list[str]) -> None:
         why = f"options before the git command ({cmd}) are not passed through"
     elif cmd not in READING:
         why = f"`git {cmd}` is not one of the commands that only read ({', '.join(sorted(READING))})"
-    elif cmd == "config" and not _CONFIG_READS.intersection(rest):
-        why = "`git config` only with --get, --get-all, --get-regexp or --list"
+    elif cmd == "config":
+        why = _config_refusal(rest)
     elif cmd == "reflog" and rest and rest[0] not in ("show", "exists") and not rest[0].startswith("-"):
         why = f"`git reflog {rest[0]}` writes"
-    elif any(a.startswith("--output") or a == "--lost-found" for a in rest):
-        why = "--output and --lost-found write files"
+    for a in rest:
+        if why:
+            break
+        name = a[2:].split("=", 1)[0] if a.startswith("--") else None
+        if name and any(full.startswith(name) for full in _FILE_OPTIONS) or a.startswith("-O"):
+            why = f"{a.split('=', 1)[0]} names a file to write or to read outside the store"
     if why:
         raise ValueError(f"refused: `chronos-git git` only reads the store: {why}. To change the store, use "
                          "chronos-git's own commands (a change by hand is reported as tampering)")

@@ -97,8 +97,12 @@ def test_a_hook_is_reported_and_refused(cli, recorded, store_dir):
 
 @pytest.mark.parametrize("argv", [
     ["config", "core.hooksPath", "/tmp/x"], ["config", "--unset", "core.bare"], ["update-ref", "-d", "HEAD"],
-    ["reflog", "expire", "--all"], ["gc"], ["fsck", "--lost-found"],
-    ["log", "--output=/tmp/x"], ["grep", "-O", "x", "HEAD"]])
+    ["reflog", "expire", "--all"], ["gc"], ["fsck", "--lost-found"], ["fsck", "--lost"],
+    ["log", "--output=/tmp/x"], ["grep", "-O", "x", "HEAD"],
+    # red team (round 6): git 2.39's config takes "list" and "get" as a key or value, and other files
+    ["config", "redteam.x", "list"], ["config", "--rename-section", "gc", "list"], ["config", "--worktree", "x.y", "-l"],
+    ["config", "--file", "/tmp/chronos-redteam.cfg", "--list"], ["config", "--get", "a.b", "c", "d"],
+    ["diff", "-Oorder", "HEAD"], ["diff", "--no-index", "a", "b"], ["blame", "--contents", "x", "HEAD", "--", "a.txt"]])
 def test_a_git_command_that_writes_is_refused_and_the_store_is_untouched(cli, recorded, store_dir, argv):
     config = (store_dir / "config").read_bytes()
     refs = sorted(str(p) for p in store_dir.rglob("*") if "refs" in p.parts)
@@ -107,6 +111,21 @@ def test_a_git_command_that_writes_is_refused_and_the_store_is_untouched(cli, re
     assert (store_dir / "config").read_bytes() == config
     assert sorted(str(p) for p in store_dir.rglob("*") if "refs" in p.parts) == refs
     assert cli("health", "--json").json["protection"]["state"] != "degraded"
+
+
+def test_no_signature_program_editor_or_pager_of_the_callers_can_run(tmp_path):
+    """A signed commit planted in the store made `log --show-signature` run a `gpg` from PATH."""
+    from chronos_git.service.storecheck import git_command
+    cmd, env = git_command(tmp_path, ["log", "--show-signature"])
+    for kv in ("gpg.program=false", "gpg.ssh.program=false", "gpg.x509.program=false", "core.editor=false",
+               "core.pager=cat"):
+        assert kv in cmd
+    assert cmd.index("log") > max(i for i, a in enumerate(cmd) if a == "-c")    # the overrides come first
+    with pytest.MonkeyPatch.context() as mp:
+        for k in ("EDITOR", "VISUAL", "BROWSER", "PAGER"):
+            mp.setenv(k, "touch /tmp/ran")
+        _, env = git_command(tmp_path, ["log"])
+    assert not {"EDITOR", "VISUAL", "BROWSER", "PAGER"} & set(env)
 
 
 def test_options_before_the_git_command_are_refused_by_the_service_too():
@@ -119,6 +138,9 @@ def test_reading_forms_of_config_and_reflog_pass(cli, recorded, store_dir):
     r = cli("git", "config", "--get", "core.bare")
     assert r.rc == 0 and r.stdout.strip() == "true"
     assert cli("git", "config", "--list").rc == 0
+    assert cli("git", "config", "--list", "--show-origin", "--name-only").rc == 0
+    r = cli("git", "log", "-1", "--output-indicator-new=>", "--format=%s", "refs/chronos/journal")
+    assert r.rc == 0 and "journal #" in r.stdout                   # not taken for --output
     assert cli("git", "reflog", "show", "refs/chronos/journal").rc in (0, 128)    # git's answer, not a refusal
 
 
