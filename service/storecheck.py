@@ -112,9 +112,10 @@ def git_command(store_root, argv: list[str]) -> tuple[list[str], dict[str, str]]
 # git commands that only read a repository; `reflog` and `config` only in their reading forms
 READING = frozenset({
     "log", "show", "cat-file", "rev-parse", "rev-list", "ls-tree", "diff", "diff-tree", "fsck",
-    "for-each-ref", "show-ref", "count-objects", "verify-pack", "verify-commit", "verify-tag", "blame",
-    "shortlog", "describe", "name-rev", "merge-base", "whatchanged", "show-branch", "reflog", "config",
-    "version"})     # not grep (-O runs a program) nor help (-w starts a browser)
+    "for-each-ref", "show-ref", "count-objects", "verify-pack", "blame", "shortlog", "describe", "name-rev",
+    "merge-base", "whatchanged", "show-branch", "reflog", "config", "version"})
+# not grep (-O runs a program), help (-w starts a browser), verify-commit or verify-tag (a
+# signature check runs a program: overridden to `false` below, and refused here besides)
 # options that write a file or read one outside the store (a FIFO there would hang): refused
 # with any abbreviation git accepts (`--lost` is `--lost-found`)
 _FILE_OPTIONS = ("output", "lost-found", "orderfile", "ignore-revs-file", "contents", "no-index")
@@ -166,6 +167,8 @@ def refuse_writing(argv: list[str]) -> None:
         name = a[2:].split("=", 1)[0] if a.startswith("--") else None
         if name and any(full.startswith(name) for full in _FILE_OPTIONS) or a.startswith("-O"):
             why = f"{a.split('=', 1)[0]} names a file to write or to read outside the store"
+        elif name and "show-signature".startswith(name) or "%G" in a:
+            why = "signature checks run a program"
     if why:
         raise ValueError(f"refused: `chronos-git git` only reads the store: {why}. To change the store, use "
                          "chronos-git's own commands (a change by hand is reported as tampering)")

@@ -102,7 +102,8 @@ def test_a_hook_is_reported_and_refused(cli, recorded, store_dir):
     # red team (round 6): git 2.39's config takes "list" and "get" as a key or value, and other files
     ["config", "redteam.x", "list"], ["config", "--rename-section", "gc", "list"], ["config", "--worktree", "x.y", "-l"],
     ["config", "--file", "/tmp/chronos-redteam.cfg", "--list"], ["config", "--get", "a.b", "c", "d"],
-    ["diff", "-Oorder", "HEAD"], ["diff", "--no-index", "a", "b"], ["blame", "--contents", "x", "HEAD", "--", "a.txt"]])
+    ["diff", "-Oorder", "HEAD"], ["diff", "--no-index", "a", "b"], ["blame", "--contents", "x", "HEAD", "--", "a.txt"],
+    ["verify-commit", "HEAD"], ["log", "--show-sig", "-1"], ["log", "--format=%G?", "-1"]])
 def test_a_git_command_that_writes_is_refused_and_the_store_is_untouched(cli, recorded, store_dir, argv):
     config = (store_dir / "config").read_bytes()
     refs = sorted(str(p) for p in store_dir.rglob("*") if "refs" in p.parts)
