@@ -95,9 +95,12 @@ class HermesEnv:
         self.script.write_text(text)
 
     def requests(self) -> list[dict]:
+        """Every request the scripted model has logged whole: a line it is still writing (no
+        newline yet) is left for the next look (a poll can land mid-write)."""
         if not self.log.exists():
             return []
-        return [json.loads(l) for l in self.log.read_text().splitlines() if l.strip()]
+        lines = self.log.read_text().split("\n")[:-1]      # the part after the last newline: unfinished
+        return [json.loads(l) for l in lines if l.strip()]
 
     def tool_results_seen(self) -> list[str]:
         """Contents of every tool message the model received (last request wins)."""
