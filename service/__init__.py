@@ -441,6 +441,12 @@ class Chronos:
         """`held`: a held settings change makes it DEGRADED (the model's notice leaves it out: it is
         told apart, without the command that accepts it)."""
         p = watch_limit.degraded(self.maintenance.protection(self.snapshots.last), self.snapshots.watch.found())
+        tampered = self.core.tampered            # found at this process's start or verify (the gate's reason)
+        if tampered and p.state != "off":
+            before = p.reason if p.state == "degraded" else None
+            p = results.Protection(state="degraded", free_bytes=p.free_bytes,
+                                   reason=tampered + (f"; also: {before}" if before else ""),
+                                   fix="remove what `chronos-git health` lists, then `chronos-git journal verify`")
         if not held:
             return p
         if self.store_exists() and self.core.journal_opened() is not None:

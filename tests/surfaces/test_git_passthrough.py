@@ -79,6 +79,7 @@ def test_journal_status_says_why_the_gate_is_closed_by_a_planted_hook(cli, recor
     assert "journal verify" in out.stdout                   # and what reopens it
     st = cli("journal", "status", "--json").json
     assert st["gate"] == "closed" and "hooks/pre-commit" in st["gate_reason"]
+    assert st["protection"]["state"] == "degraded" and "hooks/pre-commit" in st["protection"]["reason"]
     hook.unlink()
     assert cli("journal", "verify").rc == 0
     st = cli("journal", "status", "--json").json
