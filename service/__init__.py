@@ -443,10 +443,7 @@ class Chronos:
         p = watch_limit.degraded(self.maintenance.protection(self.snapshots.last), self.snapshots.watch.found())
         tampered = self.core.tampered            # found at this process's start or verify (the gate's reason)
         if tampered and p.state != "off":
-            before = p.reason if p.state == "degraded" else None
-            p = results.Protection(state="degraded", free_bytes=p.free_bytes,
-                                   reason=tampered + (f"; also: {before}" if before else ""),
-                                   fix="remove what `chronos-git health` lists, then `chronos-git journal verify`")
+            p = p.degraded(tampered, "remove what `chronos-git health` lists, then `chronos-git journal verify`")
         if not held:
             return p
         if self.store_exists() and self.core.journal_opened() is not None:
@@ -458,12 +455,10 @@ class Chronos:
         """A weakening settings change held for the operator makes protection DEGRADED on every surface."""
         if not held or p.state == "off":
             return p
-        before = p.reason if p.state == "degraded" else None
-        return results.Protection(
-            state="degraded", free_bytes=p.free_bytes,
-            reason=(f"a weakening change of chronos-git's settings ({', '.join(h.key for h in held)}) waits for "
-                    "the operator; the previous values stay in force") + (f"; also: {before}" if before else ""),
-            fix=f"if you made it: `{_ACCEPT} {' '.join(h.key for h in held)}`; if not, undo it in config.yaml")
+        return p.degraded(
+            f"a weakening change of chronos-git's settings ({', '.join(h.key for h in held)}) waits for "
+            "the operator; the previous values stay in force",
+            f"if you made it: `{_ACCEPT} {' '.join(h.key for h in held)}`; if not, undo it in config.yaml")
 
     def health(self, workspace: str | None = None) -> results.HealthResult:
         self.calls.settle_behind()
@@ -485,11 +480,9 @@ class Chronos:
             if found:
                 out.tampering = storecheck.as_results(found)
                 if out.protection.state != "off":
-                    before = out.protection.reason if out.protection.state == "degraded" else None
-                    out.protection = results.Protection(
-                        state="degraded", free_bytes=out.protection.free_bytes,
-                        reason=storecheck.summary(found, detail=False) + (f"; also: {before}" if before else ""),
-                        fix="remove each one (listed below, with its fix), then `chronos-git journal verify`")
+                    out.protection = out.protection.degraded(
+                        storecheck.summary(found, detail=False),
+                        "remove each one (listed below, with its fix), then `chronos-git journal verify`")
             held = self.settings_watch.held()
             if held:
                 out.settings_held = held

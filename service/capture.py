@@ -103,8 +103,7 @@ def degraded(p: Protection, found: list[NarrowedCapture]) -> Protection:
     """A large narrowing nobody accepted makes protection DEGRADED (as a held setting does)."""
     if not found or p.state not in ("on", "degraded"):
         return p
-    before = f"; also: {p.reason}" if p.state == "degraded" else ""
-    return Protection(state="degraded", free_bytes=p.free_bytes, reason=reason(found) + before, fix=fix(found))
+    return p.degraded(reason(found), fix(found))
 
 
 def accept(core: Core, workspace: str, *, actor: str) -> CaptureAccepted:

@@ -276,14 +276,12 @@ class Upkeep:
         if out.damaged and out.protection.state in ("on", "degraded"):
             first = out.damaged[0]
             what = f"checkpoint {first.id[:12]} of " if first.id and not first.ref else ""
-            before = f"; also: {out.protection.reason}" if out.protection.state == "degraded" else ""
-            out.protection = Protection(
-                state="degraded", free_bytes=out.protection.free_bytes,
-                reason=f"{plural(len(out.damaged), 'damaged entry', 'damaged entries')} in the checkpoint "
-                       f"history ({what}{first.workspace}: {first.reason}){before}",
-                fix="`chronos-git log` marks them; intact checkpoints still restore, the next snapshot replaces "
-                    "a ref that names nothing usable, and `chronos-git journal verify` says whether the "
-                    "checkpoints the journal names are intact")
+            out.protection = out.protection.degraded(
+                f"{plural(len(out.damaged), 'damaged entry', 'damaged entries')} in the checkpoint "
+                f"history ({what}{first.workspace}: {first.reason})",
+                "`chronos-git log` marks them; intact checkpoints still restore, the next snapshot replaces "
+                "a ref that names nothing usable, and `chronos-git journal verify` says whether the "
+                "checkpoints the journal names are intact")
         narrowed = capture.reported(core)
         if narrowed:
             out.capture_narrowed = narrowed

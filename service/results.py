@@ -380,6 +380,12 @@ class Protection(Model):
     fix: str | None = None
     free_bytes: int | None = None
 
+    def degraded(self, reason: str, fix: str | None) -> Protection:
+        """This protection made DEGRADED for `reason`; a reason it was DEGRADED for already
+        follows ("; also: ..."), so no surface loses one of them."""
+        before = f"; also: {self.reason}" if self.state == "degraded" and self.reason else ""
+        return Protection(state="degraded", free_bytes=self.free_bytes, reason=reason + before, fix=fix)
+
 
 class JournalStatus(Result):
     integrity: str
