@@ -60,15 +60,21 @@ def fsync_file(path: Path) -> bool:
     return True
 
 
+def _pack_key(path: str) -> tuple[str, int, int, int] | None:
+    """`path` as `_synced_packs` knows it, or None when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return path, st.st_dev, st.st_ino, st.st_ctime_ns
+
+
 def note_durable_pack(pack_dir: Path, stem: str) -> None:
     """A pack this process wrote and fsynced: `settle_objects` need not fsync it again."""
     for suffix in (".pack", ".idx"):
-        path = os.path.join(pack_dir, stem + suffix)
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        _synced_packs.add((path, st.st_dev, st.st_ino, st.st_ctime_ns))
+        key = _pack_key(os.path.join(pack_dir, stem + suffix))
+        if key is not None:
+            _synced_packs.add(key)
 
 
 def settle_objects(objects_dir: Path, oids) -> None:
@@ -115,13 +121,8 @@ def _settle_packs(pack_dir: Path) -> None:
     for name in names:
         if not (name.startswith("pack-") and name.endswith((".pack", ".idx"))):
             continue
-        path = os.path.join(pack_dir, name)
-        try:
-            fst = os.stat(path)
-        except OSError:
-            continue
-        key = (path, fst.st_dev, fst.st_ino, fst.st_ctime_ns)
-        if key not in _synced_packs and fsync_file(Path(path)):
+        key = _pack_key(os.path.join(pack_dir, name))
+        if key is not None and key not in _synced_packs and fsync_file(Path(key[0])):
             synced.append(key)
     if synced:
         fsync_dir(pack_dir)           # then they count as synced (a failure here raises: not kept)

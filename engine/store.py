@@ -213,8 +213,9 @@ class Store:
             return False
 
     def _init_on_disk(self, create: bool = True) -> None:
-        if self.root.exists() and not self.root.is_dir():
-            raise StoreError(f"store path {self.root} exists and is not a directory")
+        problem = _not_a_directory(self.root)
+        if problem:
+            raise StoreError(problem)
         if self._complete():
             return
         if not create and not self.exists_at(self.root):
@@ -234,9 +235,7 @@ class Store:
     def unusable_at(root: os.PathLike | str) -> str | None:
         """Why no store can be opened or made at `root` (None: one is there, or can be)."""
         root = Path(root)
-        if root.exists() and not root.is_dir():
-            return f"store path {root} exists and is not a directory"
-        return _not_ours(root, root / "chronos")
+        return _not_a_directory(root) or _not_ours(root, root / "chronos")
 
     def _write_layout(self) -> None:
         problem = _not_ours(self.root, self.meta_dir)
@@ -432,6 +431,10 @@ class Store:
                 except FileNotFoundError:
                     pass
         return n
+
+
+def _not_a_directory(root: Path) -> str | None:
+    return f"store path {root} exists and is not a directory" if root.exists() and not root.is_dir() else None
 
 
 def _not_ours(root: Path, meta_dir: Path) -> str | None:
