@@ -139,6 +139,25 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
         yield Listing(rel, others, dirs, nested, too_deep, errors)
 
 
+def within(root: bytes, files: int, size: int) -> bool:
+    """Whether the tree below `root` holds at most `files` entries that are not directories
+    and `size` bytes in them, ignore rules or not (a bound, not a count: the walk stops as
+    soon as it is passed).  A first snapshot that small costs less than starting a child."""
+    seen = total = 0
+    for listing in walk(root):
+        seen += len(listing.entries) + len(listing.errors)
+        if seen > files:
+            return False
+        for e in listing.entries:
+            try:
+                total += e.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+        if total > size:
+            return False
+    return True
+
+
 def ignored_dirs(repo) -> Callable[[str], bool]:
     """`prune` for `walk`: the directories `repo`'s ignore rules ignore (engine/ignore.py)."""
     return lambda rel: is_ignored(repo, rel + "/")

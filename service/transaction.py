@@ -216,8 +216,8 @@ class ProtectedCalls:
             "turn_id": call.turn_id, "owner": journal.me.to_dict(),
             "settings_fingerprint": self.core.settings_fingerprint,
             "workspace": os.fsdecode(ws.root_bytes), "pre_checkpoint": snap.get("checkpoint"),
-            "snapshot": {k: snap[k] for k in ("kind", "partial", "created", "error", "skipped_count")
-                         if k in snap},
+            "snapshot": {k: snap[k] for k in ("kind", "partial", "created", "error", "skipped_count",
+                                              "pending_baseline") if k in snap},
         }
         if call.declared is not None:
             fields["declared"] = declared

@@ -8,6 +8,7 @@ import threading
 from support.helpers import wait_for
 
 from chronos_git.engine import offload
+from chronos_git.service import snapshots
 from chronos_git.service.jobs import Jobs
 
 
@@ -51,7 +52,8 @@ def test_offloaded_work_runs_here_when_no_child_can(monkeypatch, tmp_path):
     assert job.runs_in == "this process: no fork here"
 
 
-def test_health_reports_the_background_work(svc, ws):
+def test_health_reports_the_background_work(svc, ws, monkeypatch):
+    monkeypatch.setattr(snapshots, "SMALL_TREE_FILES", 0)     # a tree too big to import on the spot
     s = svc()
     s.background = True
     s.write_file(str(ws), "a.txt", b"one\n")          # a long-lived host: the first snapshot is a job

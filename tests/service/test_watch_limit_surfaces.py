@@ -11,7 +11,7 @@ import pytest
 
 from chronos_git.engine import watcher as watcher_mod
 from chronos_git.hermes.alerts import protection_notice
-from chronos_git.service import Chronos
+from chronos_git.service import Chronos, snapshots
 from chronos_git.service.calls import Call, Declared, Outcome
 from chronos_git.settings import Settings
 
@@ -108,6 +108,7 @@ def test_a_first_file_call_does_not_wait_for_the_watches_to_be_added(tmp_path, s
         gate.wait(60)                    # the watches are still being added
         return slow(self, rel)
     monkeypatch.setattr(watcher_mod.Watcher, "_watch_tree", held)
+    monkeypatch.setattr(snapshots, "SMALL_TREE_FILES", 0)     # a tree too big to import on the spot
     root = tmp_path / "ws"
     (root / "d").mkdir(parents=True)
     (root / "d" / "a.txt").write_text("before\n")
