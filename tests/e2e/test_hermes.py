@@ -43,9 +43,6 @@ def test_file_and_terminal_calls_are_checkpointed_and_journaled(henv):
         {"content": "all done"}]}])
     r = henv.chat("do the work")
     assert r.returncode == 0, r.stderr
-    # the workspace's first snapshot ran in a child process, not on a thread of Hermes
-    status = henv.tool_results_seen()[-1]
-    assert "a child process" in status and "this process:" not in status, status
     assert (henv.ws / "b.txt").read_text() == "bee\n"
     assert (henv.ws / "a.txt").read_text() == "hello world\n"
     assert (henv.ws / "c.txt").read_text() == "hi\n"
@@ -66,7 +63,8 @@ def test_file_and_terminal_calls_are_checkpointed_and_journaled(henv):
         op = started[0]["operation_id"]
         returned = [e for e in events if e["kind"] == "returned" and e["operation_id"] == op]
         assert len(returned) == 1 and returned[0]["status"] == "ok"
-        assert returned[0]["post_checkpoint"]
+        # a small new workspace: even its first call has a checkpoint before and after it
+        assert started[0]["pre_checkpoint"] and returned[0]["post_checkpoint"]
     # the write_file intent carried the expected post-image
     w = next(e for e in events if e.get("tool_call_id") == "call_write1" and e["kind"] == "started")
     assert w["declared"][0]["path"] == str(henv.ws / "b.txt")
@@ -77,6 +75,33 @@ def test_file_and_terminal_calls_are_checkpointed_and_journaled(henv):
     t = next(e for e in events if e.get("tool_call_id") == "call_term1" and e["kind"] == "started")
     assert "args" not in t and len(t["args_hash"]) == 64
     assert store_git(henv, "fsck", "--strict").returncode == 0
+
+
+def test_a_big_workspace_s_first_snapshot_runs_in_a_child_process(henv):
+    """Beyond a small tree the first import runs in a child process at low priority, not on a
+    thread of Hermes (engine/offload.py), and the calls meanwhile are journaled."""
+    from chronos_git.service.snapshots import SMALL_TREE_FILES
+    vendor = henv.ws / "vendor"
+    vendor.mkdir(parents=True)
+    for i in range(SMALL_TREE_FILES + 100):
+        (vendor / f"f{i}.txt").write_text(f"{i}\n")
+    henv.set_script([{"match": "*", "steps": [
+        {"tool_calls": [write("__WS__/b.txt", "bee\n", "call_write1")]},
+        {"tool_calls": [{"name": "terminal", "id": "call_term1",
+                         "arguments": {"command": "echo hi > __WS__/c.txt"}}]},
+        {"tool_calls": [{"name": "chronos_status", "id": "call_status1", "arguments": {}}]},
+        {"content": "all done"}]}])
+    r = henv.chat("do the work")
+    assert r.returncode == 0, r.stderr
+    status = henv.tool_results_seen()[-1]
+    assert "a child process" in status and "this process:" not in status, status
+    events = henv.journal()
+    for call in ("call_write1", "call_term1"):
+        started = [e for e in events if e["kind"] == "started" and e.get("tool_call_id") == call]
+        assert len(started) == 1
+        assert [e for e in events if e["kind"] == "returned" and e["operation_id"] == started[0]["operation_id"]]
+    log = json.loads(henv.chronos("log", "--workspace", henv.ws, "--limit", "50", "--json").stdout)
+    assert max(c["files"] for c in log["checkpoints"]) >= SMALL_TREE_FILES + 100
 
 
 # --------------------------------------------------------------- scenario 2

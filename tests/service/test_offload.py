@@ -5,6 +5,7 @@ is reported and the next start completes the work; a child dies with its host.""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -18,13 +19,13 @@ import pytest
 from chronos_git.engine.workspace import Workspace
 from chronos_git.cli import render
 from chronos_git.engine import offload
-from chronos_git.service import Chronos
+from chronos_git.service import Chronos, snapshots
 from chronos_git.settings import Settings
 from support.helpers import held_by_another_thread, wait_for
 
 pytestmark = pytest.mark.process          # the first import's child process is the point
 
-FILES = 300
+FILES = snapshots.SMALL_TREE_FILES + 200     # a tree big enough for a child
 
 
 @pytest.fixture
@@ -185,6 +186,7 @@ def test_the_child_runs_at_low_priority_and_dies_with_its_host(tmp_path, tree):
             time.sleep(120)
         """)], stdout=subprocess.PIPE, text=True, start_new_session=True)
         try:
+            assert select.select([host.stdout], [], [], 60)[0], "the host's turn checkpoint waited"
             assert host.stdout.readline().strip() == "started"
             deadline = time.monotonic() + 30
             while not (kids := _children(store)) and time.monotonic() < deadline:
