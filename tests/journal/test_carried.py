@@ -13,7 +13,7 @@ from chronos_git.journal_refs import carried
 from chronos_git.journal_refs.journal import REF
 from chronos_git.journal_refs.witness import read_doc, write_doc
 
-from support.helpers import run_command
+from support.helpers import run_command, wait_for
 
 
 def witness(store_dir) -> dict:
@@ -357,3 +357,32 @@ def test_a_fifo_at_a_linked_blob_s_loose_path_fails_the_append_without_waiting(t
     os.mkfifo(d / "objects" / oid[:2] / oid[2:])
     with pytest.raises(ValueError, match="not a file"):
         carried.carry(pygit2.Repository(str(d)), [oid])
+
+
+def test_packs_are_listed_again_only_when_the_pack_folder_changed(tmp_path, monkeypatch):
+    """Each file call's intent settles its packed pre-image: the pack folder is listed (and each
+    pack stat'ed) only when it changed since every pack was synced, and once its mtime is past
+    the window in which a change could keep it (50 ms with nanosecond stamps, else 2 s)."""
+    from chronos_git.engine import durability
+    from chronos_git.engine.pack_writer import pack_entry, write_pack
+    d = _bare(tmp_path)
+    pd = d / "objects" / "pack"
+
+    def a_pack(data: bytes) -> tuple[str, str]:
+        oid = str(pygit2.hash(data))
+        return oid, write_pack(str(pd), [(bytes.fromhex(oid), *pack_entry(3, data, 1))], durable=False)
+    first, _ = a_pack(b"one\n")
+    listed, synced = [], []
+    real_scandir, real_fsync = os.scandir, os.fsync
+    monkeypatch.setattr(os, "scandir", lambda p: (listed.append(p), real_scandir(p))[1])
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1])
+    durability.settle_objects(d / "objects", [first])
+    wait_for(lambda: not durability._racy(pd.stat().st_mtime_ns), timeout=10)
+    durability.settle_objects(d / "objects", [first])          # old enough now: remembered
+    listed.clear()
+    durability.settle_objects(d / "objects", [first])
+    assert listed == []
+    second, stem = a_pack(b"two\n")                            # the folder moves: listed, synced
+    synced.clear()
+    durability.settle_objects(d / "objects", [second])
+    assert listed and any(p.endswith(stem + ".pack") for p in synced)
