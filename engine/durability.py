@@ -2,7 +2,9 @@
 And the objects a durable record links to must be durable too, whoever wrote them."""
 from __future__ import annotations
 
+import ctypes
 import os
+import struct
 import threading
 import time
 from contextlib import contextmanager
@@ -98,19 +100,38 @@ def settle_objects(objects_dir: Path, oids) -> None:
 
 
 _settled_dirs: dict[str, tuple[int, int, int]] = {}
-# A directory changed this recently may change again within the same mtime.  On a file system
-# that keeps whole seconds (or FAT's two) that is 2 s; one that keeps nanoseconds stamps with
-# the kernel's coarse clock, one tick (at most 10 ms) behind: 50 ms is past it.  A file call's
-# intent asks every time, and the outcome writer adds a pack every few calls, so 2 s there
-# meant listing and stat'ing every pack on most calls (~0.3 ms with 90 packs).
-RACY_NS = 2_000_000_000
-RACY_FINE_NS = 50_000_000
+# A directory changed this recently may change again within the same mtime.  A local file
+# system that keeps nanoseconds stamps with the kernel's coarse clock, a tick (<= 10 ms) behind,
+# more if the timekeeping CPU stalls: 200 ms is well past that.  Anything else (whole seconds,
+# FAT's two, a network file system stamped by another machine's clock): 3 s.  A file call's
+# intent asks every time and the outcome writer adds a pack every few calls, so with 2 s for all
+# most calls listed and stat'ed every pack (~0.2 ms at 60 packs, ~1.5 ms at 300).
+RACY_NS = 3_000_000_000
+RACY_FINE_NS = 200_000_000
+# statfs f_type of local file systems with nanosecond stamps: ext2/3/4, XFS, Btrfs, tmpfs,
+# overlayfs, F2FS
+_FINE_FS = frozenset({0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0x794C7630, 0xF2F52010})
+_fs_fine: dict[int, bool] = {}
 
 
-def _racy(mtime_ns: int) -> bool:
-    """Whether a directory with this mtime could still change without its mtime moving."""
-    window = RACY_NS if mtime_ns % 1_000_000_000 == 0 else RACY_FINE_NS
-    return time.time_ns() - mtime_ns <= window
+def _fine_stamps(path: str, dev: int) -> bool:
+    """Whether the file system holding `path` (device `dev`) is a local one with fine stamps."""
+    known = _fs_fine.get(dev)
+    if known is None:
+        buf = ctypes.create_string_buffer(256)      # struct statfs; f_type is its first word
+        try:
+            ok = ctypes.CDLL(None, use_errno=True).statfs(os.fsencode(path), buf) == 0
+        except (OSError, AttributeError):
+            ok = False
+        known = _fs_fine[dev] = ok and (struct.unpack_from("l", buf)[0] & 0xFFFFFFFF) in _FINE_FS
+    return known
+
+
+def _racy(path: str, st: os.stat_result, now_ns: int) -> bool:
+    """Whether the directory `st` (of `path`, stat'ed at `now_ns`, before it was listed) could
+    still have changed after that listing without its mtime moving."""
+    fine = st.st_mtime_ns % 1_000_000_000 != 0 and _fine_stamps(path, st.st_dev)
+    return now_ns - st.st_mtime_ns <= (RACY_FINE_NS if fine else RACY_NS)
 
 
 def _settle_packs(pack_dir: Path) -> None:
@@ -122,6 +143,7 @@ def _settle_packs(pack_dir: Path) -> None:
         st = os.stat(pack_dir)
     except OSError:
         return
+    now = time.time_ns()            # before the listing (the fsyncs after it can take long)
     seen = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     if _settled_dirs.get(str(pack_dir)) == seen:
         return
@@ -139,5 +161,5 @@ def _settle_packs(pack_dir: Path) -> None:
     if synced:
         fsync_dir(pack_dir)           # then they count as synced (a failure here raises: not kept)
         _synced_packs.update(synced)
-    if not _racy(st.st_mtime_ns):
+    if not _racy(str(pack_dir), st, now):
         _settled_dirs[str(pack_dir)] = seen

@@ -139,24 +139,37 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
         yield Listing(rel, others, dirs, nested, too_deep, errors)
 
 
-def within(root: bytes, files: int, size: int) -> bool:
-    """Whether the tree below `root` holds at most `files` entries that are not directories
-    and `size` bytes in them, ignore rules or not (a bound, not a count: the walk stops as
-    soon as it is passed).  A first snapshot that small costs less than starting a child."""
+def within(root: bytes, entries: int, size: int) -> bool:
+    """Whether the tree below `root` holds at most `entries` entries (files, links, folders,
+    special files; its top `.git` not counted, a nested repository counted, not entered) and
+    `size` bytes in its files and links.  Read entry by entry and given up as soon as a bound
+    is passed, so a huge folder costs no more than a small tree: a first snapshot that small
+    costs less than starting a child."""
     seen = total = 0
-    for listing in walk(root):
-        seen += len(listing.entries) + len(listing.errors)
-        if seen > files:
-            return False
-        for e in listing.entries:
-            try:
-                total += e.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue
-        if total > size:
-            return False
+    stack = [root]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                for e in it:
+                    if top == root and e.name == GIT:
+                        continue
+                    seen += 1
+                    if seen > entries:
+                        return False
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            if not is_nested(e.path):
+                                stack.append(e.path)
+                            continue
+                        total += e.stat(follow_symlinks=False).st_size     # lstat: never opened
+                    except OSError:
+                        continue
+                    if total > size:
+                        return False
+        except OSError:
+            continue
     return True
-
 
 def ignored_dirs(repo) -> Callable[[str], bool]:
     """`prune` for `walk`: the directories `repo`'s ignore rules ignore (engine/ignore.py)."""

@@ -19,8 +19,8 @@ from .watch_limit import WatchLimit
 # A tree this small gets its first snapshot on the caller's thread even in a long-lived host
 # (tens of ms, measured 37 ms at 2,000 files): starting a child costs more, and a busy machine
 # can make it seconds, during which a new workspace's first calls would go without a checkpoint.
-SMALL_TREE_FILES = 2000
-SMALL_TREE_BYTES = 64 << 20
+SMALL_TREE_ENTRIES = 2000             # files, links and folders (engine/worktree.py `within`)
+SMALL_TREE_BYTES = 16 << 20
 
 
 def _progress_text(p: dict | None) -> str:
@@ -168,7 +168,7 @@ class Snapshots:
 
     @staticmethod
     def _small(ws) -> bool:
-        return worktree.within(ws.root_bytes, SMALL_TREE_FILES, SMALL_TREE_BYTES)
+        return worktree.within(ws.root_bytes, SMALL_TREE_ENTRIES, SMALL_TREE_BYTES)
 
     def wait(self, ws, timeout: float | None = None) -> bool:
         """Wait for this workspace's background snapshot; True when none is running."""

@@ -80,10 +80,10 @@ def test_file_and_terminal_calls_are_checkpointed_and_journaled(henv):
 def test_a_big_workspace_s_first_snapshot_runs_in_a_child_process(henv):
     """Beyond a small tree the first import runs in a child process at low priority, not on a
     thread of Hermes (engine/offload.py), and the calls meanwhile are journaled."""
-    from chronos_git.service.snapshots import SMALL_TREE_FILES
+    from chronos_git.service.snapshots import SMALL_TREE_ENTRIES
     vendor = henv.ws / "vendor"
     vendor.mkdir(parents=True)
-    for i in range(SMALL_TREE_FILES + 100):
+    for i in range(SMALL_TREE_ENTRIES + 100):
         (vendor / f"f{i}.txt").write_text(f"{i}\n")
     henv.set_script([{"match": "*", "steps": [
         {"tool_calls": [write("__WS__/b.txt", "bee\n", "call_write1")]},
@@ -101,7 +101,7 @@ def test_a_big_workspace_s_first_snapshot_runs_in_a_child_process(henv):
         assert len(started) == 1
         assert [e for e in events if e["kind"] == "returned" and e["operation_id"] == started[0]["operation_id"]]
     log = json.loads(henv.chronos("log", "--workspace", henv.ws, "--limit", "50", "--json").stdout)
-    assert max(c["files"] for c in log["checkpoints"]) >= SMALL_TREE_FILES + 100
+    assert max(c["files"] for c in log["checkpoints"]) >= SMALL_TREE_ENTRIES + 100
 
 
 # --------------------------------------------------------------- scenario 2

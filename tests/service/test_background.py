@@ -3,6 +3,8 @@ never blocked on it beyond the budget, declared paths stay protected by their
 pre-images in the journal, and `health` reports its state and progress."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from chronos_git.engine import worktree
@@ -15,7 +17,7 @@ from support.helpers import held_by_another_thread
 @pytest.fixture
 def big_ws(tmp_path, monkeypatch):
     """1,000 files standing for a big tree: its first snapshot goes to the background."""
-    monkeypatch.setattr(snapshots, "SMALL_TREE_FILES", 100)
+    monkeypatch.setattr(snapshots, "SMALL_TREE_ENTRIES", 100)
     ws = tmp_path / "ws"
     for d in range(20):
         (ws / f"d{d}").mkdir(parents=True)
@@ -85,13 +87,26 @@ def test_a_small_tree_gets_its_first_checkpoint_with_the_first_call(tmp_path, mo
     assert got["checkpoint"] and got["created"]
 
 
-def test_within_is_a_bound_on_files_and_bytes(tmp_path):
+def test_within_is_a_bound_on_entries_and_bytes(tmp_path):
     (tmp_path / "d").mkdir()
     for i in range(5):
         (tmp_path / "d" / f"f{i}").write_bytes(b"x" * 100)
     (tmp_path / ".git").mkdir()                 # the user's repository is not the tree
     (tmp_path / ".git" / "big").write_bytes(b"x" * 10_000)
     root = bytes(tmp_path)
-    assert worktree.within(root, 5, 500)
-    assert not worktree.within(root, 4, 10_000)
+    assert worktree.within(root, 6, 500)       # the folder and its five files
+    assert not worktree.within(root, 5, 10_000)
     assert not worktree.within(root, 100, 499)
+    # folders count too; a FIFO and a link loop are counted, never opened or followed
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(50):
+        (many / f"e{i}").mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "loop").symlink_to(tmp_path)
+    assert worktree.within(root, 6 + 1 + 50 + 2, 1000)     # the link: its target's name
+    assert not worktree.within(root, 6 + 1 + 50 + 1, 1000)
+    # a nested repository is one entry, not entered
+    (tmp_path / "sub" / ".git").mkdir(parents=True)
+    (tmp_path / "sub" / "big").write_bytes(b"x" * 10_000)
+    assert worktree.within(root, 6 + 1 + 50 + 2 + 1, 1000)

@@ -53,7 +53,7 @@ def test_offloaded_work_runs_here_when_no_child_can(monkeypatch, tmp_path):
 
 
 def test_health_reports_the_background_work(svc, ws, monkeypatch):
-    monkeypatch.setattr(snapshots, "SMALL_TREE_FILES", 0)     # a tree too big to import on the spot
+    monkeypatch.setattr(snapshots, "SMALL_TREE_ENTRIES", 0)     # a tree too big to import on the spot
     s = svc()
     s.background = True
     s.write_file(str(ws), "a.txt", b"one\n")          # a long-lived host: the first snapshot is a job

@@ -25,7 +25,7 @@ from support.helpers import held_by_another_thread, wait_for
 
 pytestmark = pytest.mark.process          # the first import's child process is the point
 
-FILES = snapshots.SMALL_TREE_FILES + 200     # a tree big enough for a child
+FILES = snapshots.SMALL_TREE_ENTRIES + 200     # a tree big enough for a child
 
 
 @pytest.fixture

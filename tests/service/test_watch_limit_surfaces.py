@@ -108,7 +108,7 @@ def test_a_first_file_call_does_not_wait_for_the_watches_to_be_added(tmp_path, s
         gate.wait(60)                    # the watches are still being added
         return slow(self, rel)
     monkeypatch.setattr(watcher_mod.Watcher, "_watch_tree", held)
-    monkeypatch.setattr(snapshots, "SMALL_TREE_FILES", 0)     # a tree too big to import on the spot
+    monkeypatch.setattr(snapshots, "SMALL_TREE_ENTRIES", 0)     # a tree too big to import on the spot
     root = tmp_path / "ws"
     (root / "d").mkdir(parents=True)
     (root / "d" / "a.txt").write_text("before\n")
