@@ -305,8 +305,7 @@ def _log(res: r.LogResult):
         yield from _damaged(res.damaged)
         return
     which = "every checkpoint" if res.all else "the current line of the timeline"
-    yield Text(f"checkpoints of {_name(res.workspace)}, {which}, newest first (#: 1 = newest, shifts as "
-               "checkpoints are added; @N: the checkpoint's own number, never changes):")
+    yield Text(f"checkpoints of {_name(res.workspace)}, {which}, newest first:")
     lanes = _graph(res.checkpoints) if res.graph else None
     t = _table(*([""] if lanes else []), ("#", "right"), ("@", "right"), "id", "when", "role", ("files", "right"),
                "what")
@@ -323,6 +322,8 @@ def _log(res: r.LogResult):
                   _short(c.id), _when(c.time),
                   Text(_role(c), style="yellow" if c.kind == "partial" else ""), str(c.files), what)
     yield _indent(t)
+    yield Text("  #: 1 = newest, shifts as checkpoints are added; @N: the checkpoint's own number, never changes",
+               style="dim")
     yield from _damaged(res.damaged)
     if res.note:
         yield Text(f"  {_name(res.note)}", style="dim")
