@@ -30,6 +30,13 @@ def write(path: str, content: str, call_id: str) -> dict:
     return {"name": "write_file", "arguments": {"path": path, "content": content}, "id": call_id}
 
 
+def term(command: str, call_id: str) -> dict:
+    return {"name": "terminal", "arguments": {"command": command}, "id": call_id}
+
+
+STATUS = {"tool_calls": [{"name": "chronos_status", "id": "call_status1", "arguments": {}}]}
+
+
 # --------------------------------------------------------------- scenario 1
 def test_file_and_terminal_calls_are_checkpointed_and_journaled(henv):
     (henv.ws / "a.txt").write_text("hello\n")
@@ -37,9 +44,8 @@ def test_file_and_terminal_calls_are_checkpointed_and_journaled(henv):
         {"tool_calls": [write("__WS__/b.txt", "bee\n", "call_write1")]},
         {"tool_calls": [{"name": "patch", "id": "call_patch1", "arguments": {
             "mode": "replace", "path": "__WS__/a.txt", "old_string": "hello", "new_string": "hello world"}}]},
-        {"tool_calls": [{"name": "terminal", "id": "call_term1",
-                         "arguments": {"command": "echo hi > __WS__/c.txt"}}]},
-        {"tool_calls": [{"name": "chronos_status", "id": "call_status1", "arguments": {}}]},
+        {"tool_calls": [term("echo hi > __WS__/c.txt", "call_term1")]},
+        STATUS,
         {"content": "all done"}]}])
     r = henv.chat("do the work")
     assert r.returncode == 0, r.stderr
@@ -87,9 +93,8 @@ def test_a_big_workspace_s_first_snapshot_runs_in_a_child_process(henv):
         (vendor / f"f{i}.txt").write_text(f"{i}\n")
     henv.set_script([{"match": "*", "steps": [
         {"tool_calls": [write("__WS__/b.txt", "bee\n", "call_write1")]},
-        {"tool_calls": [{"name": "terminal", "id": "call_term1",
-                         "arguments": {"command": "echo hi > __WS__/c.txt"}}]},
-        {"tool_calls": [{"name": "chronos_status", "id": "call_status1", "arguments": {}}]},
+        {"tool_calls": [term("echo hi > __WS__/c.txt", "call_term1")]},
+        STATUS,
         {"content": "all done"}]}])
     r = henv.chat("do the work")
     assert r.returncode == 0, r.stderr
