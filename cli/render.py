@@ -664,9 +664,11 @@ def _operation_facts(events: list[r.Event]) -> Padding:
     actors = [str(started["actor"])] if started.get("actor") else []
     actors += [f"{k} by {x['actor']}" for k, x in ev if k != "started" and x.get("actor")]
     pre, post = started.get("pre_checkpoint"), after.get("after_checkpoint") or after.get("post_checkpoint")
+    closed = any(k not in ("started", "maintenance") for k, _ in ev)     # no checkpoint after will come
     cps = (None if not pre and not post else
            f"{_short(pre)} (nothing changed)" if pre == post else
-           f"before {_short(pre) if pre else 'none'}, after {_short(post) if post else 'none yet'}")
+           f"before {_short(pre) if pre else 'none'}, after "
+           f"{_short(post) if post else 'none' if closed else 'none yet'}")
     outcome = None
     for k, x in ev:
         if k == "returned":

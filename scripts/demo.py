@@ -94,7 +94,11 @@ def evidence(command: str, output: str, limit: int = 12, *, label: str | None = 
 
 
 def fact(text: str) -> None:
-    print(f"   {DIM}>{OFF} {clip(text)}")
+    """A checked fact, wrapped (never cut: the end of a fact is often its point)."""
+    lines = textwrap.wrap(text, WIDTH - 5) or [""]
+    print(f"   {DIM}>{OFF} {lines[0]}")
+    for line in lines[1:]:
+        print(f"     {line}")
 
 
 def when(t: float) -> str:

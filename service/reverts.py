@@ -37,7 +37,8 @@ from .timemachine import TimeMachine, TimeOp
 
 REVERT_TOOLS = {"chronos.revert", "chronos.agent_restore"}
 OPERATIONS = ("chronos.restore", "chronos.revert", "chronos.agent_restore", "chronos.undo", "chronos.redo",
-              "chronos_rollback")      # the model's, through the approval prompt
+              "chronos_rollback",      # the model's, through the approval prompt
+              "chronos.rollback")      # an operator's `journal recover --rollback` of a crashed call
 
 
 @dataclass

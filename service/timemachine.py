@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine import diff as diff_mod, faults, restore as restore_mod
+from ..engine.chain import MIN_PREFIX
 from ..engine.checkpoint import CheckpointMeta, roles_in_order
 from ..engine.codec import canonical
 from ..engine.cycles import no_cycle_collection
@@ -88,8 +89,8 @@ class TimeMachine:
         """The workspace, for a command about its history: it must exist, or the store know it."""
         ws = self.core.store.workspace(workspace)
         if not ws.root.is_dir() and not self.known(ws.root):
-            raise UnknownWorkspace(f"workspace {os.fsdecode(ws.root_bytes)} does not exist and the store "
-                                   "has no checkpoints for it")
+            raise UnknownWorkspace(f"workspace {os.fsdecode(ws.root_bytes)} {_missing(ws.root)} and the "
+                                   "store has no checkpoints for it")
         return ws
 
     def describe(self, ws, *, detail: bool = False) -> WorkspaceInfo:
@@ -145,7 +146,7 @@ class TimeMachine:
             if problem:
                 raise StoreError(problem)
             if not os.path.isdir(workspace):
-                raise UnknownWorkspace(f"workspace {workspace} does not exist")
+                raise UnknownWorkspace(f"workspace {workspace} {_missing(workspace)}")
             return LogResult(workspace=os.path.abspath(workspace), checkpoints=[],
                              note=f"no store at {self.core.store_dir} yet: nothing has been checkpointed")
         ws = self.existing(workspace)
@@ -160,7 +161,18 @@ class TimeMachine:
             served = self.events.roles(os.fsdecode(ws.root_bytes), since)
             listed = [self._info(c, i, served) for i, c in enumerate(cps, 1)]
         return LogResult(workspace=os.fsdecode(ws.root_bytes), checkpoints=listed, all=all,
-                         damaged=[Damage(**d) for d in damage] or None)
+                         damaged=[Damage(**d) for d in damage] or None,
+                         note=None if listed else self._held_by(ws.root))
+
+    def _held_by(self, root) -> str | None:
+        """For a folder with no checkpoints: the workspace above it that has some (git finds its
+        repository from a subfolder; a workspace is the folder Hermes ran in, named as it is)."""
+        above = [w.root for w in self.core.store.workspaces()
+                 if w.root != root and root.is_relative_to(w.root) and w.has_checkpoint()]
+        if not above:
+            return None
+        top = max(above, key=lambda p: len(p.parts))
+        return f"it is inside workspace {top}, which has checkpoints: --workspace {top}"
 
     def _info(self, c, index: int, served: dict[str, set[str]]) -> CheckpointInfo:
         """One checkpoint of a listing.  A commit never changes, so what was made of it is kept
@@ -214,6 +226,8 @@ class TimeMachine:
         self._start()
         clean = self.core.settings.clean_untracked_on_rollback if clean is None else clean
         ws = self.core.store.workspace(workspace)
+        if not _an_id(spec):     # a checkpoint id may go into a new folder; @N, N or latest need one's history
+            ws = self.existing(workspace)
         foreign_ok = foreign_ok or self._restored_here(ws, spec)
         key = {"target": None, "paths": sorted({ws.rel(p) for p in paths}) if paths else None, "clean": clean,
                "force": force}
@@ -428,3 +442,14 @@ def _outcome(result: RestoreResult, evidence: list[dict], target_id: str, after:
     return Outcome(status="partial" if not_done else "ok", post_checkpoint=target_id,
                    result_hash=sha256_hex(canonical([i.model_dump(exclude_none=True) for i in result.plan])),
                    fields=fields)
+
+
+def _missing(path) -> str:
+    """Why a workspace path is no folder: it is something else, or nothing."""
+    return "is not a folder" if os.path.lexists(path) else "does not exist"
+
+
+def _an_id(spec: str) -> bool:
+    """Whether `spec` can name a checkpoint by its id (a full one or a long enough prefix)."""
+    low = spec.lower()
+    return len(low) >= MIN_PREFIX and all(ch in "0123456789abcdef" for ch in low)

@@ -456,7 +456,14 @@ def test_rollback_of_a_shell_call_restores_its_pre_checkpoint_and_can_be_undone(
         s.recover(op, rollback=True)               # rolled back already
     assert s.core.journal.state.seq == seq
 
-    # the safety checkpoint undoes the rollback
+    # `undo` takes the rollback back, as the text after it says; `redo` does it again
+    back = s.undo(str(ws))
+    assert back.status == "ok"
+    assert (ws / "a.txt").read_text() == "clobbered\n" and (ws / "extra.txt").read_text() == "extra\n"
+    assert not (ws / "src" / "main.py").exists()
+    assert s.redo(str(ws)).status == "ok"
+    assert (ws / "a.txt").read_text() == "alpha\n" and not (ws / "extra.txt").exists()
+    # and so does the safety checkpoint
     back = s.restore(str(ws), safety)
     assert back.status == "ok"
     assert (ws / "a.txt").read_text() == "clobbered\n" and (ws / "extra.txt").read_text() == "extra\n"

@@ -311,6 +311,19 @@ def test_missing_workspace(cli, tmp_path):
     f = tmp_path / "a-file"
     f.write_text("x")
     assert "not a directory" in err(cli("snapshot", *W(f)))["error"]
+    # the commands about a workspace's history say which it is, before any checkpoint is looked for
+    assert "is not a folder" in err(cli("log", *W(f)))["error"]
+    for cmd in (("log",), ("restore", "@1", "--dry-run"), ("diff",)):
+        e = err(cli(*cmd, *W(missing)))
+        assert "does not exist and the store has no checkpoints for it" in e["error"], (cmd, e)
+
+
+def test_a_subfolder_of_a_workspace_is_pointed_to_it(cli, ws):
+    """`log` in a subfolder (git would find its repository from there) names the workspace."""
+    ok(cli("snapshot", *W(ws)))
+    got = ok(cli("log", *W(ws / "src")))
+    assert got["checkpoints"] == [] and f"--workspace {ws}" in got["note"]
+    assert ok(cli("log", *W(ws))).get("note") is None
 
 
 @pytest.mark.parametrize("args", [

@@ -592,3 +592,24 @@ def test_a_broken_dependency_is_one_message_with_the_fix_not_a_traceback(tmp_pat
     assert p.returncode == 1 and "Traceback" not in p.stderr + p.stdout, p.stderr
     said = json.loads(p.stdout)["error"] if json_flag else p.stderr
     assert "libgit2.so.1.9" in said and "pip install pygit2==" in said and "hermes chronos-git setup" in said
+
+
+def test_journal_show_says_after_none_yet_only_while_the_call_is_open():
+    """New-user trial: a call settled (or rolled back) with no checkpoint after it read as
+    `after none yet`, as if one were still coming."""
+    from rich.console import Console
+    from chronos_git.cli import render
+    from chronos_git.service import results as r
+
+    def ev(seq, kind, **extra):
+        return r.Event(schema="chronos-git.journal.v1", seq=seq, timestamp_ns=seq, kind=kind,
+                       operation_id="ab" * 16, id=f"{seq:040x}", **extra)
+
+    def said(events):
+        console = Console(width=200, record=True, file=open(os.devnull, "w"))
+        console.print(render._operation_facts(events))
+        return console.export_text()
+    started = ev(1, "started", tool="terminal", pre_checkpoint="c" * 40)
+    assert "after none yet" in said([started])
+    done = said([started, ev(2, "resolved", outcome="completed", evidence="looked")])
+    assert "after none" in done and "none yet" not in done
