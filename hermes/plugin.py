@@ -304,7 +304,7 @@ class Plugin:
         try:
             svc = self.svc()
             svc.start()
-            settled = svc.take_alerts()
+            settled = svc.take_alerts(self.cwd())
             unresolved, integrity = svc.recovery_state()
             info = args[0] if args and isinstance(args[0], dict) else kwargs
             self._tell_person(settled, info.get("session_id"), info.get("platform"))
@@ -326,7 +326,7 @@ class Plugin:
             except Exception as exc:       # a refused workspace (/, $HOME) must not break the turn
                 log.info("chronos-git: no turn checkpoint: %s", exc)
             unresolved, integrity = svc.recovery_state()
-            settled = svc.take_alerts()        # settled by this or any earlier process, told once
+            settled = svc.take_alerts(self.cwd())        # settled by this or any earlier process, told once
             self._tell_person(settled, session_id, kwargs.get("platform"))
             parts = []
             # a held settings change is told apart (HELD_FOR_MODEL): the model never learns how to accept it

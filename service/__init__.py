@@ -406,8 +406,8 @@ class Chronos:
         """A first import written for speed waits to be compressed."""
         return bool(self.maintenance.consolidation())
 
-    def take_alerts(self) -> list[results.Settled]:
-        return self.reconcile.take_alerts()
+    def take_alerts(self, workspace: str | None = None) -> list[results.Settled]:
+        return self.reconcile.take_alerts(workspace)
 
     # ---------------------------------------------------------------- remotes
     def remote_add(self, name: str, url: str, *, snapshots: bool = False) -> results.RemoteAdded:

@@ -11,6 +11,7 @@ import pygit2
 from ..engine import faults, treecheck
 from ..engine.checkpoint import CheckpointMeta
 from ..engine.errors import ChronosError
+from ..engine.layout import canonical_root
 from ..engine.state_file import StateFile
 from ..engine.wording import plural
 from ..journal_refs import IntegrityError, JournalError, TransitionError, anchor, events, evidence as evidence_of
@@ -60,7 +61,8 @@ class Reconciler:
                 continue
             if not op.declared:
                 boundary = self._crash_boundary(op)
-                out.append(Settled(operation_id=op.operation_id, tool=op.tool, result="needs_operator",
+                out.append(Settled(operation_id=op.operation_id, tool=op.tool, workspace=op.workspace,
+                                   result="needs_operator",
                                    why="no declared paths: a shell command or external effect cannot be "
                                        "settled by evidence"
                                        + (f"; checkpoint {boundary[:12]} holds the workspace as the crash was "
@@ -85,7 +87,7 @@ class Reconciler:
                         while_running=True)
             except TransitionError:
                 continue        # another process settled it between our look and our append
-            out.append(Settled(operation_id=op.operation_id, tool=op.tool, result=verdict,
+            out.append(Settled(operation_id=op.operation_id, tool=op.tool, workspace=op.workspace, result=verdict,
                                evidence=describe(items), paths=[i["path"] for i in items]))
         self._queue_alerts(out)
         return out
@@ -132,16 +134,25 @@ class Reconciler:
             return cur + [s.model_dump(exclude_none=True) for s in settled if s.operation_id not in known]
         self._alerts().update(add, [], raise_unreadable=True)
 
-    def take_alerts(self) -> list[Settled]:
-        """Settlements no model session has been told about yet (read once)."""
+    def take_alerts(self, workspace: str | None = None) -> list[Settled]:
+        """Settlements no model session has been told about yet (read once); with `workspace`,
+        only those of calls in it (or of no known workspace): a session in another project is
+        not told to leave alone a file it has never seen, and that project's next one is."""
         alerts = self._alerts()
+        root = None if workspace is None else str(canonical_root(workspace))
         with alerts.locked():
             got = alerts.load()
             got.raise_if_unreadable()
             if got.state != "ok":
                 return []            # a damaged list stays where it is
-            alerts.remove()
-        return [Settled(**a) for a in got.doc if isinstance(a, dict)]
+            items = [a for a in got.doc if isinstance(a, dict)]
+            mine = [a for a in items if root is None or a.get("workspace") in (None, root)]
+            rest = [a for a in items if a not in mine]
+            if rest:
+                alerts.write(rest)
+            else:
+                alerts.remove()
+        return [Settled(**a) for a in mine]
 
     # ----------------------------------------------------------------- journal
     def status(self) -> JournalStatus:

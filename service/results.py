@@ -367,6 +367,7 @@ class Operation(Model):
 class Settled(Model):
     operation_id: str
     tool: _Text
+    workspace: _Text = Field(None, description="the workspace of the call (its sessions are told)")
     result: Literal["completed", "not_applied", "partial", "needs_operator"]
     evidence: str | None = None
     paths: list[str] | None = None

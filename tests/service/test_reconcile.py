@@ -764,3 +764,18 @@ def test_rollback_of_a_file_call_whose_new_file_is_gone_again_still_resolves(sto
     with pytest.raises(ChronosError, match="in neither checkpoint"):
         s.restore(str(ws), t.pre_checkpoint, paths=[str(new)], dry_run=True)
     assert_sound(s)
+
+
+def test_a_session_is_told_only_of_calls_in_its_own_workspace(store_dir, ws, tmp_path):
+    """New-user trial: a crashed write in one project was told to the model of a session in
+    another ("do NOT repeat it"), and then not to the project's own next session."""
+    other = tmp_path / "other"
+    other.mkdir()
+    target = ws / "a.txt"
+    t = crash(store_dir, write_call(ws, target, b"done\n"), effect=lambda: target.write_bytes(b"done\n"))
+    s = process(store_dir)
+    assert [x.result for x in s.start()["settled"]] == ["completed"]
+    assert s.take_alerts(str(other)) == []
+    (mine,) = s.take_alerts(str(ws / "src" / ".."))          # the same folder, named another way
+    assert mine.operation_id == t.operation_id and mine.workspace == str(ws)
+    assert s.take_alerts(str(ws)) == [] and s.take_alerts() == []
