@@ -373,7 +373,8 @@ def _diff(res: r.DiffResult):
                f"+{res.stats.additions} -{res.stats.deletions} lines")
     t = _table("status", "path", ("+", "right"), ("-", "right"))
     for f in res.files:
-        path = _name(f.path) + (f" (from {_name(f.old_path)})" if f.old_path else "")
+        path = (_name(f.path) + (f" (from {_name(f.old_path)})" if f.old_path else "")
+                + (f" (mode {f.mode})" if f.mode else ""))
         adds, dels = ("bin", "bin") if f.binary else (str(f.additions), str(f.deletions))
         t.add_row(Text(f.status, style=_STATUS_STYLE.get(f.status, "")), path,
                   Text(adds, style="green"), Text(dels, style="red"))
@@ -489,7 +490,8 @@ def _merged(res: r.RestoreResult):
                 yield _indent(Text(f"            why: {_name(it.reason)}", style="dim"))
     if len(res.plan) > 200:
         yield Text(f"  ... and {len(res.plan) - 200} more (--json lists them all)", style="dim")
-    if any(it.action == "conflict" and not (it.reason or "").startswith("conflict markers") for it in res.plan):
+    if "--conflicts markers" not in (res.note or "") and any(
+            it.action == "conflict" and not (it.reason or "").startswith("conflict markers") for it in res.plan):
         yield Text("  a conflict is left exactly as it is; --conflicts markers writes git-style markers into text "
                    "files instead", style="yellow")
     if res.note:

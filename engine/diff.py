@@ -119,6 +119,8 @@ def _diff(ws, from_spec, to_spec, *, patch, max_patch_chars, paths) -> dict:
         if delta.status == DeltaStatus.RENAMED:
             item["old_path"] = delta.old_file.path
             item["similarity"] = delta.similarity
+        if delta.status in (DeltaStatus.MODIFIED, DeltaStatus.RENAMED) and delta.old_file.mode != delta.new_file.mode:
+            item["mode"] = f"{delta.old_file.mode:o} -> {delta.new_file.mode:o}"    # e.g. the executable bit
         if delta.is_binary:
             item["binary"] = True
             item["additions"] = item["deletions"] = 0

@@ -208,6 +208,7 @@ class DiffFile(Model):
     old_path: str | None = None
     old_path_b64: str | None = None
     similarity: int | None = None
+    mode: str | None = Field(None, description="its git mode's change, e.g. '100644 -> 100755' (null: none)")
     binary: bool | None = None
     additions: int
     deletions: int

@@ -76,6 +76,9 @@ def test_the_same_hunk_is_a_conflict_left_exactly_as_it_is(history, ws):
     assert c.path == "a.txt" and "line 16" in (c.agent or "") and "line 16" in (c.person or "")
     assert (ws / "a.txt").read_bytes() == before                      # untouched
     assert not (ws / "made.txt").exists()                              # the rest still went
+    # the text says how to get markers instead once (new-user trial: it said it twice)
+    from chronos_git.cli.render import text
+    assert text(res).count("--conflicts markers") == 1
 
 
 def test_conflict_markers_by_choice(history, ws):

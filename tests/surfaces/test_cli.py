@@ -157,6 +157,11 @@ def test_diff_contract_with_rename(cli, ws):
     assert {f["path"] for f in d5["files"]} == set(st)
     # --stat: no patch
     assert "patch" not in ok(cli("diff", "2", "1", "--stat", *W(ws)))
+    # a change of the executable bit alone is named as one (new-user trial: `modified 0 0`)
+    os.chmod(ws / "a.txt", 0o755)
+    (m,) = ok(cli("diff", *W(ws)))["files"]
+    assert m["path"] == "a.txt" and m["mode"] == "100644 -> 100755" and m["additions"] == m["deletions"] == 0
+    assert "a.txt (mode 100644 -> 100755)" in cli("diff", "--stat", "--workspace", ws).stdout
 
 
 # ------------------------------------------------------------------ restore
