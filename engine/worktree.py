@@ -171,6 +171,7 @@ def within(root: bytes, entries: int, size: int) -> bool:
             continue
     return True
 
+
 def ignored_dirs(repo) -> Callable[[str], bool]:
     """`prune` for `walk`: the directories `repo`'s ignore rules ignore (engine/ignore.py)."""
     return lambda rel: is_ignored(repo, rel + "/")
