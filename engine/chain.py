@@ -280,7 +280,12 @@ class Chain:
                 if obj.tree_id not in repo.odb:
                     raise CheckpointNotFound(f"checkpoint {spec!r} was dropped by retention: its "
                                              "files are no longer in the store")
-                return Checkpoint.from_commit(obj)
+                found = Checkpoint.from_commit(obj)
+                if found.meta.kind == "merge":      # a revert's, undo's or redo's plan (a dry run's too)
+                    raise CheckpointNotFound(
+                        f"{spec!r} is what a revert, undo or redo puts in place, not a checkpoint of "
+                        f"{self.root}: the operation's own result is its checkpoint after (`log`)")
+                return found
         except (KeyError, ValueError, GitError):
             pass
         raise CheckpointNotFound(f"no checkpoint {spec!r} in workspace {self.root}")

@@ -105,6 +105,18 @@ def test_revert_one_call_only(history, ws):
         s.revert(str(ws), "ffffffff", actor="test")
 
 
+def test_a_dry_run_s_plan_is_named_as_a_plan_not_shown_as_a_checkpoint(history, ws):
+    """New-user trial: a dry run's `restored_checkpoint` (the tree a revert would put in place)
+    was shown as `the first checkpoint (0 files)` and refused by `restore` as fetched."""
+    s, _start = history
+    dry = s.revert(str(ws), _op(s, "made.txt"), actor="test", dry_run=True)
+    assert dry.dry_run and (ws / "made.txt").exists()
+    for look in (lambda: s.show(str(ws), dry.restored_checkpoint),
+                 lambda: s.restore(str(ws), dry.restored_checkpoint, dry_run=True)):
+        with pytest.raises(CheckpointNotFound, match="what a revert, undo or redo puts in place"):
+            look()
+
+
 def test_undo_and_redo_are_byte_identical_with_nothing_changed_between(history, ws):
     s, start = history
 
