@@ -24,6 +24,12 @@ from .powercut import loose_object_ok
 MIN_PREFIX = 7
 
 
+def id_like(spec: str) -> bool:
+    """Whether `spec` can name a checkpoint by its id (a full one, or a prefix long enough)."""
+    low = spec.lower()
+    return len(low) >= MIN_PREFIX and all(ch in "0123456789abcdef" for ch in low)
+
+
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}")
 
 

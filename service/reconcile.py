@@ -145,9 +145,11 @@ class Reconciler:
             got.raise_if_unreadable()
             if got.state != "ok":
                 return []            # a damaged list stays where it is
-            items = [a for a in got.doc if isinstance(a, dict)]
-            mine = [a for a in items if root is None or a.get("workspace") in (None, root)]
-            rest = [a for a in items if a not in mine]
+            mine: list[dict] = []
+            rest: list[dict] = []
+            for a in got.doc:
+                if isinstance(a, dict):
+                    (mine if root is None or a.get("workspace") in (None, root) else rest).append(a)
             if rest:
                 alerts.write(rest)
             else:

@@ -112,12 +112,11 @@ class Snapshots:
         """In a long-lived host the first snapshot runs in the background: never block a
         call on it beyond the budget.  Returns a no-checkpoint record when the call must
         go ahead without one (it is still journaled)."""
-        job = self.core.jobs.get(_key(ws))
+        if self._first_here(ws):
+            return None                    # for_call takes it here
         if not ws.has_checkpoint():
-            if (job is None or not job.running) and self._small(ws):
-                return None                # for_call takes it here
             self._start(ws, "baseline")
-            job = self.core.jobs.get(_key(ws))
+        job = self.core.jobs.get(_key(ws))
         if job is None or job.kind != "baseline":
             return None
         if call.declared is None:
@@ -166,9 +165,12 @@ class Snapshots:
         self.imported(res.get("scan"))
         return True
 
-    @staticmethod
-    def _small(ws) -> bool:
-        return worktree.within(ws.root_bytes, SMALL_TREE_ENTRIES, SMALL_TREE_BYTES)
+    def _first_here(self, ws) -> bool:
+        """Whether the workspace's first snapshot is taken on the caller's thread: it has none,
+        none is being taken in the background, and the tree is small."""
+        job = self.core.jobs.get(_key(ws))
+        return (not ws.has_checkpoint() and (job is None or not job.running)
+                and worktree.within(ws.root_bytes, SMALL_TREE_ENTRIES, SMALL_TREE_BYTES))
 
     def wait(self, ws, timeout: float | None = None) -> bool:
         """Wait for this workspace's background snapshot; True when none is running."""
@@ -193,9 +195,8 @@ class Snapshots:
             # overlaps the model's thinking; the turn's first tool call waits on the workspace lock
             ws.enable_watcher(on_ready=lambda: self.watch.publish(ws))
             self.watch.publish(ws)
-            first, job = not ws.has_checkpoint(), self.core.jobs.get(_key(ws))
-            if not (first and (job is None or not job.running) and self._small(ws)):
-                self._start(ws, "baseline" if first else "turn", meta)
+            if not self._first_here(ws):
+                self._start(ws, "turn" if ws.has_checkpoint() else "baseline", meta)
                 return {"kind": "background"}
         res = ws.snapshot(meta, force_scan=True)
         self.taken(ws, res)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine import diff as diff_mod, faults, restore as restore_mod
-from ..engine.chain import MIN_PREFIX
+from ..engine.chain import id_like
 from ..engine.checkpoint import CheckpointMeta, roles_in_order
 from ..engine.codec import canonical
 from ..engine.cycles import no_cycle_collection
@@ -226,7 +226,7 @@ class TimeMachine:
         self._start()
         clean = self.core.settings.clean_untracked_on_rollback if clean is None else clean
         ws = self.core.store.workspace(workspace)
-        if not _an_id(spec):     # a checkpoint id may go into a new folder; @N, N or latest need one's history
+        if not id_like(spec):     # a checkpoint id may go into a new folder; @N, N or latest need one's history
             ws = self.existing(workspace)
         foreign_ok = foreign_ok or self._restored_here(ws, spec)
         key = {"target": None, "paths": sorted({ws.rel(p) for p in paths}) if paths else None, "clean": clean,
@@ -447,9 +447,3 @@ def _outcome(result: RestoreResult, evidence: list[dict], target_id: str, after:
 def _missing(path) -> str:
     """Why a workspace path is no folder: it is something else, or nothing."""
     return "is not a folder" if os.path.lexists(path) else "does not exist"
-
-
-def _an_id(spec: str) -> bool:
-    """Whether `spec` can name a checkpoint by its id (a full one or a long enough prefix)."""
-    low = spec.lower()
-    return len(low) >= MIN_PREFIX and all(ch in "0123456789abcdef" for ch in low)
