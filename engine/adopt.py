@@ -128,7 +128,7 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     changed += [os.fsdecode(p) for p in known.odd]
     entries = known.entries
     if cap:
-        changed += [os.fsdecode(p) for p, (_s, mode, key) in entries.items() if key[5] > cap and mode != MODE_LINK]
+        changed += [os.fsdecode(p) for p, (_s, mode, size, _st) in entries.items() if size > cap and mode != MODE_LINK]
     touch: list[bytes] = []
     if objects.lacking:
         # what the store cannot hold as git has it: the files are read; a tree is rebuilt from
@@ -146,7 +146,7 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
             removed = True
     for path in touch:
         if path in index and path in entries:
-            sha, mode, _key = entries[path]     # its stat data gone: hashed (not written) next scan
+            sha, mode, _size, _st = entries[path]     # its stat data gone: hashed (not written) next scan
             index.add(pygit2.IndexEntry(path, pygit2.Oid(raw=sha), mode))   # type: ignore[arg-type]  # bytes paths: pygit2 takes them
             removed = True
     if removed:
@@ -161,7 +161,7 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     os.replace(tmp, gitdir / "index")
     t_index = time.monotonic()
     return Adopted(changed=sorted(set(changed)), specials=specials,
-                   bytes=sum(key[5] for _s, _m, key in entries.values()), linked=sorted(objects.packs),
+                   bytes=sum(item[2] for item in entries.values()), linked=sorted(objects.packs),
                    seeded=len(index), copied=len(objects.copied),
                    seconds={"list": round(t_diff - t0, 3), "git_index": round(t_seed - t_diff, 3),
                             "index": round(t_index - t_seed, 3)})
@@ -179,7 +179,7 @@ def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: st
 def _beside_guarded(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: str, durable: bool,
                     cap: int):
     try:
-        known = usergit.known_from(raw, root)
+        known = usergit.known_from(raw, root, checked=True)     # libgit2 loads the same bytes beside
     except usergit.Unusable as exc:
         return str(exc)
     finally:
@@ -216,8 +216,8 @@ def _objects(known: usergit.Known, handle: pygit2.Repository, objects_dir: str, 
     # blobs git holds loose are copied (not those of files over the cap: those are skipped);
     # a tree only from its packs, which hold what it names (a loose one may name blobs no
     # entry asks for): a cache-tree node elsewhere is rebuilt from the entries instead
-    wanted = {sha for sha, mode, key in known.entries.values() if sha in lacking
-              and not (cap and key[5] > cap and mode != MODE_LINK)} if lacking else set()
+    wanted = {sha for sha, mode, size, _st in known.entries.values() if sha in lacking
+              and not (cap and size > cap and mode != MODE_LINK)} if lacking else set()
     copied = usergit.copy_loose(known, wanted, objects_dir) if wanted else set()
     lacking -= copied
     lacking |= nodes.difference(held)
@@ -228,7 +228,7 @@ def _objects(known: usergit.Known, handle: pygit2.Repository, objects_dir: str, 
 def _holding(entries: dict, trees: dict, lacking: set[bytes]) -> tuple[list[str], list[bytes]]:
     """(Paths to read so that no blob in `lacking` is taken from the index, one entry below
     each cache-tree node whose tree is in `lacking`: setting it again invalidates the node)."""
-    read = [os.fsdecode(p) for p, (sha, _m, _k) in entries.items() if sha in lacking]
+    read = [os.fsdecode(p) for p, (sha, *_rest) in entries.items() if sha in lacking]
     touch = []
     nodes = sorted(d for d, (_c, sha, _kids) in trees.items() if sha in lacking)
     if nodes:

@@ -33,7 +33,7 @@ from .import_index import WIDE_TIME, stat_fields
 
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 ZERO = b"\0" * 20
-SKIP_WORKTREE, INTENT_TO_ADD, ASSUME_VALID = 0x4000, 0x2000, 0x8000
+SKIP_WORKTREE, INTENT_TO_ADD, ASSUME_VALID, STAGE = 0x4000, 0x2000, 0x8000, 0x3000
 FICLONE = 0x40049409
 MAX_INDEX_BYTES = 1 << 30
 # attributes that make a blob differ from the bytes on disk
@@ -48,7 +48,7 @@ class Unusable(Exception):
 class Known:
     """Paths git vouches for, and the packs that hold their blobs."""
     gitdir: bytes
-    entries: dict[bytes, tuple[bytes, int, tuple]] = field(default_factory=dict)  # path -> (sha, mode, stat key)
+    entries: dict[bytes, tuple[bytes, int, int, bytes]] = field(default_factory=dict)  # see parse_index
     index_mtime_ns: int = 0
     packs: dict[str, set[bytes]] = field(default_factory=dict)   # pack stem -> object ids it holds
     pack_dir: bytes = b""
@@ -73,22 +73,24 @@ class Known:
 
     def vouch(self, entries) -> dict[int, bytes]:
         """id(entry) -> blob id for each entry (with `path`, `mode`, `st`: a `packed_stat`)
-        whose current bytes git's index vouches for: the same stat fields (all but dev; inode
-        and size as stored, 32-bit), the same kind, and not racily clean (changed in the tick
-        the index was written)."""
+        whose current bytes git's index vouches for: the same stat fields (all but dev and
+        st_mode; inode and size as stored, 32-bit), the same kind, and not racily clean
+        (changed in the tick the index was written).  The index keeps those fields in the
+        layout of `packed_stat`'s first 40 bytes, so they are compared as bytes."""
         get, limit, out = self.entries.get, self.index_mtime_ns, {}
         for e in entries:
             item = get(e.path)
             if item is None:
                 continue
-            sha, imode, key = item
-            if e.st is None or (imode == MODE_LINK) != (e.mode == MODE_LINK):
+            sha, imode, _size, held = item
+            st = e.st
+            if st is None or (imode == MODE_LINK) != (e.mode == MODE_LINK):
                 continue
-            cs, cns, ms, mns, _dev, ino, st_mode, uid, gid, size, _ = stat_fields(e.st)
+            _cs, _cns, ms, mns, _dev, _ino, st_mode = stat_fields(st)[:7]
             if st_mode & WIDE_TIME:
                 continue                     # its seconds wrapped: never equal to git's as they are
-            mtime_ns = ms * 1_000_000_000 + mns
-            if mtime_ns < limit and key == (cs * 1_000_000_000 + cns, mtime_ns, ino, uid, gid, size):
+            if ms * 1_000_000_000 + mns < limit and held[:16] == st[:16] and held[20:24] == st[20:24] \
+                    and held[28:40] == st[28:40]:
                 out[id(e)] = sha
         return out
 
@@ -213,59 +215,62 @@ def _varint(data: bytes, p: int) -> tuple[int, int]:
     return val, p
 
 
-def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dict[bytes, tuple], dict[bytes, str]]:
-    """(path -> (blob id, mode, stat key) for every plain stage-0 file or link entry,
-    the valid nodes of the cache tree: see `parse_cache_tree`, path -> why for every entry
-    left out: "assume-unchanged", "conflict", "intent-to-add", "skip-worktree", "gitlink", "no blob").
+_HEAD = struct.Struct(">24xI8xI20sH")        # an entry's mode, size (32-bit), blob id, flags
+_PLAIN = frozenset((MODE_FILE, MODE_EXEC, MODE_LINK))
 
-    Versions 2, 3 and 4; a checksum mismatch, an unknown required extension (a split
-    index) or anything malformed raises Unusable."""
+
+def parse_index(data: bytes, *, checked: bool = False) -> tuple[dict[bytes, tuple[bytes, int, int, bytes]],
+                                                                dict[bytes, tuple], dict[bytes, str]]:
+    """(path -> (blob id, mode, size as stored, the entry's 40 bytes of stat fields) for every
+    plain stage-0 file or link entry, the valid nodes of the cache tree: see
+    `parse_cache_tree`, path -> why for every entry left out: "assume-unchanged", "conflict",
+    "intent-to-add", "skip-worktree", "gitlink", "no blob").
+
+    A path is as long as its flags say (libgit2's and git's reading), found by its NUL only
+    when it is too long for them.  The stat fields stay bytes until `Known.vouch` compares
+    them: a first snapshot of a million entries never unpacks them.  Versions 2, 3 and 4; a
+    checksum mismatch (unless `checked`: libgit2 checks the same bytes), an unknown required
+    extension (a split index) or anything malformed raises Unusable."""
     if len(data) < 32 or data[:4] != b"DIRC":
         raise Unusable("not a git index")
     version, count = struct.unpack_from(">II", data, 4)
     if version not in (2, 3, 4):
         raise Unusable(f"index version {version}")
-    body, trailer = data[:-20], data[-20:]
-    if trailer != b"\0" * 20 and hashlib.sha1(body).digest() != trailer:
+    body, trailer = memoryview(data)[:-20], data[-20:]
+    if not checked and trailer != b"\0" * 20 and hashlib.sha1(body).digest() != trailer:
         raise Unusable("the index checksum does not match")
-    out: dict[bytes, tuple[bytes, int, tuple]] = {}
+    out: dict[bytes, tuple[bytes, int, int, bytes]] = {}
     odd: dict[bytes, str] = {}
-    unpack = struct.Struct(">10I20sH").unpack_from
-    off, prev, end_entries = 12, b"", len(body)
+    head, plain, zero, v4 = _HEAD.unpack_from, _PLAIN, ZERO, version == 4
+    off, prev = 12, b""
     try:
         for _ in range(count):
-            (c_s, c_ns, m_s, m_ns, _dev, ino, mode, uid, gid, size, sha, flags) = unpack(data, off)
-            p = off + 62
-            xflags = 0
-            if flags & 0x4000:
-                if version < 3:
-                    raise Unusable("extended flags in a version 2 index")
-                xflags = struct.unpack_from(">H", data, p)[0]
-                p += 2
-            if version == 4:
-                strip, p = _varint(data, p)
-                nul = data.index(b"\0", p)
-                if strip > len(prev):
-                    raise Unusable("malformed path compression")
-                name = prev[:len(prev) - strip] + data[p:nul]
-                off = nul + 1
-            else:
-                nul = data.index(b"\0", p)
-                name = data[p:nul]
-                off = off + ((p - off + len(name) + 8) & ~7)
-            prev = name
-            if off > end_entries:
-                raise Unusable("truncated index")
-            if flags & ASSUME_VALID or (flags >> 12) & 3 or xflags & (SKIP_WORKTREE | INTENT_TO_ADD) \
-                    or mode not in (MODE_FILE, MODE_EXEC, MODE_LINK) or sha == ZERO:
-                odd[name] = _why_odd(flags, xflags, mode)
+            mode, size, sha, flags = head(data, off)
+            n = flags & 0xFFF
+            if v4 or flags & 0xF000 or n == 0xFFF:     # extended or odd flags, a long name
+                name, end, why = _unusual_entry(data, off, version, flags, mode, sha, prev)
+                prev = name
+                if why is None:
+                    out[name] = (sha, mode, size, data[off:off + 40])
+                else:
+                    odd[name] = why
+                off = end
                 continue
-            # the times as full nanoseconds (32-bit seconds hold until 2106): one compare each
-            out[name] = (sha, mode, (c_s * 1_000_000_000 + c_ns, m_s * 1_000_000_000 + m_ns, ino, uid, gid, size))
+            # the usual entry (versions 2 and 3), in as few steps as can be: a million of them
+            name = data[off + 62:off + 62 + n]
+            if data[off + 62 + n] or b"\0" in name:
+                raise Unusable("malformed index")      # the name is not as long as its flags say
+            if mode in plain and sha != zero:
+                out[name] = (sha, mode, size, data[off:off + 40])
+            else:
+                odd[name] = _why_odd(flags, 0, mode)
+            off += (70 + n) & ~7
     except (struct.error, ValueError, IndexError):
         raise Unusable("malformed index") from None
+    if off > len(body):
+        raise Unusable("truncated index")
     p, trees = off, {}
-    while p + 8 <= end_entries:
+    while p + 8 <= len(body):
         sig = data[p:p + 4]
         size = struct.unpack_from(">I", data, p + 4)[0]
         if sig == b"TREE":
@@ -278,6 +283,35 @@ def parse_index(data: bytes) -> tuple[dict[bytes, tuple[bytes, int, tuple]], dic
             raise Unusable(f"index extension {sig!r} is required and not understood")
         p += 8 + size
     return out, trees, odd
+
+
+def _unusual_entry(data: bytes, off: int, version: int, flags: int, mode: int, sha: bytes,
+                   prev: bytes) -> tuple[bytes, int, str | None]:
+    """(path, where the next entry starts, why it is left out or None) of an entry with
+    extended flags, a name of 0xFFF bytes or more, or in a version-4 index."""
+    p, xflags = off + 62, 0
+    if flags & 0x4000:
+        if version < 3:
+            raise Unusable("extended flags in a version 2 index")
+        xflags = struct.unpack_from(">H", data, p)[0]
+        p += 2
+    if version == 4:
+        strip, p = _varint(data, p)
+        nul = data.index(b"\0", p)
+        if strip > len(prev):
+            raise Unusable("malformed path compression")
+        name, end = prev[:len(prev) - strip] + data[p:nul], nul + 1
+    else:
+        n = flags & 0xFFF
+        if n == 0xFFF:
+            n = data.index(b"\0", p) - p
+        name, end = data[p:p + n], off + ((p - off + n + 8) & ~7)
+        if len(name) != n or data[p + n] or b"\0" in name:
+            raise Unusable("malformed index")
+    if flags & (ASSUME_VALID | STAGE) or xflags & (SKIP_WORKTREE | INTENT_TO_ADD) \
+            or mode not in _PLAIN or sha == ZERO:
+        return name, end, _why_odd(flags, xflags, mode)
+    return name, end, None
 
 
 def _why_odd(flags: int, xflags: int, mode: int) -> str:
@@ -426,10 +460,11 @@ def read_index(root: bytes) -> RawIndex:
     return RawIndex(gitdir, common, data, st.st_mtime_ns)
 
 
-def known_from(raw: RawIndex, root: bytes) -> Known:
-    """What `raw` vouches for, once nothing converts content; raises Unusable."""
+def known_from(raw: RawIndex, root: bytes, *, checked: bool = False) -> Known:
+    """What `raw` vouches for, once nothing converts content; raises Unusable.  `checked`:
+    libgit2 verifies the same bytes' checksum (an adopted index), so it is not hashed twice."""
     cfg = _git_config_values(_config_paths(raw.common))
-    entries, trees, odd = parse_index(raw.data)
+    entries, trees, odd = parse_index(raw.data, checked=checked)
     attrs = []
     for path in entries:
         if path == b".gitattributes" or path.endswith(b"/.gitattributes"):

@@ -187,6 +187,21 @@ def test_health_says_the_index_was_adopted_or_why_not(tmp_path, monkeypatch):
     assert "from the workspace's git index (1 pack linked; its index not adopted: 1 path differs" in said
 
 
+def test_an_index_whose_checksum_fails_is_not_adopted_and_nothing_is_vouched_for(tmp_path):
+    """The parse beside libgit2 leaves the checksum to libgit2, which loads the same bytes:
+    a flipped bit in an entry's blob id is refused there, and the first snapshot is the
+    hashed one."""
+    ws = make_repo(tmp_path / "ws")
+    index = ws / ".git" / "index"
+    data = bytearray(index.read_bytes())
+    data[12 + 40] ^= 1                         # the first entry's blob id, the trailer kept
+    index.write_bytes(bytes(data))
+    _, res, w = first(tmp_path / "store", ws)
+    assert not w.last_seed.get("adopted") and "checksum" in w.last_seed["adopt_note"]
+    assert w.last_seed["seeded_files"] == 0
+    assert res.tree == hashed_tree(tmp_path, ws).tree
+
+
 @pytest.mark.parametrize("name", [b"../f0.txt", b".git/f0.t", b"/d0/f0.tx", b"d0//f0.tx", b"d0/./f0.t"])
 def test_a_hostile_entry_name_in_git_s_index_changes_nothing_outside_or_in_the_snapshot(tmp_path, name):
     ws = tmp_path / "ws"

@@ -169,6 +169,38 @@ def test_index_version_4_is_read_and_a_split_index_is_refused(tmp_path):
     assert w.last_seed["seeded_files"] == 0 and "required" in w.last_seed["note"]
 
 
+def _libgit2_entries(ws) -> dict[bytes, tuple[bytes, int]]:
+    index = pygit2.Index(str(ws / ".git" / "index"))
+    return {os.fsencode(e.path): (e.id.raw, e.mode) for e in index}
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_the_parse_reads_what_libgit2_reads_long_names_included(tmp_path, version):
+    """A path is as long as the entry's flags say, found by its NUL only past 0xFFF bytes;
+    every version reads to the entries libgit2 reads (an intent-to-add entry, which needs
+    version 3's extended flags, is left out as odd).  libgit2 1.8 refuses a version-4 index
+    with a name that long, so that version goes without one."""
+    ws = make_repo(tmp_path / "ws")
+    blob = git("hash-object", "-w", "d0/f0.txt", cwd=ws).stdout.strip()
+    long_name = "/".join(["n" * 200] * 21) + "/leaf.txt"           # 4,229 bytes: past the flags' 0xFFF
+    if version < 4:
+        git("update-index", "--add", "--cacheinfo", f"100644,{blob},{long_name}", cwd=ws)
+    if version >= 3:
+        (ws / "later.txt").write_text("later\n")
+        git("add", "-N", "later.txt", cwd=ws)
+    git("update-index", "--index-version", str(version), cwd=ws)
+    data = (ws / ".git" / "index").read_bytes()
+    assert struct.unpack_from(">I", data, 4)[0] == version
+    entries, _trees, odd = usergit.parse_index(data)
+    assert (long_name.encode() in entries) is (version < 4)
+    expected = {p: v for p, v in _libgit2_entries(ws).items() if p != b"later.txt"}
+    assert {p: (sha, mode) for p, (sha, mode, _size, _st) in entries.items()} == expected
+    st = os.lstat(os.path.join(os.fsencode(ws), b"d4", b"f59.txt"))
+    _sha, _mode, size, held = entries[b"d4/f59.txt"]
+    assert size == st.st_size and held[:16] == packed_stat(st)[:16]       # its times as git stored them
+    assert (odd == {b"later.txt": "intent-to-add"}) is (version >= 3)
+
+
 def test_damaged_or_hostile_indexes_are_refused(tmp_path):
     ws = make_repo(tmp_path / "ws")
     data = (ws / ".git" / "index").read_bytes()
@@ -182,6 +214,12 @@ def test_damaged_or_hostile_indexes_are_refused(tmp_path):
     body = data[:8] + struct.pack(">I", 10**6) + data[12:-20]
     with pytest.raises(usergit.Unusable):
         usergit.parse_index(body + hashlib.sha1(body).digest())
+    # the first entry's name said longer or shorter than it is (its NUL is where it ends)
+    flags = struct.unpack_from(">H", data, 12 + 60)[0]
+    for told in (flags + 1, flags - 1):
+        body = data[:12 + 60] + struct.pack(">H", told) + data[12 + 62:-20]
+        with pytest.raises(usergit.Unusable, match="malformed"):
+            usergit.parse_index(body + hashlib.sha1(body).digest())
 
 
 def test_a_clean_clone_takes_git_s_trees_and_builds_only_the_root(tmp_path):
@@ -293,13 +331,14 @@ def test_a_time_the_index_cannot_hold_whole_is_never_vouched_for(tmp_path):
     ws = make_repo(tmp_path / "ws")
     known = usergit.read_known(os.fsencode(ws))
     p = os.fsencode(ws / "d0" / "f5.txt")
-    sha, imode, _ = known.entries[b"d0/f5.txt"]
+    sha, imode, size, _ = known.entries[b"d0/f5.txt"]
     for secs, vouched in ((1_700_000_000, True), (2**32 + 100, False), (-5, False)):
         os.utime(p, ns=(secs * 10**9, secs * 10**9))
         st = os.lstat(p)
-        wrapped = (secs & 0xFFFFFFFF) * 10**9                   # the mtime as git writes it
-        known.entries[b"d0/f5.txt"] = (sha, imode, (st.st_ctime_ns, wrapped, st.st_ino & 0xFFFFFFFF,
-                                                    st.st_uid, st.st_gid, st.st_size))
+        as_git_writes = bytearray(packed_stat(st)[:40])         # the seconds wrapped to 32 bits
+        as_git_writes[24:28] = struct.pack(">I", imode)         # git's mode, never WIDE_TIME
+        assert struct.unpack_from(">I", as_git_writes, 8)[0] == secs & 0xFFFFFFFF
+        known.entries[b"d0/f5.txt"] = (sha, imode, size, bytes(as_git_writes))
         assert (_vouched(known, b"d0/f5.txt", usergit.MODE_FILE, st) == sha) is vouched, secs
 
 
