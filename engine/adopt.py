@@ -25,9 +25,12 @@ libgit2 answers for each candidate path.  One difference: permission bits other 
 from __future__ import annotations
 
 import os
+import struct
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 import pygit2
@@ -39,7 +42,7 @@ from . import faults, fifo_guard, usergit
 from .cycles import no_cycle_collection
 from .ignore import Candidates, is_ignored
 from .scan import DIFF_FLAGS, Scanner, ScanReport, diff_index, find_omissions, update_paths
-from .worktree import IGNORE_FILE, exclude_files
+from .worktree import exclude_files
 
 TMP_NAME = "index.chronos-adopt"
 MAX_CHANGES = 2000        # more files to read than this: the bulk import packs them, in parallel
@@ -56,6 +59,8 @@ class Adopted:
     seeded: int                   # entries taken as git has them
     copied: int
     seconds: dict = field(default_factory=dict)
+    handle: pygit2.Repository | None = None   # the store's handle, the index in place loaded (placed early)
+    edited: bool = False          # `handle`'s index holds removals the file in place does not
 
 
 @dataclass
@@ -64,6 +69,52 @@ class _Objects:
     packs: dict[str, set[bytes]]
     copied: set[bytes]
     lacking: set[bytes]           # blob and tree ids the store cannot get, or not a tree where one is due
+
+
+class _Placing:
+    """The copy put in place early, as it is, when nothing has to leave it (no entry an ignore
+    rule, the size cap, a gitlink or a missing object keeps out): then the index in place
+    loads on a thread of its own while the walk runs and libgit2's diff finishes, instead of
+    after them (a second second at a million entries).  Its invariant is the late one's:
+    every object it names is in the store; the files the diff finds changed are still as git
+    had them there, and their stat data sends the next walk to them (`adopt_placed`)."""
+
+    def __init__(self, tmp: str, final: Path, durable: bool, pool: ThreadPoolExecutor):
+        self.tmp, self.final, self.durable, self.pool = tmp, final, durable, pool
+        self.loaded: Future | None = None
+        self.read = threading.Event()       # libgit2 has read the copy for the diff (or failed to)
+
+    def now(self, store_path: str) -> None:
+        self.read.wait()                    # renamed before it is opened, the diff's index would be empty
+        if self.durable:
+            _fsync(self.tmp)
+        faults.hit("bulk_before_index")
+        os.replace(self.tmp, self.final)
+        self.loaded = self.pool.submit(_load_index, store_path)
+        faults.hit("adopt_placed")
+
+    def undo(self) -> None:
+        """Not adopted after all: the index in place goes (the bulk import writes its own)."""
+        if self.loaded is not None:
+            self.loaded.cancel()
+            try:
+                os.unlink(self.final)
+            except FileNotFoundError:
+                pass
+
+
+def _load_index(store_path: str) -> pygit2.Repository:
+    handle = pygit2.Repository(store_path)
+    len(handle.index)                 # libgit2 reads the file (GIL released)
+    return handle
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def run(repo: pygit2.Repository, gitdir: Path, root: bytes, objects_dir: str, *, cap: int,
@@ -76,49 +127,63 @@ def run(repo: pygit2.Repository, gitdir: Path, root: bytes, objects_dir: str, *,
     except usergit.Unusable as exc:
         return str(exc)
     tmp = os.path.join(str(gitdir), TMP_NAME)
-    try:
-        with no_cycle_collection():      # a million parsed entries, walked over by every collection
-            done = _adopt(repo, raw, tmp, gitdir, root, objects_dir, cap, durable, say, t0)
-    except (OSError, pygit2.GitError, ValueError) as exc:
-        done = f"the index could not be adopted ({type(exc).__name__}: {exc})"
-    if isinstance(done, str):
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="chronos-git-adopt") as pool:
+        place = _Placing(tmp, gitdir / "index", durable, pool)
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+            with no_cycle_collection():      # a million parsed entries, walked over by every collection
+                done = _adopt(repo, raw, place, root, objects_dir, cap, durable, say, t0)
+        except (OSError, pygit2.GitError, ValueError) as exc:
+            done = f"the index could not be adopted ({type(exc).__name__}: {exc})"
+        if isinstance(done, str):
+            place.undo()
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
     return done
 
 
-def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, objects_dir: str, cap: int,
+def _adopt(repo, raw: usergit.RawIndex, place: _Placing, root: bytes, objects_dir: str, cap: int,
            durable: bool, say, t0: float) -> Adopted | str:
+    tmp = place.tmp
     with open(tmp, "wb") as fh:
         fh.write(raw.data)
     os.utime(tmp, ns=(raw.mtime_ns, raw.mtime_ns))      # libgit2's racy guard compares with it
     say("listing", 0, 0)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronos-git-adopt") as one:
-        # libgit2 loads the copy and compares it with the work tree (GIL released) while the
-        # same bytes are parsed and the rest is done in Python beside it (`_beside`)
-        helper = one.submit(_beside, raw, root, repo.path, objects_dir, durable, cap)
-        index = _open_index(tmp)
+    count = struct.unpack_from(">I", raw.data, 8)[0]
+    # libgit2 loads the copy and compares it with the work tree (GIL released) while the
+    # same bytes are parsed and the rest is done in Python beside it (`_beside`)
+    helper = place.pool.submit(_beside, raw, root, repo.path, objects_dir, durable, cap, place)
+    try:
+        try:
+            index = _open_index(tmp)
+        finally:
+            place.read.set()
+        whole = len(index) == count         # never a diff against what is not the copy
         flags = DIFF_FLAGS | DiffOption.IGNORE_SUBMODULES
-        diff = None if index.conflicts is not None else diff_index(repo, index, flags)
-        got = helper.result()
+        diff = None if not whole or index.conflicts is not None else diff_index(repo, index, flags)
+    finally:
+        wait([helper])                      # done, an early placing too, before anything is undone
+    got = helper.result()
     t_diff = time.monotonic()
+    if not whole:
+        return "the index copy could not be read whole"
     if diff is None:
         return "the repository's index holds unresolved conflicts"
     if isinstance(got, str):
         return got
-    known, rules, ignored, objects, specials = got
+    known, rules, ignored, late, capped, objects, specials = got   # late: found after an early placing
     if len(diff) > MAX_CHANGES:
         return (f"{len(diff):,} paths differ" if len(diff) != 1 else "1 path differs") + " from the repository's index"
     changed = [os.fsdecode(d.old_file.raw_path if d.status == pygit2.enums.DeltaStatus.DELETED
                            else d.new_file.raw_path).rstrip("/") for d in diff.deltas]
     new_rules = {os.fsencode(p) for p in changed if p.rsplit("/", 1)[-1] == ".gitignore"} - rules
     if new_rules:                              # a .gitignore not in git's index yet
-        ignored += _ignored(pygit2.Repository(repo.path), known.entries, _scoped(root, new_rules))
+        late += _ignored(pygit2.Repository(repo.path), known.entries, _scoped(root, new_rules))
     if specials.nested_repos:                  # a tracked folder that is a repository of its own now
         below = tuple(os.fsencode(d) + b"/" for d in specials.nested_repos)
-        ignored += [p for p in known.entries if p.startswith(below)]
+        late += [p for p in known.entries if p.startswith(below)]
+    ignored += late
     out = [*ignored, *known.odd]               # gitlinks: the scan reports the nested repository
     if ignored:
         gone = {os.fsdecode(p) for p in ignored}
@@ -127,8 +192,21 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
         changed = [p for p in changed if p not in gone]
     changed += [os.fsdecode(p) for p in known.odd]
     entries = known.entries
-    if cap:
-        changed += [os.fsdecode(p) for p, (_s, mode, size, _st) in entries.items() if size > cap and mode != MODE_LINK]
+    changed += [os.fsdecode(p) for p in capped]
+    facts = {"bytes": sum(item[2] for item in entries.values()), "linked": sorted(objects.packs),
+             "copied": len(objects.copied)}
+    if place.loaded is not None:
+        handle = place.loaded.result()
+        index = handle.index
+        for path in late:
+            if path in index:
+                index.remove(path)
+        changed = sorted(set(changed))
+        t_index = time.monotonic()
+        seeded = len(index) - sum(1 for p in changed if p in index)
+        return Adopted(changed=changed, specials=specials, seeded=seeded, handle=handle,
+                       edited=bool(late), seconds={"list": round(t_diff - t0, 3), "git_index": 0.0,
+                                                    "index": round(t_index - t_diff, 3)}, **facts)
     touch: list[bytes] = []
     if objects.lacking:
         # what the store cannot hold as git has it: the files are read; a tree is rebuilt from
@@ -152,32 +230,28 @@ def _adopt(repo, raw: usergit.RawIndex, tmp: str, gitdir: Path, root: bytes, obj
     if removed:
         index.write()            # else the copy is the index as it is, its mtime git's
     if durable:
-        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(tmp)
     faults.hit("bulk_before_index")
-    os.replace(tmp, gitdir / "index")
+    os.replace(tmp, place.final)
     t_index = time.monotonic()
-    return Adopted(changed=sorted(set(changed)), specials=specials,
-                   bytes=sum(item[2] for item in entries.values()), linked=sorted(objects.packs),
-                   seeded=len(index), copied=len(objects.copied),
+    return Adopted(changed=sorted(set(changed)), specials=specials, seeded=len(index),
                    seconds={"list": round(t_diff - t0, 3), "git_index": round(t_seed - t_diff, 3),
-                            "index": round(t_index - t_seed, 3)})
+                            "index": round(t_index - t_seed, 3)}, **facts)
 
 
-def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: str, durable: bool, cap: int):
+def _beside(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: str, durable: bool, cap: int,
+            place: _Placing):
     """What runs beside libgit2's diff (its own repository handle): the parse, the tracked
-    files an ignore rule matches, the objects brought into the store, the walk for what the
-    diff leaves out.  The reason (text) when the index cannot be adopted.  libgit2 opens a
-    `.gitignore` without O_NONBLOCK: this thread is guarded against a FIFO too (fifo_guard)."""
+    files an ignore rule matches, the objects brought into the store, the copy put in place
+    when it can go as it is (`_Placing`), the walk for what the diff leaves out.  The reason
+    (text) when the index cannot be adopted.  libgit2 opens a `.gitignore` without
+    O_NONBLOCK: this thread is guarded against a FIFO too (fifo_guard)."""
     with fifo_guard.watching(root):
-        return _beside_guarded(raw, root, store_path, objects_dir, durable, cap)
+        return _beside_guarded(raw, root, store_path, objects_dir, durable, cap, place)
 
 
 def _beside_guarded(raw: usergit.RawIndex, root: bytes, store_path: str, objects_dir: str, durable: bool,
-                    cap: int):
+                    cap: int, place: _Placing):
     try:
         known = usergit.known_from(raw, root, checked=True)     # libgit2 loads the same bytes beside
     except usergit.Unusable as exc:
@@ -188,27 +262,31 @@ def _beside_guarded(raw: usergit.RawIndex, root: bytes, store_path: str, objects
     if odd:
         return f"the repository's index holds entries git marks {', '.join(odd)}"
     handle = pygit2.Repository(store_path)
-    rules = {p for p in known.entries if p.rsplit(b"/", 1)[-1] == IGNORE_FILE}
+    rules = set(known.ignore_files)
     found = _scoped(root, rules)
     found.add(b"", exclude_files(handle))
     ignored = _ignored(handle, known.entries, found)
     for path in ignored:
         del known.entries[path]
+    capped = [p for p, (_s, mode, size, _st) in known.entries.items()
+              if size > cap and mode != MODE_LINK] if cap else []
     objects = _objects(known, handle, objects_dir, durable, cap)
+    if not (ignored or capped or known.odd or objects.lacking):
+        place.now(store_path)
     specials = ScanReport()
     find_omissions(handle, root, specials)
-    late = {os.fsencode(p) for p in specials.ignore_files} - rules
-    if late:                               # a .gitignore that ignores itself: its rules apply too
-        ignored += _ignored(handle, known.entries, _scoped(root, late))
-        rules |= late
-    return known, rules, ignored, objects, specials
+    late, selfish = [], {os.fsencode(p) for p in specials.ignore_files} - rules
+    if selfish:                            # a .gitignore that ignores itself: its rules apply too
+        late = _ignored(handle, known.entries, _scoped(root, selfish))
+        rules |= selfish
+    return known, rules, ignored, late, capped, objects, specials
 
 
 def _objects(known: usergit.Known, handle: pygit2.Repository, objects_dir: str, durable: bool,
              cap: int) -> _Objects:
     """The user's packs that hold the index's objects linked, the objects it holds loose
     copied; which blob and tree ids are still lacking (or are not trees where trees are due)."""
-    shas = {item[0] for item in known.entries.values()}
+    shas = set(map(itemgetter(0), known.entries.values()))
     nodes = {item[1] for item in known.trees.values()}
     packs = usergit.link_packs(known, shas, os.path.join(objects_dir, "pack"), durable)
     held = next(iter(packs.values())) if len(packs) == 1 else set().union(*packs.values())
@@ -260,7 +338,7 @@ def read_changed(repo: pygit2.Repository, scanner: Scanner, got: Adopted) -> tup
     return ({**got.seconds, "changed": round(time.monotonic() - t0, 3)},
             {"seeded_files": got.seeded, "linked_packs": len(got.linked), "note": None, "adopted": True,
              "changed_files": len(got.changed), "loose_copied": got.copied},
-            bool(got.changed))
+            bool(got.changed) or got.edited)
 
 
 def _ignored(handle, entries: dict, found: Candidates) -> list[bytes]:

@@ -94,23 +94,26 @@ class Candidates:
 
     def _folder(self, d: bytes) -> tuple:
         """(whether a rule could ignore folder `d` itself or one above it, the name matchers of
-        the rules that reach the files in it)."""
+        the rules that reach the files in it).  Built from its parent's: a rule above reaches
+        `d` through `d`'s own name, so each folder costs its rules, not its depth."""
         got = self._dirs.get(d)
-        if got is None:
-            hit, names, rules = False, [], self._rules
-            cut = -1
-            while True:                              # d's ancestors from the top, d itself last
-                where = d[:cut] if cut >= 0 else b""
-                rule = rules.get(where)
-                if rule is not None:
-                    below = d[cut + 1:] if cut >= 0 else d
-                    hit = hit or (bool(below) and rule[0](below) is not None)
-                    names.append(rule[1])
-                if cut == len(d) or not d:
-                    break
-                nxt = d.find(b"/", cut + 1)
-                cut = len(d) if nxt < 0 else nxt
-            got = self._dirs[d] = (hit, names)
+        if got is not None:
+            return got
+        todo = [d]                                   # d and its ancestors not judged yet
+        while todo[-1]:
+            got = self._dirs.get(todo[-1].rpartition(b"/")[0])
+            if got is not None:
+                break
+            todo.append(todo[-1].rpartition(b"/")[0])
+        if got is None:                              # up to the top, which rules the whole tree
+            rule = self._rules.get(todo.pop())
+            got = self._dirs[b""] = (False, (rule[1],) if rule else ())
+        for cur in reversed(todo):
+            hit, names = got
+            name = cur.rpartition(b"/")[2]
+            hit = hit or any(match(name) is not None for match in names)
+            rule = self._rules.get(cur)
+            got = self._dirs[cur] = (hit, (names + (rule[1],)) if rule else names)
         return got
 
     def could(self, path: bytes) -> bool:

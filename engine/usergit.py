@@ -38,6 +38,7 @@ FICLONE = 0x40049409
 MAX_INDEX_BYTES = 1 << 30
 # attributes that make a blob differ from the bytes on disk
 _CONVERTING = {b"text", b"eol", b"crlf", b"filter", b"ident", b"working-tree-encoding"}
+_RULE_FILES = (b".gitattributes", b".gitignore")
 
 
 class Unusable(Exception):
@@ -55,6 +56,7 @@ class Known:
     trees: dict[bytes, tuple] = field(default_factory=dict)      # the index's valid cache-tree nodes
     odd: dict[bytes, str] = field(default_factory=dict)          # entries left out, and why
     common: bytes = b""                                          # where objects and config live
+    ignore_files: set[bytes] = field(default_factory=set)        # the tracked `.gitignore` files
 
     def tree_ext(self, path: bytes, name: bytes) -> bytes | None:
         """The TREE extension entry (with its subtrees) of directory `path` as git's index
@@ -465,9 +467,10 @@ def known_from(raw: RawIndex, root: bytes, *, checked: bool = False) -> Known:
     libgit2 verifies the same bytes' checksum (an adopted index), so it is not hashed twice."""
     cfg = _git_config_values(_config_paths(raw.common))
     entries, trees, odd = parse_index(raw.data, checked=checked)
+    named = [p for p in entries if p.endswith(_RULE_FILES)]         # one pass over a million paths
     attrs = []
-    for path in entries:
-        if path == b".gitattributes" or path.endswith(b"/.gitattributes"):
+    for path in named:
+        if path.rpartition(b"/")[2] == b".gitattributes":
             try:
                 with open(os.path.join(root, path), "rb") as fh:
                     attrs.append(fh.read(1 << 20))
@@ -476,7 +479,7 @@ def known_from(raw: RawIndex, root: bytes, *, checked: bool = False) -> Known:
     _refuse_converting(raw.common, raw.gitdir, cfg, attrs)
     return Known(gitdir=raw.gitdir, entries=entries, index_mtime_ns=raw.mtime_ns,
                  pack_dir=os.path.join(raw.common, b"objects", b"pack"), trees=trees, odd=odd,
-                 common=raw.common)
+                 common=raw.common, ignore_files={p for p in named if p.rpartition(b"/")[2] == b".gitignore"})
 
 
 def link_packs(known: Known, wanted: set[bytes], store_pack_dir: str, durable: bool) -> dict[str, set[bytes]]:

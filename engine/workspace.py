@@ -109,14 +109,18 @@ class Workspace:
                 self._watcher.untrust("the stat cache was reloaded after a compaction")
             self._cache.unsaved = False
         if self._repo is None:
-            self._cache.tree = None             # a new handle: a new in-memory index
-            self._repo_generation = self.store.handles_generation
             self._ensure_gitdir()
-            self._repo = pygit2.Repository(str(self.gitdir))
-            if os.fsencode(self._repo.workdir).rstrip(b"/") != self.root_bytes.rstrip(b"/"):
-                raise StoreError(f"workspace gitdir {self.gitdir} points at {self._repo.workdir}, "
-                                 f"expected {self.root}")
+            self._install(pygit2.Repository(str(self.gitdir)))
+        assert self._repo is not None
         return self._repo
+
+    def _install(self, repo: pygit2.Repository) -> None:
+        """`repo` (opened on this workspace's gitdir) as the handle snapshots go on with."""
+        if os.fsencode(repo.workdir).rstrip(b"/") != self.root_bytes.rstrip(b"/"):
+            raise StoreError(f"workspace gitdir {self.gitdir} points at {repo.workdir}, expected {self.root}")
+        self._cache.tree = None             # a new handle: a new in-memory index
+        self._repo_generation = self.store.handles_generation
+        self._repo = repo
 
     # ------------------------------------------------------------- snapshots
     def snapshot(self, meta: CheckpointMeta, *, paths: list[str] | None = None,
@@ -387,6 +391,8 @@ class Workspace:
                             durable=self.store.config.durable_snapshots, say=tell)
             if not isinstance(got, str):
                 self._repo = None
+                if got.handle is not None:          # placed early: its index already loaded
+                    self._install(got.handle)
                 self.last_bulk, self.last_seed, dirty = adopt.read_changed(self._open_repo(), scanner, got)
                 self._adopted_as_is = not dirty
                 consolidate.mark(self.store, fast=[], linked=got.linked)

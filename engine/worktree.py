@@ -34,49 +34,28 @@ PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
 
 
 class Listing:
-    """One directory as the walk found it (paths relative to the walk's root, as bytes).  The
-    kind of each entry is told only when asked (`files`, `specials`): the watcher never asks."""
-    __slots__ = ("rel", "entries", "dirs", "nested", "too_deep", "errors", "error", "_kinds")
+    """One directory as the walk found it (paths relative to the walk's root, as bytes): each
+    entry sorted by its kind (d_type, or the walk's own lstat where the file system gives
+    none) in the one pass that lists it."""
+    __slots__ = ("rel", "files", "specials", "gitignore", "dirs", "nested", "too_deep", "errors", "error")
 
-    def __init__(self, rel: bytes, entries: list[os.DirEntry[bytes]], dirs: list[bytes],
-                 nested: list[bytes], too_deep: list[bytes], errors: list[tuple[bytes, OSError]],
-                 error: OSError | None = None):
+    def __init__(self, rel: bytes, files: list[os.DirEntry[bytes]], specials: list[os.DirEntry[bytes]],
+                 gitignore: bool, dirs: list[bytes], nested: list[bytes], too_deep: list[bytes],
+                 errors: list[tuple[bytes, OSError]], error: OSError | None = None):
         self.rel = rel                  # the directory (b"" is the root)
-        self.entries = entries          # what is not a directory (files, links, special files), in order
+        self.files = files              # regular files and links (never followed)
+        self.specials = specials        # FIFOs, sockets and devices: what no snapshot holds
+        self.gitignore = gitignore      # it holds a `.gitignore` (a file or a link: libgit2 follows one)
         self.dirs = dirs                # its subdirectories the walk lists next
         self.nested = nested            # subdirectories that are nested repositories
         self.too_deep = too_deep        # subdirectories whose full names reach `max_path`
         self.errors = errors            # (path, error) of entries whose kind could not be told
         self.error = error              # the directory could not be listed (all else empty)
-        self._kinds: tuple[list[os.DirEntry[bytes]], list[os.DirEntry[bytes]], bool] | None = None
-
-    def _sorted(self) -> tuple[list[os.DirEntry[bytes]], list[os.DirEntry[bytes]], bool]:
-        if self._kinds is None:
-            files, specials, gitignore = [], [], False
-            for e in self.entries:      # d_type (or the walk's own lstat) tells: no stat here
-                if e.is_file(follow_symlinks=False) or e.is_symlink():
-                    files.append(e)
-                    if e.name == IGNORE_FILE:
-                        gitignore = True
-                else:
-                    specials.append(e)
-            self._kinds = files, specials, gitignore
-        return self._kinds
 
     @property
-    def files(self) -> list[os.DirEntry[bytes]]:
-        """Regular files and links (never followed)."""
-        return self._sorted()[0]
-
-    @property
-    def specials(self) -> list[os.DirEntry[bytes]]:
-        """FIFOs, sockets and devices: what no snapshot holds."""
-        return self._sorted()[1]
-
-    @property
-    def gitignore(self) -> bool:
-        """Whether it holds a `.gitignore` (a file or a link: libgit2 follows one)."""
-        return self._sorted()[2]
+    def entries(self) -> list[os.DirEntry[bytes]]:
+        """What is not a directory: files, links, special files."""
+        return self.files + self.specials
 
 
 def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None = None,
@@ -90,8 +69,8 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
     lets the system refuse: the watcher needs its refused watch to stop trusting itself (then
     snapshots walk, and the scan names the directory), and a refresh of a directory stays as
     it always was (its too-deep files are reported one by one as they fail)."""
-    lexists = os.path.lexists
     join = os.path.join
+    access, exists, dotgit = os.access, os.F_OK, b"/" + GIT
     limit = None if max_path is None else max_path - 1 - len(root) - 1
     stack = [top]
     while stack:
@@ -100,25 +79,37 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
             with os.scandir(join(root, rel) if rel else root) as it:
                 entries = list(it)
         except OSError as exc:
-            yield Listing(rel, [], [], [], [], [], exc)
+            yield Listing(rel, [], [], False, [], [], [], [], exc)
             continue
-        others: list[os.DirEntry[bytes]] = []
+        # one pass, files first (most entries are): a million of them at 1M files
+        files: list[os.DirEntry[bytes]] = []
+        specials: list[os.DirEntry[bytes]] = []
         subdirs: list[os.DirEntry[bytes]] = []
         errors: list[tuple[bytes, OSError]] = []
+        rules = None
         for e in entries:
             try:
-                if e.is_dir(follow_symlinks=False):
+                if e.is_file(follow_symlinks=False):
+                    files.append(e)
+                elif e.is_dir(follow_symlinks=False):
                     subdirs.append(e)
+                    continue
+                elif e.is_symlink():
+                    files.append(e)
                 else:
-                    others.append(e)
+                    specials.append(e)
             except OSError as exc:
                 errors.append((join(rel, e.name) if rel else e.name, exc))
+                continue
+            if e.name == IGNORE_FILE:
+                rules = e
         if rel == top:
             # below the top a `.git` makes its directory nested (never listed): only here
-            others = [e for e in others if e.name != GIT]
+            files = [e for e in files if e.name != GIT]
+            specials = [e for e in specials if e.name != GIT]
         seen = getattr(prune, "listed", None)
-        if seen is not None:
-            seen(rel, others)          # before its subdirectories are judged (IgnoredDirs)
+        if seen is not None and rules is not None:
+            seen(rel, [rules.path])    # before its subdirectories are judged (IgnoredDirs)
         dirs: list[bytes] = []
         nested: list[bytes] = []
         too_deep: list[bytes] = []
@@ -127,7 +118,7 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
             if name == GIT:
                 continue
             sub = rel + b"/" + name if rel else name
-            if lexists(join(e.path, GIT)):
+            if access(e.path + dotgit, exists, follow_symlinks=False):   # lexists, without its join
                 nested.append(sub)
             elif prune is not None and prune(os.fsdecode(sub)):
                 continue
@@ -136,7 +127,8 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
             else:
                 dirs.append(sub)
         stack.extend(dirs)
-        yield Listing(rel, others, dirs, nested, too_deep, errors)
+        yield Listing(rel, files, specials, rules is not None and rules not in specials, dirs, nested, too_deep,
+                      errors)
 
 
 def within(root: bytes, entries: int, size: int) -> bool:
@@ -206,10 +198,9 @@ class IgnoredDirs:
         self._found = Candidates()
         self._found.add(b"", exclude_files(repo))
 
-    def listed(self, rel: bytes, entries) -> None:
-        files = [e.path for e in entries if e.name == IGNORE_FILE]
-        if files:
-            self._found.add(rel, files)
+    def listed(self, rel: bytes, rules: list[bytes]) -> None:
+        """The `.gitignore` (full path) of directory `rel`, before its subdirectories are judged."""
+        self._found.add(rel, rules)
 
     def __call__(self, rel: str) -> bool:
         return self._found.could(os.fsencode(rel)) and is_ignored(self.repo, rel + "/")

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pygit2
+
 from .workload import FILES
 
 INVARIANTS = ("lost_events", "integrity", "fsck_errors", "torn_paths", "duplicate_effects", "litter",
@@ -68,7 +70,7 @@ class Findings:
 
 
 class Scenario:
-    def __init__(self, seed: int, root: Path | None = None):
+    def __init__(self, seed: int, root: Path | None = None, *, git: bool = False):
         self.seed = seed
         self.rng = random.Random(seed)
         self.root = Path(root or tempfile.mkdtemp(prefix=f"chronos-windtunnel-{seed}-"))
@@ -80,6 +82,8 @@ class Scenario:
         self.events_seen = 0
         self.witness_head: str | None = None     # the power suite: the head before the cut
         self._seed_tree()
+        if git:
+            self._commit_tree()
 
     def _seed_tree(self) -> None:
         self.ws.mkdir(parents=True, exist_ok=True)
@@ -90,6 +94,18 @@ class Scenario:
         (self.ws / ".gitignore").write_text("*.log\nbuild/\n")
         (self.ws / "build").mkdir(exist_ok=True)
         (self.ws / "build" / "out.log").write_text("ignored\n")
+
+    def _commit_tree(self) -> None:
+        """The workspace as a fresh clone is: every file committed, the index git's own (its
+        cache tree complete), so that the first snapshot adopts it (engine/adopt.py)."""
+        repo = pygit2.init_repository(str(self.ws))
+        index = repo.index
+        index.add_all()
+        tree = index.write_tree()
+        index.write()
+        who = pygit2.Signature("windtunnel", "windtunnel@localhost")
+        repo.create_commit("HEAD", who, who, "the seeded tree", tree, [])
+        repo.pack()                    # a clone's objects are in a pack: the adopted index links it
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -32,6 +32,7 @@ _WRITES8 = ["write"] * 8
 # the largest n of `point@n` worth drawing (points hit on most calls)
 RECIPES: dict[str, dict] = {
     "bulk_mid_pack": {}, "bulk_before_idx": {}, "bulk_before_index": {}, "bulk_before_ref": {},
+    "adopt_placed": {"git": True},     # the workspace a git clone: its index adopted
     "mid_snapshot": {"nth": 6}, "snapshot_index_written": {"first": ["shell", "shell"], "nth": 3},
     "snapshot_after_commit": {"nth": 6},
     "watcher_handoff": {"background": True, "first": ["write", "shell", "shell"], "nth": 2},
@@ -469,7 +470,7 @@ def build(suites, *, quick: bool, seeds: int, only_seed: int | None = None,
 def run_case(case: Case) -> dict:
     """One case in a fresh scenario (run in a worker process)."""
     t0 = time.monotonic()
-    s = Scenario(case.seed)
+    s = Scenario(case.seed, git=case.suite == "crash" and RECIPES.get(case.spec.get("point", ""), {}).get("git", False))
     try:
         out = _RUN[case.suite](case, s)
     except Exception as exc:                 # a bug of the wind tunnel or of chronos-git: a breach either way

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pygit2
 import pytest
@@ -91,6 +92,79 @@ def test_a_tracked_file_an_ignore_rule_matches_is_left_out_as_by_the_bulk_import
     assert res.tree == hashed_tree(tmp_path, ws, ignored_patterns=["d0/f5.txt"]).tree
 
 
+def _spy_placing(monkeypatch) -> list[str]:
+    loads: list[str] = []
+    real = adopt._load_index
+
+    def load(path):
+        loads.append(path)
+        return real(path)
+    monkeypatch.setattr(adopt, "_load_index", load)
+    return loads
+
+
+@pytest.mark.parametrize("late", ["none", "new_gitignore", "nested_repo"])
+def test_a_clean_clone_s_index_goes_in_place_early_and_what_the_diff_finds_after_is_still_read(
+        tmp_path, monkeypatch, late):
+    """Nothing keeps an entry out of git's index at the parse: the copy goes in place and loads
+    beside the walk (`_Placing`).  What the diff and the walk find after it (a file changed,
+    one gone, one new; a new `.gitignore` that ignores a tracked file; a tracked folder that is
+    a repository now) is taken out of the loaded index or read, as before: the tree is the
+    hashed one, and the stat cache written holds none of what was left out."""
+    ws = make_repo(tmp_path / "ws")
+    (ws / "d0" / "f0.txt").write_text("changed since git looked\n")
+    (ws / "d1" / "f1.txt").unlink()
+    (ws / "new.txt").write_text("untracked\n")
+    if late == "new_gitignore":
+        (ws / "d2" / ".gitignore").write_text("f2.txt\n")
+    elif late == "nested_repo":
+        git("init", "-q", cwd=ws / "d3")
+    loads = _spy_placing(monkeypatch)
+    _, res, w = first(tmp_path / "store", ws)
+    assert w.last_seed["adopted"] and len(loads) == 1, w.last_seed
+    assert res.tree == hashed_tree(tmp_path, ws).tree
+    left_out = {"none": set(), "new_gitignore": {"d2/f2.txt"},
+                "nested_repo": {e.path for e in pygit2.Index(str(ws / ".git" / "index")) if e.path.startswith("d3/")}}[late]
+    in_place = {e.path for e in pygit2.Index(str(w.gitdir / "index"))}
+    assert "new.txt" in in_place and "d1/f1.txt" not in in_place and not left_out & in_place
+    assert left_out or late == "none"
+
+
+def test_the_copy_goes_in_place_only_after_libgit2_has_read_it(tmp_path, monkeypatch):
+    """The thread beside may be ready to place the copy before libgit2 has opened it for the
+    diff (a small index parses faster than it loads): renamed first, libgit2 would diff an
+    empty index, every file new, a deleted one kept.  Here the load waits for the objects."""
+    ws = make_repo(tmp_path / "ws")
+    (ws / "d1" / "f1.txt").unlink()
+    ready = threading.Event()
+    real_objects, real_open = adopt._objects, adopt._open_index
+
+    def objects(*a, **kw):
+        try:
+            return real_objects(*a, **kw)
+        finally:
+            ready.set()
+
+    def open_index(path):
+        assert ready.wait(60)
+        return real_open(path)
+    monkeypatch.setattr(adopt, "_objects", objects)
+    monkeypatch.setattr(adopt, "_open_index", open_index)
+    loads = _spy_placing(monkeypatch)
+    _, res, w = first(tmp_path / "store", ws)
+    assert w.last_seed["adopted"] and len(loads) == 1 and w.last_seed["changed_files"] == 1
+    assert res.tree == hashed_tree(tmp_path, ws).tree
+
+
+def test_an_entry_the_parse_keeps_out_means_the_copy_is_edited_before_it_goes_in_place(tmp_path, monkeypatch):
+    ws = make_repo(tmp_path / "ws")
+    loads = _spy_placing(monkeypatch)
+    _, res, w = first(tmp_path / "store", ws, ignored_patterns=["d0/f5.txt"])
+    assert w.last_seed["adopted"] and loads == []
+    assert "d0/f5.txt" not in {e.path for e in pygit2.Index(str(w.gitdir / "index"))}
+    assert res.tree == hashed_tree(tmp_path, ws, ignored_patterns=["d0/f5.txt"]).tree
+
+
 @pytest.mark.parametrize("how", ["intent-to-add", "skip-worktree", "conflict"])
 def test_entries_git_marks_are_left_to_the_bulk_import(tmp_path, how):
     ws = make_repo(tmp_path / "ws")
@@ -149,7 +223,7 @@ def test_many_changes_go_to_the_bulk_import_and_a_tracked_file_over_the_cap_is_s
     assert w2.last_seed["seeded_files"] > 60                   # the bulk import still seeds
 
 
-@pytest.mark.parametrize("point", ["bulk_before_index", "bulk_before_ref"])
+@pytest.mark.parametrize("point", ["bulk_before_index", "adopt_placed", "bulk_before_ref"])
 @pytest.mark.process
 def test_killed_around_putting_the_adopted_index_in_place_the_next_snapshot_completes(tmp_path, point):
     ws = make_repo(tmp_path / "ws")
