@@ -40,6 +40,8 @@ from pygit2.ffi import C, ffi
 
 from . import faults, fifo_guard, usergit
 from .cycles import no_cycle_collection
+from .durability import fsync_file
+from .fsutil import fsync_dir
 from .ignore import Candidates, is_ignored
 from .scan import DIFF_FLAGS, Scanner, ScanReport, diff_index, find_omissions, update_paths
 from .worktree import exclude_files
@@ -60,7 +62,6 @@ class Adopted:
     copied: int
     seconds: dict = field(default_factory=dict)
     handle: pygit2.Repository | None = None   # the store's handle, the index in place loaded (placed early)
-    edited: bool = False          # `handle`'s index holds removals the file in place does not
 
 
 @dataclass
@@ -72,49 +73,82 @@ class _Objects:
 
 
 class _Placing:
-    """The copy put in place early, as it is, when nothing has to leave it (no entry an ignore
-    rule, the size cap, a gitlink or a missing object keeps out): then the index in place
-    loads on a thread of its own while the walk runs and libgit2's diff finishes, instead of
-    after them (a second second at a million entries).  Its invariant is the late one's:
-    every object it names is in the store; the files the diff finds changed are still as git
-    had them there, and their stat data sends the next walk to them (`adopt_placed`)."""
+    """The copy put in place early, as it is, when nothing has to leave it at the parse (no
+    entry an ignore rule, the size cap, a gitlink or a missing object keeps out): then the
+    index in place loads on a thread of its own while the walk runs and libgit2's diff
+    finishes, instead of after them (a second of libgit2's at a million entries).
+
+    Placed early, the copy is a second name of the same file: its temporary name stays until
+    the adoption is finished (what the diff and the walk find after it, a new `.gitignore` or
+    a nested repository that keeps tracked files out, written into the index in place).  A
+    crash before that leaves both names, and the next snapshot drops both (`drop_unfinished`)
+    and adopts again (`adopt_placed`)."""
 
     def __init__(self, tmp: str, final: Path, durable: bool, pool: ThreadPoolExecutor):
         self.tmp, self.final, self.durable, self.pool = tmp, final, durable, pool
         self.loaded: Future | None = None
-        self.read = threading.Event()       # libgit2 has read the copy for the diff (or failed to)
+        self._read = threading.Event()
+        self._whole = False
+
+    def opened(self, whole: bool) -> None:
+        """libgit2 has read the copy for the diff (`whole`: all of it)."""
+        self._whole = whole
+        self._read.set()
 
     def now(self, store_path: str) -> None:
-        self.read.wait()                    # renamed before it is opened, the diff's index would be empty
+        self._read.wait()                   # libgit2's word on the copy first: one it refuses stays out
+        if not self._whole:                 # libgit2 refused it: never in place
+            return
         if self.durable:
-            _fsync(self.tmp)
+            fsync_file(Path(self.tmp))
         faults.hit("bulk_before_index")
-        os.replace(self.tmp, self.final)
+        _unlink(self.final)                 # an empty index file (BULK runs into no other)
+        os.link(self.tmp, self.final)
+        if self.durable:
+            fsync_dir(self.final.parent)
         self.loaded = self.pool.submit(_load_index, store_path)
         faults.hit("adopt_placed")
+
+    def finish(self, index: pygit2.Index, edited: bool) -> None:
+        """The adoption done: the index in place is what the snapshot may trust from now on."""
+        if edited:
+            index.write()
+            if self.durable:
+                fsync_file(self.final)
+        os.unlink(self.tmp)
+        if self.durable:
+            fsync_dir(self.final.parent)
 
     def undo(self) -> None:
         """Not adopted after all: the index in place goes (the bulk import writes its own)."""
         if self.loaded is not None:
             self.loaded.cancel()
-            try:
-                os.unlink(self.final)
-            except FileNotFoundError:
-                pass
+            _unlink(self.final)
+
+
+def drop_unfinished(gitdir: Path) -> bool:
+    """A first snapshot's adoption cut off after its copy went in place early (the copy's
+    temporary name is still there): the index in place may hold what it was to leave out, so
+    both go, and the snapshot adopts again.  True when there was one."""
+    tmp = gitdir / TMP_NAME
+    if not os.path.lexists(tmp):
+        return False
+    _unlink(gitdir / "index")
+    _unlink(tmp)
+    return True
+
+
+def _unlink(path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _load_index(store_path: str) -> pygit2.Repository:
     handle = pygit2.Repository(store_path)
     len(handle.index)                 # libgit2 reads the file (GIL released)
     return handle
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def run(repo: pygit2.Repository, gitdir: Path, root: bytes, objects_dir: str, *, cap: int,
@@ -136,10 +170,7 @@ def run(repo: pygit2.Repository, gitdir: Path, root: bytes, objects_dir: str, *,
             done = f"the index could not be adopted ({type(exc).__name__}: {exc})"
         if isinstance(done, str):
             place.undo()
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+            _unlink(tmp)
     return done
 
 
@@ -154,12 +185,13 @@ def _adopt(repo, raw: usergit.RawIndex, place: _Placing, root: bytes, objects_di
     # libgit2 loads the copy and compares it with the work tree (GIL released) while the
     # same bytes are parsed and the rest is done in Python beside it (`_beside`)
     helper = place.pool.submit(_beside, raw, root, repo.path, objects_dir, durable, cap, place)
+    whole = False
     try:
         try:
             index = _open_index(tmp)
+            whole = len(index) == count     # never a diff against what is not the copy
         finally:
-            place.read.set()
-        whole = len(index) == count         # never a diff against what is not the copy
+            place.opened(whole)
         flags = DIFF_FLAGS | DiffOption.IGNORE_SUBMODULES
         diff = None if not whole or index.conflicts is not None else diff_index(repo, index, flags)
     finally:
@@ -201,12 +233,13 @@ def _adopt(repo, raw: usergit.RawIndex, place: _Placing, root: bytes, objects_di
         for path in late:
             if path in index:
                 index.remove(path)
+        place.finish(index, edited=bool(late))
         changed = sorted(set(changed))
         t_index = time.monotonic()
         seeded = len(index) - sum(1 for p in changed if p in index)
         return Adopted(changed=changed, specials=specials, seeded=seeded, handle=handle,
-                       edited=bool(late), seconds={"list": round(t_diff - t0, 3), "git_index": 0.0,
-                                                    "index": round(t_index - t_diff, 3)}, **facts)
+                       seconds={"list": round(t_diff - t0, 3), "git_index": 0.0,
+                                "index": round(t_index - t_diff, 3)}, **facts)
     touch: list[bytes] = []
     if objects.lacking:
         # what the store cannot hold as git has it: the files are read; a tree is rebuilt from
@@ -230,7 +263,7 @@ def _adopt(repo, raw: usergit.RawIndex, place: _Placing, root: bytes, objects_di
     if removed:
         index.write()            # else the copy is the index as it is, its mtime git's
     if durable:
-        _fsync(tmp)
+        fsync_file(Path(tmp))
     faults.hit("bulk_before_index")
     os.replace(tmp, place.final)
     t_index = time.monotonic()
@@ -338,7 +371,7 @@ def read_changed(repo: pygit2.Repository, scanner: Scanner, got: Adopted) -> tup
     return ({**got.seconds, "changed": round(time.monotonic() - t0, 3)},
             {"seeded_files": got.seeded, "linked_packs": len(got.linked), "note": None, "adopted": True,
              "changed_files": len(got.changed), "loose_copied": got.copied},
-            bool(got.changed) or got.edited)
+            bool(got.changed))
 
 
 def _ignored(handle, entries: dict, found: Candidates) -> list[bytes]:

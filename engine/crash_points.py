@@ -26,9 +26,9 @@ NEXT_START = {
                        "snapshot starts again",
     "bulk_before_index": "extra objects only; the workspace has no checkpoint yet, so its first snapshot "
                          "starts again",
-    "adopt_placed": "a stat cache whose objects are all in the store; a file changed since git looked "
-                    "differs from its entry's stat data, so the next snapshot's walk reads it and commits "
-                    "the checkpoint",
+    "adopt_placed": "the copy's temporary name is still there: the adoption did not finish (the index in "
+                    "place may hold tracked files it was to leave out), so the next snapshot drops both "
+                    "and adopts the git index again",
     "bulk_before_ref": "the stat cache is complete (an adopted git index: every entry's object in the store, "
                        "the paths it did not vouch for left out) and the packs are listed for consolidation: "
                        "the next snapshot walks the tree against that cache and commits the checkpoint",

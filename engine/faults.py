@@ -20,8 +20,9 @@ POINTS = {
     "bulk_before_idx": "a pack of the first snapshot complete and named, its .idx not written",
     "bulk_before_index": "every pack of the first snapshot written (or the user's linked and their loose "
                          "objects copied, for an adopted git index), the index file not",
-    "adopt_placed": "an adopted git index put in place as git wrote it (every object it names in the "
-                    "store), before libgit2's diff says which of its files changed since",
+    "adopt_placed": "an adopted git index put in place early as git wrote it (every object it names in "
+                    "the store), its copy's temporary name kept until what the diff and the walk find "
+                    "after is written into it",
     "bulk_before_ref": "the first snapshot's index written, no checkpoint commit yet",
     # every later snapshot
     "mid_snapshot": "tree objects written, the index file not",

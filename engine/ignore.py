@@ -85,7 +85,7 @@ class Candidates:
             rule = (re.compile(rb"(?:^|/)(?:" + alt + rb")(?:/|$)", re.IGNORECASE).search,
                     re.compile(rb"(?:" + alt + rb")", re.IGNORECASE).fullmatch, segs)
         except (re.error, RecursionError, OverflowError):
-            rule = (re.compile(rb".").search, re.compile(rb".*").fullmatch, segs)   # could ignore anything
+            rule = (re.compile(rb".", re.DOTALL).search, re.compile(rb".*", re.DOTALL).fullmatch, segs)   # anything
         self._rules[folder] = rule
         self._dirs.clear()
 

@@ -252,6 +252,9 @@ class Workspace:
         it); a damaged index file is dropped (the walk then re-hashes every file once)."""
         repo = self._open_repo()
         self._clear_stale_git_locks()
+        if adopt.drop_unfinished(self.gitdir):     # a first snapshot cut off: it starts again
+            self._repo = None
+            repo = self._open_repo()
         try:
             index = repo.index
             index.read(False)

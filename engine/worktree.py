@@ -70,7 +70,7 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
     snapshots walk, and the scan names the directory), and a refresh of a directory stays as
     it always was (its too-deep files are reported one by one as they fail)."""
     join = os.path.join
-    access, exists, dotgit = os.access, os.F_OK, b"/" + GIT
+    lstat, dotgit = os.lstat, b"/" + GIT
     limit = None if max_path is None else max_path - 1 - len(root) - 1
     stack = [top]
     while stack:
@@ -118,9 +118,13 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
             if name == GIT:
                 continue
             sub = rel + b"/" + name if rel else name
-            if access(e.path + dotgit, exists, follow_symlinks=False):   # lexists, without its join
+            try:
+                lstat(e.path + dotgit)       # os.path.lexists without its join
                 nested.append(sub)
-            elif prune is not None and prune(os.fsdecode(sub)):
+                continue
+            except OSError:
+                pass
+            if prune is not None and prune(os.fsdecode(sub)):
                 continue
             elif limit is not None and len(sub) >= limit:
                 too_deep.append(sub)

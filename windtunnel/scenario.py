@@ -97,7 +97,9 @@ class Scenario:
 
     def _commit_tree(self) -> None:
         """The workspace as a fresh clone is: every file committed, the index git's own (its
-        cache tree complete), so that the first snapshot adopts it (engine/adopt.py)."""
+        cache tree complete), so that the first snapshot adopts it (engine/adopt.py); then a
+        file changed and a new `.gitignore` that keeps a tracked file out, which the adoption
+        finds only after its copy is in place."""
         repo = pygit2.init_repository(str(self.ws))
         index = repo.index
         index.add_all()
@@ -106,6 +108,9 @@ class Scenario:
         who = pygit2.Signature("windtunnel", "windtunnel@localhost")
         repo.create_commit("HEAD", who, who, "the seeded tree", tree, [])
         repo.pack()                    # a clone's objects are in a pack: the adopted index links it
+        with open(self.ws / "src" / "m0.py", "a") as fh:
+            fh.write("changed since the commit\n")
+        (self.ws / "src" / ".gitignore").write_text("m1.py\n")    # src/m0-m7 are in every seed
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

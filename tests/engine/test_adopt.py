@@ -14,7 +14,7 @@ import threading
 import pygit2
 import pytest
 
-from chronos_git.engine import adopt
+from chronos_git.engine import adopt, usergit
 from chronos_git.service import Chronos
 from support.helpers import git, tree_fingerprint
 
@@ -130,30 +130,19 @@ def test_a_clean_clone_s_index_goes_in_place_early_and_what_the_diff_finds_after
     assert left_out or late == "none"
 
 
-def test_the_copy_goes_in_place_only_after_libgit2_has_read_it(tmp_path, monkeypatch):
-    """The thread beside may be ready to place the copy before libgit2 has opened it for the
-    diff (a small index parses faster than it loads): renamed first, libgit2 would diff an
-    empty index, every file new, a deleted one kept.  Here the load waits for the objects."""
+def test_a_copy_libgit2_refuses_never_goes_in_place(tmp_path, monkeypatch):
+    """The parse may accept what libgit2 refuses (a version-4 index with a name of 0xFFF bytes
+    or more, which git writes): the thread beside waits for libgit2's read of the copy and
+    places nothing then; the bulk import takes the workspace."""
     ws = make_repo(tmp_path / "ws")
-    (ws / "d1" / "f1.txt").unlink()
-    ready = threading.Event()
-    real_objects, real_open = adopt._objects, adopt._open_index
-
-    def objects(*a, **kw):
-        try:
-            return real_objects(*a, **kw)
-        finally:
-            ready.set()
-
-    def open_index(path):
-        assert ready.wait(60)
-        return real_open(path)
-    monkeypatch.setattr(adopt, "_objects", objects)
-    monkeypatch.setattr(adopt, "_open_index", open_index)
+    blob = git("hash-object", "-w", "d0/f0.txt", cwd=ws).stdout.strip()
+    git("update-index", "--add", "--cacheinfo", f"100644,{blob},{'n' * 200 + '/' + 'm' * 4000}", cwd=ws)
+    git("update-index", "--index-version", "4", cwd=ws)
+    assert b"n" * 200 + b"/" + b"m" * 4000 in usergit.parse_index((ws / ".git" / "index").read_bytes())[0]
     loads = _spy_placing(monkeypatch)
     _, res, w = first(tmp_path / "store", ws)
-    assert w.last_seed["adopted"] and len(loads) == 1 and w.last_seed["changed_files"] == 1
-    assert res.tree == hashed_tree(tmp_path, ws).tree
+    assert not w.last_seed["adopted"] and loads == [] and res.checkpoint
+    assert not list((tmp_path / "store").rglob(adopt.TMP_NAME))
 
 
 def test_an_entry_the_parse_keeps_out_means_the_copy_is_edited_before_it_goes_in_place(tmp_path, monkeypatch):
@@ -226,18 +215,25 @@ def test_many_changes_go_to_the_bulk_import_and_a_tracked_file_over_the_cap_is_s
 @pytest.mark.parametrize("point", ["bulk_before_index", "adopt_placed", "bulk_before_ref"])
 @pytest.mark.process
 def test_killed_around_putting_the_adopted_index_in_place_the_next_snapshot_completes(tmp_path, point):
+    """Cut off before, while and after the copy is in place, with what the diff and the walk
+    find after an early placing: a changed file, a new `.gitignore` that keeps a tracked file
+    out, a tracked folder that is a repository now.  The next snapshot is the hashed one."""
     ws = make_repo(tmp_path / "ws")
     (ws / "d1" / "f1.txt").write_text("staged\n")
     backdate(ws)
     git("add", "-A", cwd=ws)
     (ws / "new.txt").write_text("untracked\n")
+    (ws / "d0" / "f0.txt").write_text("changed since git looked\n")
+    (ws / "d2" / ".gitignore").write_text("f2.txt\n")
+    git("init", "-q", cwd=ws / "d3")
     store = tmp_path / "store"
     code = ("import sys; from chronos_git.service import Chronos; from chronos_git.settings import Settings;"
             "c = Chronos.get(sys.argv[1], Settings()); c.start(); c.snapshot(sys.argv[2], 'first')")
     env = dict(os.environ, CHRONOS_GIT_FAULT=point)
     proc = subprocess.run([sys.executable, "-c", code, str(store), str(ws)], env=env, capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr
-    assert bool(list(store.rglob(adopt.TMP_NAME))) == (point == "bulk_before_index")   # cut off before the rename
+    # the copy's temporary name stays until the adoption is finished
+    assert bool(list(store.rglob(adopt.TMP_NAME))) == (point in ("bulk_before_index", "adopt_placed"))
     Chronos.forget_instances()
     svc, res, w = first(store, ws)
     assert res.checkpoint and not list(store.rglob(adopt.TMP_NAME))
