@@ -383,9 +383,12 @@ class Protection(Model):
     free_bytes: int | None = None
 
     def degraded(self, reason: str, fix: str | None) -> Protection:
-        """This protection made DEGRADED for `reason`; a reason it was DEGRADED for already
-        follows ("; also: ..."), so no surface loses one of them."""
-        before = f"; also: {self.reason}" if self.state == "degraded" and self.reason else ""
+        """This protection made DEGRADED for `reason`; a reason it was DEGRADED for already,
+        and its fix, follow ("; also: ..."), so no surface loses one of them."""
+        was = self.state == "degraded"
+        before = f"; also: {self.reason}" if was and self.reason else ""
+        if was and self.fix and self.fix != fix:
+            fix = f"{fix}; also: {self.fix}" if fix else self.fix
         return Protection(state="degraded", free_bytes=self.free_bytes, reason=reason + before, fix=fix)
 
 

@@ -123,4 +123,4 @@ def degraded(p: Protection, found: dict[str, dict]) -> Protection:
     """A degraded watcher makes protection DEGRADED (as a large narrowing of capture does)."""
     if not found or p.state not in ("on", "degraded"):
         return p
-    return p.degraded(reason(found), fix(found) + (f"; also: {p.fix}" if p.state == "degraded" and p.fix else ""))
+    return p.degraded(reason(found), fix(found))

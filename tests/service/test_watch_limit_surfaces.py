@@ -127,3 +127,17 @@ def test_a_first_file_call_does_not_wait_for_the_watches_to_be_added(tmp_path, s
     assert ev["kind"] == "returned"
     assert svc.snapshots.wait(svc.core.store.workspace(root), 60)
     svc.flush()
+
+
+def test_two_reasons_to_be_degraded_keep_both_fixes():
+    """Whichever surface made protection DEGRADED first, a second reason keeps the first one's
+    reason and fix (the watch limit's sysctl beside a narrowing's `capture accept`)."""
+    from chronos_git.service.results import Protection
+    on = Protection(state="on")
+    one = on.degraded("the watch limit", "sudo sysctl fs.inotify.max_user_watches=1")
+    assert one.fix == "sudo sysctl fs.inotify.max_user_watches=1"
+    two = one.degraded("capture narrowed", "chronos-git capture accept")
+    assert two.reason == "capture narrowed; also: the watch limit"
+    assert two.fix == "chronos-git capture accept; also: sudo sysctl fs.inotify.max_user_watches=1"
+    assert two.degraded("again", None).fix == two.fix
+    assert one.degraded("same fix", one.fix).fix == one.fix
