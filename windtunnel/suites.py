@@ -470,7 +470,7 @@ def build(suites, *, quick: bool, seeds: int, only_seed: int | None = None,
 def run_case(case: Case) -> dict:
     """One case in a fresh scenario (run in a worker process)."""
     t0 = time.monotonic()
-    s = Scenario(case.seed, git=case.suite == "crash" and RECIPES.get(case.spec.get("point", ""), {}).get("git", False))
+    s = Scenario(case.seed, git=RECIPES.get(case.spec.get("point", ""), {}).get("git", False))   # crash and io
     try:
         out = _RUN[case.suite](case, s)
     except Exception as exc:                 # a bug of the wind tunnel or of chronos-git: a breach either way
