@@ -25,6 +25,8 @@ libgit2 answers for each candidate path.  One difference: permission bits other 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import struct
 import threading
 import time
@@ -87,6 +89,7 @@ class _Placing:
     def __init__(self, tmp: str, final: Path, durable: bool, pool: ThreadPoolExecutor):
         self.tmp, self.final, self.durable, self.pool = tmp, final, durable, pool
         self.loaded: Future | None = None
+        self.placed = False
         self._read = threading.Event()
         self._whole = False
 
@@ -102,8 +105,9 @@ class _Placing:
         if self.durable:
             fsync_file(Path(self.tmp))
         faults.hit("bulk_before_index")
-        _unlink(self.final)                 # an empty index file (BULK runs into no other)
+        _clear(self.final)                  # an empty index file (BULK runs into no other)
         os.link(self.tmp, self.final)
+        self.placed = True
         if self.durable:
             fsync_dir(self.final.parent)
         self.loaded = self.pool.submit(_load_index, store_path)
@@ -123,6 +127,7 @@ class _Placing:
         """Not adopted after all: the index in place goes (the bulk import writes its own)."""
         if self.loaded is not None:
             self.loaded.cancel()
+        if self.placed:
             _unlink(self.final)
 
 
@@ -133,8 +138,11 @@ def drop_unfinished(gitdir: Path) -> bool:
     tmp = gitdir / TMP_NAME
     if not os.path.lexists(tmp):
         return False
-    _unlink(gitdir / "index")
-    _unlink(tmp)
+    for path in (gitdir / "index", tmp):
+        try:
+            _clear(path)
+        except OSError:
+            pass        # the index goes first: what stays costs a walk each snapshot, never one
     return True
 
 
@@ -143,6 +151,27 @@ def _unlink(path) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def _clear(path) -> None:
+    """Whatever is at `path` goes: a file, a link (never what it points to), a directory."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _write_copy(tmp: str, raw: usergit.RawIndex) -> None:
+    """The copy, as a new file of ours: never through a link, a FIFO or a file already there."""
+    _clear(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(fd, "wb") as fh:
+        fh.write(raw.data)
+        fh.flush()
+        os.utime(fh.fileno(), ns=(raw.mtime_ns, raw.mtime_ns))      # libgit2's racy guard compares with it
 
 
 def _load_index(store_path: str) -> pygit2.Repository:
@@ -177,9 +206,7 @@ def run(repo: pygit2.Repository, gitdir: Path, root: bytes, objects_dir: str, *,
 def _adopt(repo, raw: usergit.RawIndex, place: _Placing, root: bytes, objects_dir: str, cap: int,
            durable: bool, say, t0: float) -> Adopted | str:
     tmp = place.tmp
-    with open(tmp, "wb") as fh:
-        fh.write(raw.data)
-    os.utime(tmp, ns=(raw.mtime_ns, raw.mtime_ns))      # libgit2's racy guard compares with it
+    _write_copy(tmp, raw)
     say("listing", 0, 0)
     count = struct.unpack_from(">I", raw.data, 8)[0]
     # libgit2 loads the copy and compares it with the work tree (GIL released) while the

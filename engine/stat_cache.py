@@ -26,6 +26,12 @@ class StatCache:
         # a restore's writes the index took: (the tip it held before, those paths)
         self.restored: tuple[str, list[str]] | None = None
 
+    def new_handle(self) -> None:
+        """A new handle reads the index file afresh: nothing the old in-memory index held (a
+        checkpoint's tree, a restore's writes) is known of it."""
+        self.tree = None
+        self.restored = None
+
     def file_stamp(self) -> tuple | None:
         try:
             st = os.stat(self.path)

@@ -118,7 +118,7 @@ class Workspace:
         """`repo` (opened on this workspace's gitdir) as the handle snapshots go on with."""
         if os.fsencode(repo.workdir).rstrip(b"/") != self.root_bytes.rstrip(b"/"):
             raise StoreError(f"workspace gitdir {self.gitdir} points at {repo.workdir}, expected {self.root}")
-        self._cache.tree = None             # a new handle: a new in-memory index
+        self._cache.new_handle()
         self._repo_generation = self.store.handles_generation
         self._repo = repo
 

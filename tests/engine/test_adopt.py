@@ -16,6 +16,7 @@ import pytest
 
 from chronos_git.engine import adopt, usergit
 from chronos_git.service import Chronos
+from chronos_git.settings import Settings
 from support.helpers import git, tree_fingerprint
 
 from .test_usergit import backdate, blobs, first, make_repo
@@ -143,6 +144,99 @@ def test_a_copy_libgit2_refuses_never_goes_in_place(tmp_path, monkeypatch):
     _, res, w = first(tmp_path / "store", ws)
     assert not w.last_seed["adopted"] and loads == [] and res.checkpoint
     assert not list((tmp_path / "store").rglob(adopt.TMP_NAME))
+
+
+def _plant(path, kind: str, outside) -> None:
+    if kind == "directory":
+        (path / "sub").mkdir(parents=True)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.symlink(outside, path)
+
+
+@pytest.mark.parametrize("first_one", [True, False], ids=["first", "later"])
+@pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
+def test_a_planted_temporary_name_of_any_kind_costs_a_walk_never_a_snapshot(tmp_path, kind, first_one):
+    """The copy's temporary name says "an adoption did not finish"; whatever an agent plants
+    there (a folder, a FIFO, a link to a file of the user's) is removed, never followed, and
+    the snapshot goes on, the first one or a later one: its tree is the hashed one."""
+    ws = make_repo(tmp_path / "ws")
+    outside = tmp_path / "precious.txt"
+    outside.write_text("the user's\n")
+    svc = Chronos.get(str(tmp_path / "store"), Settings())
+    svc.start()
+    w = svc.core.store.workspace(str(ws))
+    w.repo()                                   # its folder in the store, no snapshot yet
+    if not first_one:
+        svc.snapshot(str(ws), "first")
+        (ws / "d0" / "f0.txt").write_text("edited\n")
+    _plant(w.gitdir / adopt.TMP_NAME, kind, outside)
+    res = svc.snapshot(str(ws), "with something planted")
+    assert res.checkpoint and not os.path.lexists(w.gitdir / adopt.TMP_NAME)
+    assert outside.read_text() == "the user's\n"
+    assert res.tree == hashed_tree(tmp_path, ws).tree
+
+
+def test_the_copy_is_a_new_file_of_ours_never_written_through_what_is_there(tmp_path):
+    """Planted between the check for an unfinished adoption and the copy: a link is removed,
+    not written through; the copy is a regular file with the user's index's mtime."""
+    ws = make_repo(tmp_path / "ws")
+    outside = tmp_path / "precious.txt"
+    outside.write_text("the user's\n")
+    tmp = tmp_path / adopt.TMP_NAME
+    os.symlink(outside, tmp)
+    raw = usergit.read_index(os.fsencode(ws))
+    adopt._write_copy(str(tmp), raw)
+    assert outside.read_text() == "the user's\n" and not tmp.is_symlink()
+    assert tmp.read_bytes() == raw.data and os.stat(tmp).st_mtime_ns == raw.mtime_ns
+
+
+def test_a_failure_right_after_the_early_placing_leaves_no_copy_in_place(tmp_path, monkeypatch):
+    """Durable snapshots sync the folder after the link: an error there (EIO) ends the
+    adoption, and both names of the copy go, so nothing unfinished is trusted later."""
+    ws = make_repo(tmp_path / "ws")
+    (ws / "d2" / ".gitignore").write_text("f2.txt\n")
+    real, calls, seen = adopt.fsync_dir, [], []
+
+    def failing(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise OSError(5, "an I/O error on the second name")
+        return real(path)
+    real_run = adopt.run
+
+    def run(repo, gitdir, *a, **kw):
+        got = real_run(repo, gitdir, *a, **kw)
+        seen.append((got, os.path.exists(gitdir / "index"), os.path.lexists(gitdir / adopt.TMP_NAME)))
+        return got
+    monkeypatch.setattr(adopt, "fsync_dir", failing)
+    monkeypatch.setattr(adopt, "run", run)
+    _, res, w = first(tmp_path / "store", ws, durable_snapshots=True)
+    (got, index_left, tmp_left), = seen
+    assert isinstance(got, str) and "I/O error" in got and not index_left and not tmp_left
+    assert res.tree == hashed_tree(tmp_path, ws, durable_snapshots=True).tree
+
+
+def test_a_restore_then_a_dropped_index_never_commits_a_near_empty_tree(tmp_path):
+    """A restore leaves the in-memory index holding its writes for the declared snapshot after
+    it; a snapshot that finds the index dropped (an unfinished adoption's name planted, or a
+    damaged index) reads the file afresh, and the restore's shortcut goes with the old index."""
+    ws = make_repo(tmp_path / "ws")
+    svc, res0, w = first(tmp_path / "store", ws)
+    (ws / "d1" / "f1.txt").write_text("edited\n")
+    svc.snapshot(str(ws), "edit")
+    real = w.note_restored
+
+    def and_planted(removed, written):
+        real(removed, written)
+        (w.gitdir / adopt.TMP_NAME).write_bytes(b"")
+    w.note_restored = and_planted
+    svc.restore(str(ws), res0.checkpoint, paths=[str(ws / "d1" / "f1.txt")])
+    (ws / "d2" / "f2.txt").write_text("a declared change\n")
+    after = svc.snapshot(str(ws), "declared", paths=[str(ws / "d2" / "f2.txt")])
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    assert set(blobs(repo, repo[after.tree])) == set(blobs(repo, repo[res0.tree]))
 
 
 def test_an_entry_the_parse_keeps_out_means_the_copy_is_edited_before_it_goes_in_place(tmp_path, monkeypatch):
