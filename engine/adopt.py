@@ -142,7 +142,7 @@ def drop_unfinished(gitdir: Path) -> bool:
         try:
             _clear(path)
         except OSError:
-            pass        # the index goes first: what stays costs a walk each snapshot, never one
+            pass        # the index goes first: what stays costs a walk per snapshot, never a snapshot
     return True
 
 
