@@ -213,6 +213,13 @@ def row(page, cid: str):
     return page.locator(f'[data-testid="checkpoint-row"][data-checkpoint-id="{cid}"]')
 
 
+def select(page, cid: str) -> None:
+    """Click a checkpoint's row and wait until its detail (with the restore buttons) shows it: a
+    restore click before that previews the checkpoint selected before, which never arms here."""
+    row(page, cid).click()
+    page.locator(f'[data-testid="checkpoint-detail"][data-checkpoint-id="{cid}"]').wait_for()
+
+
 def write(path: str, content: str, call_id: str) -> dict:
     return {"name": "write_file", "arguments": {"path": path, "content": content}, "id": call_id}
 
@@ -333,7 +340,7 @@ def test_timeline_diff_and_two_click_restore_with_undo(ctx, page, tmp_path):
     row(page, by_call["call_write_b"]["id"]).click()
     assert page.get_by_test_id("restore-plan").count() == 0
     assert button.get_attribute("data-armed") == "false"
-    row(page, oldest["id"]).click()
+    select(page, oldest["id"])
     button.click()                                     # arms again (new preview), still nothing written
     page.locator('[data-testid="restore-button"][data-armed="true"]').wait_for()
     assert (ctx.ws / "a.txt").read_text() == "one two\n" and (ctx.ws / "b.txt").exists()
@@ -414,7 +421,7 @@ def test_journal_panel_blocked_restore_resolve_and_verify(ctx, page, tmp_path):
     assert [k for k in kinds if k != "maintenance"] == ["started", "returned", "started", "genesis"]
 
     # a restore while the gate is closed: a clear error, nothing written
-    row(page, first).click()
+    select(page, first)
     page.get_by_test_id("restore-button").click()
     page.locator('[data-testid="restore-button"][data-armed="true"]').wait_for()
     page.get_by_test_id("restore-button").click()
@@ -576,7 +583,7 @@ def test_timeline_tree_scrub_agent_only_conflict_and_undo_redo(ctx, page, tmp_pa
     came_from = row(page, restored["id"]).get_by_test_id("checkpoint-restored-from")
     assert came_from.get_attribute("data-restored-from") == base and "@1" in came_from.inner_text()
     # the line left behind stays restorable: its plan is previewed like any other
-    row(page, num[3]["id"]).click()
+    select(page, num[3]["id"])
     page.get_by_test_id("restore-button").click()
     page.locator('[data-testid="restore-button"][data-armed="true"]').wait_for()
     items = plan_items(page)
@@ -641,7 +648,7 @@ def test_timeline_tree_scrub_agent_only_conflict_and_undo_redo(ctx, page, tmp_pa
     # ---- agent-only restore to @4: the calls since (m.txt, c.txt, a.txt) taken back: m.txt
     # merged (the person's line 8 stays), the person's edit in the agent's hunk of a.txt a
     # conflict, listed before anything is written
-    row(page, restored["id"]).click()
+    select(page, restored["id"])
     with page.expect_request(lambda q: q.url.endswith("/restore") and q.method == "POST") as dry:
         page.get_by_test_id("agent-restore-button").click()
     assert json.loads(dry.value.post_data) == {"dry_run": True, "checkpoint": restored["id"], "agent_only": True,
