@@ -52,6 +52,8 @@ from .transaction import ProtectedCalls
 PLAN_TOKEN_TTL_S = 600.0
 log = logging.getLogger("chronos_git")
 
+MAX_LABEL = 4096          # a checkpoint's label: every listing of the timeline carries it
+
 
 class TimeMachine:
     def __init__(self, core: Core, gate: Gate, calls: ProtectedCalls, snapshots, start, maybe_compact):
@@ -117,6 +119,9 @@ class TimeMachine:
                  tool_call_id: str | None = None, paths: list[str] | None = None,
                  progress=None) -> SnapshotResult:
         """`progress(phase, done, total)`: how a first (bulk) snapshot goes, for a progress bar."""
+        if len(message) > MAX_LABEL:
+            raise ValueError(f"a checkpoint's label is at most {MAX_LABEL:,} characters; this one has "
+                             f"{len(message):,} (put longer notes in a file of the workspace)")
         ws = self.core.store.workspace(workspace)
         meta = CheckpointMeta(description=message, kind="manual", role="manual", tool=tool, session_id=session_id,
                               turn_id=turn_id, tool_call_id=tool_call_id)

@@ -348,6 +348,7 @@ def test_malformed_input_is_a_400_envelope_and_changes_nothing(http, known, stor
         ("POST", "/restore", {"json": {**ok, "paths": ["a\x00.txt"]}}),
         ("POST", "/snapshot", {"json": {"workspace": ws, "message": {"a": 1}}}),
         ("POST", "/snapshot", {"json": {"workspace": ws, "tool": "x"}}),
+        ("POST", "/snapshot", {"json": {"workspace": ws, "message": "M" * 5_000_000}}),   # every listing would carry it
         ("POST", "/compact", {"json": {"dry_run": True, "force": True}}),
         ("POST", "/journal/verify", {"json": {"checkpoint": "not a dict"}}),
         ("POST", "/journal/resolve", {"json": {"operation_id": ["x"], "outcome": "completed", "evidence": "e"}}),
