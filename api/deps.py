@@ -138,8 +138,14 @@ class EnvelopeRoute(APIRoute):
 
     def get_route_handler(self):
         handler = super().get_route_handler()
+        known = _query_names(self.dependant)
 
         async def route(request):
+            unknown = sorted(set(request.query_params) - known)
+            if unknown:     # a misspelt filter (`path` for `paths`) would widen the answer silently
+                return respond(ErrorResult(error=f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
+                                                 f"{', '.join(repr(u[:40]) for u in unknown[:5])}; this route "
+                                                 f"takes: {', '.join(sorted(known)) or 'none'}"), 400)
             try:
                 return await handler(request)
             except RequestValidationError as exc:
@@ -156,3 +162,11 @@ class EnvelopeRoute(APIRoute):
             except Exception as exc:
                 return fail(exc)
         return route
+
+
+def _query_names(dependant) -> set[str]:
+    """The query parameters a route declares, its dependencies' included."""
+    out = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        out |= _query_names(sub)
+    return out

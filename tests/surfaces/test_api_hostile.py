@@ -359,10 +359,17 @@ def test_malformed_input_is_a_400_envelope_and_changes_nothing(http, known, stor
         ("GET", "/diff", {"params": {"workspace": ws, "paths_b64": "@@"}}),
         ("GET", "/journal/log", {"params": {"limit": "abc"}}),
     ]
+    cases += [   # a misspelt filter never widens the answer: `path` for `paths`, `from_` for `from`
+        ("GET", "/diff", {"params": {"workspace": ws, "from": "@1", "path": "/etc/passwd"}}),
+        ("GET", "/checkpoints", {"params": {"workspace": ws, "limt": "1"}}),
+        ("GET", "/journal/log", {"params": {"kind": "started"}}),
+    ]
     before = store_state(store_dir), tree(known["ws"])
     for method, path, kw in cases:
         r = http.request(method, path, **kw)
         envelope(r, 400)
+    said = http.get("/diff", params={"workspace": ws, "from": "@1", "path": "a.txt"}).json()["error"]
+    assert "unknown query parameter 'path'" in said and "paths" in said
     for r in (http.get("/checkpoints/%00", params={"workspace": ws}),
               http.get("/checkpoints/" + "f" * 5000, params={"workspace": ws}),
               http.get("/diff", params={"workspace": ws, "from": "../../HEAD"})):

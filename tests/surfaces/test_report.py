@@ -17,6 +17,7 @@ from chronos_git.api import create_app
 from chronos_git.service import Chronos
 from chronos_git.settings import Settings
 from chronos_git.journal_refs.witness import read_doc, write_doc
+from chronos_git.service.timemachine import MAX_LABEL
 from support.helpers import git
 from support.server import Server
 
@@ -24,7 +25,7 @@ TOKEN = "report-test-token"
 PREFIX = "/api/plugins/chronos-git"
 SCRIPT = "<script>alert(1)</script>"
 TOOL = "<svg onload=alert(3)>\u202egnp.exe"          # and a bidi override
-LONG = "L" * 10_000
+LONG = "L" * MAX_LABEL                             # the longest label a checkpoint may have
 CAFE = b"caf\xe9.txt"
 SECTIONS = ("integrity", "operations", "timeline", "checkpoints", "store", "windtunnel")
 WINDTUNNEL = {"finished_at": "2026-01-02T03:04:05Z", "quick": True, "suites": {
