@@ -154,6 +154,9 @@ class EnvelopeRoute(APIRoute):
                     if e.get("type") == "json_invalid":
                         problems.append(f"the body is not valid JSON ({(e.get('ctx') or {}).get('error')})")
                         continue
+                    if tuple(e.get("loc", ())) == ("body",) and e.get("type") == "missing":
+                        problems.append("the JSON body is missing")
+                        continue
                     loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("body", "query", "path"))
                     problems.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
                 return respond(ErrorResult(error="invalid request: " + "; ".join(problems)), 400)

@@ -80,7 +80,10 @@ class Workspace:
         parent, leaf = os.path.split(norm)
         parent = os.path.realpath(parent)
         rel = os.path.relpath(os.path.join(parent, leaf), self.root_bytes)
-        if rel == b"." or rel.startswith(b"../") or rel == b"..":
+        if rel == b".":
+            said = repr(os.fsdecode(path)) if os.fsencode(path) else "an empty path"
+            raise PathError(f"{said} names the workspace {self.root} itself, not a path in it")
+        if rel.startswith(b"../") or rel == b"..":
             raise PathError(f"{os.fsdecode(path)} is outside the workspace {self.root}")
         return os.fsdecode(rel)
 

@@ -370,6 +370,10 @@ def test_malformed_input_is_a_400_envelope_and_changes_nothing(http, known, stor
         envelope(r, 400)
     said = http.get("/diff", params={"workspace": ws, "from": "@1", "path": "a.txt"}).json()["error"]
     assert "unknown query parameter 'path'" in said and "paths" in said
+    said = http.get("/diff", params={"workspace": ws, "from": "@1", "paths": ""}).json()["error"]
+    assert said.startswith("an empty path names the workspace") and "itself" in said
+    said = http.post("/restore", content=b"", headers={"Content-Type": "application/json"}).json()["error"]
+    assert said == "invalid request: the JSON body is missing"
     for r in (http.get("/checkpoints/%00", params={"workspace": ws}),
               http.get("/checkpoints/" + "f" * 5000, params={"workspace": ws}),
               http.get("/diff", params={"workspace": ws, "from": "../../HEAD"})):
