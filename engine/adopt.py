@@ -128,7 +128,7 @@ class _Placing:
         if self.loaded is not None:
             self.loaded.cancel()
         if self.placed:
-            _unlink(self.final)
+            _clear(self.final)
 
 
 def drop_unfinished(gitdir: Path) -> bool:
@@ -144,13 +144,6 @@ def drop_unfinished(gitdir: Path) -> bool:
         except OSError:
             pass        # the index goes first: what stays costs a walk per snapshot, never a snapshot
     return True
-
-
-def _unlink(path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _clear(path) -> None:
@@ -199,7 +192,7 @@ def run(repo: pygit2.Repository, gitdir: Path, root: bytes, objects_dir: str, *,
             done = f"the index could not be adopted ({type(exc).__name__}: {exc})"
         if isinstance(done, str):
             place.undo()
-            _unlink(tmp)
+            _clear(tmp)
     return done
 
 

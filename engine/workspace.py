@@ -253,11 +253,10 @@ class Workspace:
     def _read_index(self):
         """The workspace's handle and its index, read again (another process may have written
         it); a damaged index file is dropped (the walk then re-hashes every file once)."""
-        repo = self._open_repo()
-        self._clear_stale_git_locks()
         if adopt.drop_unfinished(self.gitdir):     # a first snapshot cut off: it starts again
             self._repo = None
-            repo = self._open_repo()
+        repo = self._open_repo()
+        self._clear_stale_git_locks()
         try:
             index = repo.index
             index.read(False)

@@ -29,6 +29,7 @@ from .ignore import Candidates, is_ignored
 from .usergit import common_dir
 
 GIT = b".git"
+_DOTGIT = b"/" + GIT
 IGNORE_FILE = b".gitignore"
 PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
 
@@ -70,7 +71,6 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
     snapshots walk, and the scan names the directory), and a refresh of a directory stays as
     it always was (its too-deep files are reported one by one as they fail)."""
     join = os.path.join
-    lstat, dotgit = os.lstat, b"/" + GIT
     limit = None if max_path is None else max_path - 1 - len(root) - 1
     stack = [top]
     while stack:
@@ -118,13 +118,9 @@ def walk(root: bytes, top: bytes = b"", *, prune: Callable[[str], bool] | None =
             if name == GIT:
                 continue
             sub = rel + b"/" + name if rel else name
-            try:
-                lstat(e.path + dotgit)       # os.path.lexists without its join
+            if is_nested(e.path):
                 nested.append(sub)
-                continue
-            except OSError:
-                pass
-            if prune is not None and prune(os.fsdecode(sub)):
+            elif prune is not None and prune(os.fsdecode(sub)):
                 continue
             elif limit is not None and len(sub) >= limit:
                 too_deep.append(sub)
@@ -212,8 +208,13 @@ class IgnoredDirs:
 
 def is_nested(path: bytes) -> bool:
     """Whether the directory at `path` (absolute) is a nested repository: it holds a `.git`
-    of any kind, as git itself tells one (a dangling link counts: git would not descend)."""
-    return os.path.lexists(os.path.join(path, GIT))
+    of any kind, as git itself tells one (a dangling link counts: git would not descend).
+    `os.path.lexists` without its join: the walk asks it of every directory."""
+    try:
+        os.lstat(path + _DOTGIT)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def nested_ancestor(root: bytes, parts: list[str]) -> str | None:
