@@ -31,8 +31,7 @@ def _escape(match: re.Match) -> str:
 
 def canonical(obj) -> str:
     """Sorted keys, no whitespace, no NaN, surrogates escaped: the bytes that get hashed."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False, default=_default)
+    text = _CANONICAL.encode(obj)
     # an ASCII text has no surrogates: the search costs a third of the encoding (a whole file
     # in a write_file call's arguments), isascii() next to nothing
     return text if text.isascii() else _SURROGATE.sub(_escape, text)
@@ -46,6 +45,11 @@ def _default(o):
     if isinstance(o, tuple):
         return list(o)
     return repr(o)
+
+
+# one encoder for every call: json.dumps with these options builds a new one each time
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False, default=_default)
 
 
 def is_exact(text: str) -> bool:

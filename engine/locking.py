@@ -73,7 +73,7 @@ def _ordered(path: Path):
     """Keeps this thread's held locks; with CHRONOS_GIT_LOCK_ORDER=strict, a lock taken after
     one that comes later in metadir.LOCK_ORDER raises LockOrderError before it waits.
     CHRONOS_GIT_LOCK_TRACE=FILE appends each (held, taken) pair of kinds (to derive the order)."""
-    if not (os.environ.get("CHRONOS_GIT_LOCK_ORDER") or os.environ.get("CHRONOS_GIT_LOCK_TRACE")):
+    if not _ordering():
         yield                            # in production: nothing kept, nothing checked
         return
     held: list[tuple[int | None, str]] = _mine.__dict__.setdefault("stack", [])
@@ -133,52 +133,76 @@ def holding_exclusive() -> bool:
 WAIT_POLL_S = 0.1
 
 
-@contextmanager
 def exclusive(path: Path, *, while_waiting=None):
     """Re-entrant (per thread) exclusive lock shared by every thread and process.
     `while_waiting()`: called every WAIT_POLL_S (from a helper thread) while this thread
     waits for it; the wait itself stays a blocking one, in the kernel's order of arrival."""
-    with _ordered(path), _exclusive_lock(path, while_waiting):
-        yield
+    if _ordering():
+        return _ordered_exclusive(path, while_waiting)
+    return _Exclusive(path, while_waiting)
+
+
+def _ordering() -> bool:
+    return bool(os.environ.get("CHRONOS_GIT_LOCK_ORDER") or os.environ.get("CHRONOS_GIT_LOCK_TRACE"))
 
 
 @contextmanager
-def _exclusive_lock(path: Path, while_waiting):
-    key = str(path)
-    with _registry_guard:
-        st = _exclusive.setdefault(key, _ExclusiveState())
-    if not st.rlock.acquire(blocking=False):
-        with _asking(while_waiting):
-            st.rlock.acquire()
-    try:
-        if st.depth == 0:
-            st.fd = _open(path)
-            try:
-                if while_waiting is None:
-                    _flock(st.fd, fcntl.LOCK_EX)
-                else:
-                    try:
-                        _flock(st.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        with _asking(while_waiting):
-                            _flock(st.fd, fcntl.LOCK_EX)
-            except BaseException:         # a Ctrl-C while waiting: no fd left behind
-                _close(st.fd)
-                st.fd = -1
-                raise
+def _ordered_exclusive(path: Path, while_waiting):
+    with _ordered(path), _Exclusive(path, while_waiting):
+        yield
+
+
+class _Exclusive:
+    """The lock as a plain context manager: a call's intent takes it on every append, and the
+    generator-based one with its ordering layer cost several times the flock calls."""
+    __slots__ = ("path", "st", "while_waiting")
+
+    def __init__(self, path: Path, while_waiting):
+        key = str(path)
+        st = _exclusive.get(key)
+        if st is None:
+            with _registry_guard:
+                st = _exclusive.setdefault(key, _ExclusiveState())
+        self.path, self.st, self.while_waiting = path, st, while_waiting
+
+    def __enter__(self) -> None:
+        st = self.st
+        if not st.rlock.acquire(blocking=False):
+            with _asking(self.while_waiting):
+                st.rlock.acquire()
+        try:
+            if st.depth == 0:
+                st.fd = _open(self.path)
+                try:
+                    if self.while_waiting is None:
+                        _flock(st.fd, fcntl.LOCK_EX)
+                    else:
+                        try:
+                            _flock(st.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        except BlockingIOError:
+                            with _asking(self.while_waiting):
+                                _flock(st.fd, fcntl.LOCK_EX)
+                except BaseException:     # a Ctrl-C while waiting: no fd left behind
+                    _close(st.fd)
+                    st.fd = -1
+                    raise
+        except BaseException:
+            st.rlock.release()
+            raise
         st.depth += 1
         _mine.held = getattr(_mine, "held", 0) + 1
+
+    def __exit__(self, *exc) -> None:
+        st = self.st
+        _mine.held -= 1
+        st.depth -= 1
         try:
-            yield
-        finally:
-            _mine.held -= 1
-            st.depth -= 1
             if st.depth == 0:
                 _flock(st.fd, fcntl.LOCK_UN)
                 _close(st.fd)
                 st.fd = -1
-    finally:
-        st.rlock.release()
+        finally:
+            st.rlock.release()
 
 
 @contextmanager
@@ -204,6 +228,50 @@ def _asking(while_waiting):
         stop.set()
 
 
+class _Shared:
+    """ReadWriteLock.shared as a plain context manager (every append takes it: store.writing)."""
+    __slots__ = ("st", "path", "tid", "nested", "in_writer")
+
+    def __init__(self, st: _SharedState, path: Path):
+        self.st, self.path = st, path
+
+    def __enter__(self) -> None:
+        st = self.st
+        self.tid = tid = threading.get_ident()
+        with st.cond:
+            self.in_writer = st.writer_thread == tid      # the exclusive holder reads too: already alone
+            if self.in_writer:
+                return
+            if st.reader_threads.get(tid):
+                st.reader_threads[tid] += 1          # re-entry by the same thread
+                self.nested = True
+                return
+            while st.writer:
+                st.cond.wait()
+            if st.readers == 0:
+                st.fd = _open(self.path)
+                _flock(st.fd, fcntl.LOCK_SH)
+            st.readers += 1
+            st.reader_threads[tid] = 1
+            self.nested = False
+
+    def __exit__(self, *exc) -> None:
+        if self.in_writer:
+            return
+        st, tid = self.st, self.tid
+        with st.cond:
+            st.reader_threads[tid] -= 1
+            if st.reader_threads[tid] == 0:
+                del st.reader_threads[tid]
+            if not self.nested:
+                st.readers -= 1
+                if st.readers == 0:
+                    _flock(st.fd, fcntl.LOCK_UN)
+                    _close(st.fd)
+                    st.fd = -1
+                st.cond.notify_all()
+
+
 class ReadWriteLock:
     """Many writers of objects share it; compaction takes it alone."""
 
@@ -213,47 +281,15 @@ class ReadWriteLock:
         with _registry_guard:
             self._st = _shared.setdefault(key, _SharedState())
 
-    @contextmanager
     def shared(self):
-        with _ordered(self.path), self._shared():
-            yield
+        if _ordering():
+            return self._ordered_shared()
+        return _Shared(self._st, self.path)
 
     @contextmanager
-    def _shared(self):
-        st = self._st
-        tid = threading.get_ident()
-        with st.cond:
-            nested_in_writer = st.writer_thread == tid     # the exclusive holder reads too: already alone
-        if nested_in_writer:
+    def _ordered_shared(self):
+        with _ordered(self.path), _Shared(self._st, self.path):
             yield
-            return
-        with st.cond:
-            if st.reader_threads.get(tid):
-                st.reader_threads[tid] += 1          # re-entry by the same thread
-                nested = True
-            else:
-                while st.writer:
-                    st.cond.wait()
-                if st.readers == 0:
-                    st.fd = _open(self.path)
-                    _flock(st.fd, fcntl.LOCK_SH)
-                st.readers += 1
-                st.reader_threads[tid] = 1
-                nested = False
-        try:
-            yield
-        finally:
-            with st.cond:
-                st.reader_threads[tid] -= 1
-                if st.reader_threads[tid] == 0:
-                    del st.reader_threads[tid]
-                if not nested:
-                    st.readers -= 1
-                    if st.readers == 0:
-                        _flock(st.fd, fcntl.LOCK_UN)
-                        _close(st.fd)
-                        st.fd = -1
-                    st.cond.notify_all()
 
     def held_here(self) -> bool:
         """True when this thread holds it shared (taking it exclusively would wait forever)."""

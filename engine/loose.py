@@ -23,7 +23,7 @@ import pygit2
 
 from .durability import fsync_on
 from .fsutil import atomic_write
-from .pack_writer import deflate
+from .pack_writer import deflate, stored
 
 _NAMES = {pygit2.GIT_OBJECT_COMMIT: b"commit", pygit2.GIT_OBJECT_TREE: b"tree",
           pygit2.GIT_OBJECT_BLOB: b"blob", pygit2.GIT_OBJECT_TAG: b"tag"}
@@ -90,11 +90,18 @@ def recent(objects_dir, oid: str) -> tuple[int, bytes] | None:
         return _recent.get((*folder, oid))
 
 
+STORED_MAX = 8 * 1024         # a journal object up to this size is not compressed (prepare)
+
+
 def prepare(kind: int, data: bytes) -> tuple[str, bytes]:
     """(id, loose bytes) of an object, nothing written (the journal writes them after its
-    witness: journal_refs/publish.py)."""
+    witness: journal_refs/publish.py).  An object of up to STORED_MAX bytes (an event's
+    commit, tree and state: about 1.5 KB together) goes into a zlib stream of stored blocks,
+    as git's core.looseCompression=0 writes it: setting up deflate for them was a seventh of
+    a call's intent.  Their loose copies last until the journal's next sync, which packs
+    them compressed (journal_refs/carried.py)."""
     raw = _framed(kind, data)
-    return hashlib.sha1(raw).hexdigest(), deflate(raw, _LEVEL)
+    return hashlib.sha1(raw).hexdigest(), stored(raw) if len(raw) <= STORED_MAX else deflate(raw, _LEVEL)
 
 
 def put(objects_dir: Path | str, oid: str, packed: bytes) -> None:

@@ -63,6 +63,11 @@ def _stored(data) -> list:
     return pieces
 
 
+def stored(data) -> bytes:
+    """`data` as one zlib stream of stored blocks: no compression, and none of its set-up."""
+    return b"".join(_stored(data))
+
+
 SMALL = 1 << 14
 
 

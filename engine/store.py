@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pygit2
@@ -365,20 +365,14 @@ class Store:
     def lock(self, name: str):
         return locking.exclusive(metadir.lock_path(self.meta_dir, name))
 
-    @contextmanager
-    def writing(self):
+    def writing(self) -> _Writing:
         """Held (shared) by everything that writes objects; compaction takes it alone.
 
         After a compaction (in any process) every handle is reopened before anything is
         written: libgit2 keeps a deleted pack's index in memory, so an old handle thinks
         objects of that pack still exist and skips writing them again (a tree or blob
         identical to a pruned one would then be missing from the new checkpoint)."""
-        if self.maintenance.held_here():
-            yield       # nested in this thread's own: no compaction ran since its check
-            return
-        with self.maintenance.shared():
-            self.check_handles()
-            yield
+        return _Writing(self)
 
     def check_handles(self) -> None:
         token = self.compaction_token()
@@ -461,3 +455,29 @@ def _not_ours(root: Path, meta_dir: Path) -> str | None:
     # someone's repository (a project's .git, a bare remote): its config would be rewritten
     return (f"store path {root} is a git repository that chronos-git did not create; it is never "
             "taken over (choose an empty or new folder for --store / store_dir)")
+
+
+class _Writing:
+    """Store.writing as a plain context manager (a call's intent takes it on every append)."""
+    __slots__ = ("store", "held")
+
+    def __init__(self, store: Store):
+        self.store, self.held = store, None
+
+    def __enter__(self) -> None:
+        store = self.store
+        if store.maintenance.held_here():
+            return          # nested in this thread's own: no compaction ran since its check
+        held = store.maintenance.shared()
+        held.__enter__()
+        try:
+            store.check_handles()
+        except BaseException:
+            held.__exit__(*sys.exc_info())
+            raise
+        self.held = held
+
+    def __exit__(self, *exc) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            held.__exit__(*exc)

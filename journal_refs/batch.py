@@ -81,7 +81,6 @@ def prelude(journal: Journal) -> dict | None:
         journal.integrity = str(exc)
         journal.integrity_from_alarm = isinstance(exc, AlarmRaised)
         raise
-    journal.store.clear_stale_git_lock(journal.ref_lock_path)
     if journal.head is None:           # the genesis could not be written when we opened
         journal.genesis_locked(w)
         w = journal.read_witness()

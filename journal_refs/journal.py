@@ -269,6 +269,7 @@ class Journal:
 
     def force_ref(self, head: str) -> None:
         """Point the ref at `head` whatever it holds (healing only: appends compare-and-swap)."""
+        self.store.clear_stale_git_lock(self.ref_lock_path)     # a killed writer's: we hold the lock
         try:
             self.repo().references.create(REF, pygit2.Oid(hex=head), force=True)
         except (pygit2.GitError, OSError) as exc:
@@ -435,7 +436,10 @@ class Journal:
         carried.sync(self.store.root, REF, carry)
 
     def move_ref(self, expected: str | None, new: str) -> None:
-        """Compare-and-swap: the ref must still be at `expected` (None: no ref yet)."""
+        """Compare-and-swap: the ref must still be at `expected` (None: no ref yet).  The caller
+        holds the journal lock, so a git lock file of the ref is a killed writer's: removed here,
+        where the ref is written, not on every append (an intent does not write it)."""
+        self.store.clear_stale_git_lock(self.ref_lock_path)
         repo = self.store.repo()
         try:
             if expected is None:

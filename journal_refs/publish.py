@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -55,15 +56,30 @@ ROOM_BYTES = 64 << 20        # below this much free space an intent's objects ar
 ROOM_INODES = 4096
 
 
+ROOMY = 16                   # this many times the floor free: asked again only after ROOM_RECHECK_S
+ROOM_RECHECK_S = 0.5
+_roomy: dict[str, float] = {}     # objects folder -> monotonic time until which it has room
+
+
 def room(objects_dir) -> bool:
     """Whether the store's file system has room for an event's objects after the fact: on a
     nearly full disk they are written first, so that a full disk fails the append, cleanly,
-    before it counts (a durable event whose objects cannot be written would wait for space)."""
+    before it counts (a durable event whose objects cannot be written would wait for space).
+    A file system with 16 times the floor free (1 GiB) is not asked again for half a second
+    (the statvfs was a twentieth of a call's intent): nothing but a deliberate fallocate fills
+    that so fast, and one can as well between any check and the publication after it."""
+    key = os.fspath(objects_dir)
+    now = time.monotonic()
+    if _roomy.get(key, 0.0) > now:
+        return True
     try:
-        st = os.statvfs(objects_dir)
+        st = os.statvfs(key)
     except OSError:
         return False
-    return st.f_bavail * st.f_frsize >= ROOM_BYTES and (st.f_files == 0 or st.f_favail >= ROOM_INODES)
+    free, inodes = st.f_bavail * st.f_frsize, (st.f_favail if st.f_files else None)
+    if free >= ROOMY * ROOM_BYTES and (inodes is None or inodes >= ROOMY * ROOM_INODES):
+        _roomy[key] = now + ROOM_RECHECK_S
+    return free >= ROOM_BYTES and (inodes is None or inodes >= ROOM_INODES)
 
 
 def publish(journal: Journal, pending: Pending) -> None:
@@ -94,14 +110,19 @@ class _Publisher:
 
     def reset(self) -> None:
         """Fresh state (also in a forked child: the parent publishes what it left pending)."""
-        self.cond = threading.Condition()
+        self.cond = threading.Condition()       # waiters for a publication (wait, notify)
         self._todo: list[weakref.ref] = []
+        self._todo_lock = threading.Lock()
+        # the thread's wake-up: released by kick, taken by the thread (notifying a Condition
+        # was a twentieth of a call's intent)
+        self._wake = threading.Lock()
+        self._wake.acquire()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._journals: weakref.WeakSet[Journal] = weakref.WeakSet()   # those that had something pending
 
     def kick(self, journal: Journal) -> None:
-        with self.cond:
+        with self._todo_lock:
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid, self._todo = os.getpid(), []
                 self._thread = threading.Thread(target=self._run, name="chronos-journal-publisher",
@@ -110,7 +131,10 @@ class _Publisher:
             self._todo.append(weakref.ref(journal))
             if journal not in self._journals:
                 self._journals.add(journal)
-            self.cond.notify_all()
+        try:
+            self._wake.release()
+        except RuntimeError:
+            pass                         # a wake-up is pending already: it takes this one too
 
     def notify(self) -> None:
         """A journal's pending events were published, or a publication failed: waiters look."""
@@ -127,8 +151,8 @@ class _Publisher:
 
     def _run(self) -> None:
         while True:
-            with self.cond:
-                self.cond.wait_for(lambda: bool(self._todo))
+            self._wake.acquire()
+            with self._todo_lock:
                 todo, self._todo = self._todo, []
             for ref in todo:
                 _try_publish(ref())

@@ -8,7 +8,6 @@ verify` replays it over the whole chain and compares.
 """
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,6 +144,18 @@ def _refused(old: JournalState, new: JournalState, ev: Refused) -> None:
         raise TransitionError(f"operation {ev.operation_id} is in use; a refused call has an id of its own")
 
 
+def _copied(value):
+    """A JSON value's own copy (the caller keeps the payload): deepcopy without its memo,
+    which cost as much as the rest of a call's transition."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copied(v) for v in value)
+    return value
+
+
 def _open_op(new: JournalState, ev: JournalEvent) -> dict:
     cur = new.open.get(ev.operation_id)
     if cur is None:
@@ -156,7 +167,7 @@ def _started(old: JournalState, new: JournalState, ev: Started) -> None:
     op = ev.operation_id
     if op in new.open or op in new.replayable:
         raise TransitionError(f"operation {op} already started")
-    info = {k: copy.deepcopy(ev.payload[k]) for k in OPEN_FIELDS if ev.payload.get(k) is not None}
+    info = {k: _copied(ev.payload[k]) for k in OPEN_FIELDS if ev.payload.get(k) is not None}
     info.update(state="running", started_seq=ev.seq)
     new.open[op] = info
 
@@ -173,7 +184,7 @@ def _uncertain(old: JournalState, new: JournalState, ev: Uncertain) -> None:
     cur["state"] = "uncertain"
     cur["reason"] = ev.reason
     if ev.evidence is not None:
-        cur["evidence"] = copy.deepcopy(ev.evidence)     # kept by every later state: its own copy
+        cur["evidence"] = _copied(ev.evidence)     # kept by every later state: its own copy
 
 
 def _settled(new: JournalState, ev: Recovered | Resolved) -> dict:

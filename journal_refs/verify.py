@@ -12,6 +12,7 @@ whole but no longer holds that event was put back.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +47,8 @@ class AlarmFile:
     def check(self) -> None:
         """O(1): one failed stat when all is well; AlarmRaised while the file is there.
         An unreadable or damaged alarm is still an alarm."""
+        if not os.access(self.path, os.F_OK, follow_symlinks=False):
+            return                       # the usual case, asked on every append: no exception made
         got = self.file.load()
         if got.state == "missing":
             return

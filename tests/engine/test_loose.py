@@ -51,6 +51,27 @@ def test_blobs_trees_and_commits_are_the_ones_libgit2_writes(repo):
     assert not [p for p in objects(repo).rglob("*tmp*")]
 
 
+def test_prepared_objects_are_stored_uncompressed_up_to_a_size_and_read_by_git(repo):
+    import zlib
+    small = b'{"state": 1}' * 10
+    large = bytes(range(256)) * (loose.STORED_MAX // 256 + 1)
+    for data in (small, large):
+        oid, raw = loose.prepare(pygit2.GIT_OBJECT_BLOB, data)
+        assert oid == str(pygit2.hash(data))
+        framed = b"blob %d\0" % len(data) + data
+        assert zlib.decompress(raw) == framed
+        # stored blocks (no compression) for an event's small objects, deflated above STORED_MAX
+        assert (len(raw) > len(framed)) == (data is small)
+        assert carried.decode(oid, carried.encode(raw)) == raw
+        loose.put(objects(repo), oid, raw)
+        assert repo[oid].data == data
+        shown = subprocess.run(["git", "--git-dir", repo.path, "cat-file", "blob", oid], capture_output=True)
+        assert shown.returncode == 0 and shown.stdout == data
+    out = subprocess.run(["git", "--git-dir", repo.path, "fsck", "--strict", "--no-dangling"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
 def test_an_object_the_repository_holds_is_not_written_again(repo, tmp_path):
     oid = str(repo.create_blob(b"packed already\n"))
     repo.references.create("refs/tags/keep", pygit2.Oid(hex=oid))

@@ -54,6 +54,17 @@ def test_genesis_sets_identity_and_seq():
     assert s.totals == {"genesis": 1}
 
 
+def test_an_open_operation_keeps_its_own_copy_of_what_the_caller_passed(chain):
+    declared = [{"path": "/w/a", "pre": None, "post": "x" * 40}]
+    snapshot = {"kind": "paths", "paths": ["a"], "note": ("t", {"n": 1})}
+    s = started(chain, "op1", declared=declared, snapshot=snapshot)
+    before = s.to_json()
+    declared[0]["post"] = "y" * 40
+    snapshot["paths"].append("b")
+    snapshot["note"][1]["n"] = 2
+    assert s.to_json() == before and s.open["op1"]["snapshot"]["note"] == ("t", {"n": 1})
+
+
 def test_started_opens_a_running_operation_with_its_fields(chain):
     s = started(chain, "op1", declared=[{"path": "/w/a", "pre": None, "post": "x" * 40}],
                 args_hash="ignored-not-an-open-field")
