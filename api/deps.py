@@ -41,6 +41,15 @@ ERRORS = {code: {"model": ErrorResult, "description": why} for code, why in (
     ("default", "any other error"))}
 
 
+# the `code` of an error the HTTP layer answers itself (the service's errors carry their own)
+HTTP_CODES = {400: "bad_input", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+              405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type"}
+
+
+def http_error(message: str, status: int) -> Response:
+    return respond(ErrorResult(error=message, code=HTTP_CODES.get(status, "error")), status)
+
+
 def host_name(value: str) -> str:
     """The name in a Host header: `[::1]:8765` -> `::1`, `LocalHost:80` -> `localhost`."""
     v = value.strip().lower()
@@ -143,9 +152,9 @@ class EnvelopeRoute(APIRoute):
         async def route(request):
             unknown = sorted(set(request.query_params) - known)
             if unknown:     # a misspelt filter (`path` for `paths`) would widen the answer silently
-                return respond(ErrorResult(error=f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
-                                                 f"{', '.join(repr(u[:40]) for u in unknown[:5])}; this route "
-                                                 f"takes: {', '.join(sorted(known)) or 'none'}"), 400)
+                return http_error(f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
+                                  f"{', '.join(repr(u[:40]) for u in unknown[:5])}; this route "
+                                  f"takes: {', '.join(sorted(known)) or 'none'}", 400)
             try:
                 return await handler(request)
             except RequestValidationError as exc:
@@ -159,9 +168,9 @@ class EnvelopeRoute(APIRoute):
                         continue
                     loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("body", "query", "path"))
                     problems.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
-                return respond(ErrorResult(error="invalid request: " + "; ".join(problems)), 400)
+                return http_error("invalid request: " + "; ".join(problems), 400)
             except AnyHTTPException as exc:   # the guard, or FastAPI failing to parse the body
-                return respond(ErrorResult(error=str(exc.detail)), exc.status_code)
+                return http_error(str(exc.detail), exc.status_code)
             except Exception as exc:
                 return fail(exc)
         return route

@@ -88,7 +88,11 @@ def configure(parser: argparse.ArgumentParser, table=COMMANDS) -> None:
                              "<HERMES_HOME>/plugin-data/chronos-git)")
     parser.add_argument("--workspace", "-w", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", default=False, help="print one JSON document")
-    sub = parser.add_subparsers(dest="chronos_cmd", metavar="COMMAND")
+    if not isinstance(parser, _Parser):          # Hermes' parser (`hermes chronos-git ...`)
+        parser.error = _HostParser.error.__get__(parser)   # type: ignore[method-assign]
+        parser.parse_known_args = _HostParser.parse_known_args.__get__(parser)   # type: ignore[method-assign]
+    sub = parser.add_subparsers(dest="chronos_cmd", metavar="COMMAND",
+                                parser_class=_Parser if isinstance(parser, _Parser) else _HostParser)
     groups = table.groups()
     for word in table.top_words():
         if word in groups:
@@ -122,6 +126,28 @@ class _ArgumentError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise _ArgumentError(message)
+
+
+class _HostParser(argparse.ArgumentParser):
+    """Our parsers inside Hermes' (which parses the command line itself): with --json a bad
+    argument is one JSON document too, as in the standalone tool; without, argparse's usage.
+    An argument no parser of ours knows is refused here, not left to Hermes' own parser."""
+    _said = False           # Hermes parses a failed command line twice: one document, not two
+
+    def error(self, message):
+        if "--json" in sys.argv[1:]:
+            if not _HostParser._said:
+                _HostParser._said = True
+                _emit(ErrorResult(error=f"bad arguments: {message}", code="bad_arguments"), True,
+                      sys.stdout, sys.stderr, None)
+            sys.exit(EXIT_ERROR)
+        argparse.ArgumentParser.error(self, message)
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = argparse.ArgumentParser.parse_known_args(self, args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
 
 def build_parser(prog: str = render.PROG) -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ from . import fifo_guard
 from .checkpoint import CheckpointMeta
 from .errors import CheckpointNotFound
 from .paths import delta_path, within
+from .restore_plan import require_known
 from .scan import align
 
 STATUS = {
@@ -93,16 +94,24 @@ def _diff(ws, from_spec, to_spec, *, patch, max_patch_chars, paths) -> dict:
     else:
         a = ws.resolve(from_spec)
     leave_out: set = set()
+    rels = [ws.rel(p) for p in paths] if paths else None
+    skipped = {s["path"] for s in a.meta.skipped or ()}
     if to_spec is None:
+        if rels:
+            require_known(ws, rels, [repo[a.tree_id]], f"checkpoint {a.id[:12]} nor the workspace",
+                          on_disk=True, skipped=skipped)
         d, leave_out = _to_workdir(ws, repo[a.tree_id])
         b_label = "working tree"
     else:
         b = ws.resolve(to_spec)
+        if rels:
+            require_known(ws, rels, [repo[a.tree_id], repo[b.tree_id]],
+                          f"checkpoint {a.id[:12]} nor checkpoint {b.id[:12]}", on_disk=False,
+                          skipped=skipped | {s["path"] for s in b.meta.skipped or ()})
         d = repo.diff(repo[a.tree_id], repo[b.tree_id], context_lines=3,
                       flags=DiffOption.INCLUDE_TYPECHANGE)
         b_label = b.id
     d.find_similar(flags=DiffFind.FIND_RENAMES | DiffFind.FIND_FOR_UNTRACKED)
-    rels = [ws.rel(p) for p in paths] if paths else None
     files = []
     chunks = []
     total = 0

@@ -26,6 +26,9 @@ REPORT_NAME_GLOB = "chronos-git-report-*.html"     # `chronos-git report` names 
 def canonical_root(path: os.PathLike | str) -> Path:
     if not os.fspath(path):        # abspath("") would silently mean the current directory
         raise ValueError("no workspace given: an empty path names no folder")
+    if "\0" in os.fsdecode(path):     # no Linux file name holds one (else: "lstat: embedded null")
+        raise ValueError(f"the workspace path {os.fsdecode(path)!r} contains a NUL character, "
+                         "which no file name on Linux can hold")
     p = os.fsencode(os.path.abspath(os.fsdecode(path)))
     return Path(os.fsdecode(os.path.realpath(p)))
 

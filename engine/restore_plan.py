@@ -80,6 +80,18 @@ def _entry(tree, rel: str):
         return None
 
 
+def require_known(ws, rels, trees: list, where: str, *, on_disk: bool, skipped=()) -> None:
+    """PathError naming each of `rels` that is in none of `trees` (nor in the work tree when
+    `on_disk`) and was not left out of a checkpoint on purpose (`skipped`): a person's typo
+    would otherwise read as "nothing changed" (restore's and diff's --path)."""
+    missing = [rel for rel in rels if rel and rel not in skipped and all(_entry(t, rel) is None for t in trees)
+               and not (on_disk and os.path.lexists(os.path.join(ws.root_bytes, os.fsencode(rel))))]
+    if missing:
+        raise PathError(", ".join(repr(display(m)) for m in missing[:10]) + (" and more" if len(missing) > 10 else "")
+                        + f" {'is' if len(missing) == 1 else 'are'} in neither {where} (paths are relative to "
+                        "the workspace, ignored files are never checkpointed; check the spelling)")
+
+
 def _blobs_under(repo, tree_id, prefix: str):
     for e in repo[tree_id]:
         path = prefix + e.name
@@ -151,14 +163,9 @@ def plan(ws, target: Checkpoint, current_tree_id: str, *, rels: list[str] | None
     repo = ws.store.repo()
     current, target_tree = repo[current_tree_id], repo[target.tree_id]
     uncaptured = {s["path"]: s["reason"] for s in target.meta.skipped or ()}
-    missing = [rel for rel in rels or () if paths_must_exist and rel and _entry(target_tree, rel) is None
-               and _entry(current, rel) is None and rel not in uncaptured
-               and not os.path.lexists(os.path.join(ws.root_bytes, os.fsencode(rel)))]   # e.g. not captured
-    if missing:
-        raise PathError(", ".join(repr(display(m)) for m in missing[:10]) + (" and more" if len(missing) > 10 else "")
-                        + f" {'is' if len(missing) == 1 else 'are'} in neither checkpoint {target.id[:12]} nor "
-                        "the workspace (paths are relative to the workspace, ignored files are never "
-                        "checkpointed; check the spelling)")
+    if paths_must_exist:                 # on disk too: e.g. not captured
+        require_known(ws, rels or (), [target_tree, current], f"checkpoint {target.id[:12]} nor the workspace",
+                      on_disk=True, skipped=uncaptured)
     changes = list(_changes(repo, current, target_tree, rels))
     unsafe = [why for ch in changes if ch.status != "deleted"
               for why in [_unsafe(target_tree, ch.path, ch.new_id)] if why]

@@ -200,7 +200,7 @@ class Reverts:
             segs = [s if s.after else Segment(s.before, current_tree, s.label, s.ambiguous) for s in segments]
             plan = agent_merge.undo_segments(repo, current_tree, segs, markers=markers)
             meta = CheckpointMeta(description=f"what {what} puts in place", kind="merge",
-                                  modes=_modes(repo, ws, plan, checkpoint_before))
+                                  modes=_modes(repo, ws, plan, checkpoint_before), files=_files(repo, plan.tree))
             cid = write_commit(self.core.store.root / "objects", plan.tree, [], signature(), meta.to_message())
             conflicts = [RestoreStep(s.path, "conflict", reason=s.why, agent=_said(s.agent, what, operation_step),
                                      person=s.person)
@@ -391,6 +391,13 @@ def _tree_of(repo, object_id: str | None) -> str | None:
         return str(repo[object_id].peel(pygit2.Tree).id)
     except (KeyError, ValueError, pygit2.GitError):
         return None
+
+
+def _files(repo, tree_id) -> int:
+    """How many files the merged tree holds (a dry run's `target.files`), counted in C."""
+    index = pygit2.Index()
+    index.read_tree(repo[tree_id])
+    return len(index)
 
 
 def _modes(repo, ws, plan, checkpoint_before: dict[str, str | None]) -> dict | None:

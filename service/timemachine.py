@@ -53,6 +53,15 @@ PLAN_TOKEN_TTL_S = 600.0
 log = logging.getLogger("chronos_git")
 
 MAX_LABEL = 4096          # a checkpoint's label: every listing of the timeline carries it
+MAX_PATHS = 10_000        # paths named in one request (a restore, a diff, a snapshot): name folders instead
+
+
+def _bounded(paths: list[str] | None) -> list[str] | None:
+    """`paths` unless there are more than MAX_PATHS (each is matched against every change)."""
+    if paths is not None and len(paths) > MAX_PATHS:
+        raise ValueError(f"at most {MAX_PATHS:,} paths can be named at once; this request names "
+                         f"{len(paths):,} (name the folders that hold them instead)")
+    return paths
 
 
 class TimeMachine:
@@ -122,6 +131,7 @@ class TimeMachine:
         if len(message) > MAX_LABEL:
             raise ValueError(f"a checkpoint's label is at most {MAX_LABEL:,} characters; this one has "
                              f"{len(message):,} (put longer notes in a file of the workspace)")
+        paths = _bounded(paths)
         ws = self.core.store.workspace(workspace)
         meta = CheckpointMeta(description=message, kind="manual", role="manual", tool=tool, session_id=session_id,
                               turn_id=turn_id, tool_call_id=tool_call_id)
@@ -214,6 +224,7 @@ class TimeMachine:
     def diff(self, workspace: str, from_spec: str | None = None, to_spec: str | None = None, *,
              patch: bool = True, max_chars: int = diff_mod.DEFAULT_MAX_PATCH_CHARS,
              paths: list[str] | None = None) -> DiffResult:
+        paths = _bounded(paths)
         ws = self.existing(workspace)
         return DiffResult.model_validate(diff_mod.diff(ws, from_spec, to_spec, patch=patch,
                                                        max_patch_chars=max_chars, paths=paths))
@@ -228,6 +239,7 @@ class TimeMachine:
         """Restore a checkpoint (engine.restore: validated, confined, undoable), journaled as
         an operation whose pre-checkpoint is the safety checkpoint.  A path in neither the
         checkpoint nor the workspace is an error (a typo), except for a recovery's rollback."""
+        paths = _bounded(paths)
         self._start()
         clean = self.core.settings.clean_untracked_on_rollback if clean is None else clean
         ws = self.core.store.workspace(workspace)
@@ -272,7 +284,7 @@ class TimeMachine:
         shown = None
         if plan_token is not None or require_plan:
             if not plan_token:
-                raise PlanRequired("a restore needs the plan_token of a dry run of the same request "
+                raise PlanRequired(f"{_a(op.what)} needs the plan_token of a dry run of the same request "
                                    "(send it with dry_run=true first, check the plan, then send it again "
                                    "with that plan_token)")
             shown = self._redeem(plan_token, self._plan_key(ws, op.key(op.target_id())))
@@ -427,6 +439,11 @@ class TimeOp:
     branch: bool = False                       # it puts a checkpoint back: the after-checkpoint says which
     branch_point: Callable | None = None       # (prepared, tree after) -> the checkpoint put back, or None
     clean: bool = True
+
+
+def _a(what: str) -> str:
+    """`what` with its article: "a restore", "an undo"."""
+    return ("an " if what[:1] in "aeiou" else "a ") + what
 
 
 def _outcome(result: RestoreResult, evidence: list[dict], target_id: str, after: str | None = None) -> Outcome:

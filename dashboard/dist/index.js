@@ -615,8 +615,9 @@
         h("div", { style: S.row },
           cp.number != null ? h("strong", { style: S.mono, "data-testid": "detail-number" }, numberText(cp)) : null,
           h("strong", { style: S.mono, "data-testid": "detail-id" }, cp.id),
-          rolesOf(cp).map(function (r) { return h(Badge, { key: r, tone: ROLE_TONE[r] || "outline" }, ROLE_LABEL[r] || r); }),
-          h(Badge, { tone: KIND_TONE[cp.kind] || "outline" }, cp.kind)),
+          rolesOf(cp).map(function (r) { return h(Badge, { key: r, tone: ROLE_TONE[r] || "outline", "data-testid": "detail-role" }, ROLE_LABEL[r] || r); }),
+          rolesOf(cp).indexOf(cp.kind) < 0     // as in the list: not "manual" twice
+            ? h(Badge, { tone: KIND_TONE[cp.kind] || "outline", "data-testid": "detail-kind" }, cp.kind) : null),
         h("div", null, cp.description),
         h("div", { style: S.muted }, fmtTime(cp.time) + (cp.tool ? " · tool " + cp.tool : "") +
           (cp.tool_call_id ? " · call " + cp.tool_call_id : "") + (cp.files != null ? " · " + cp.files + " files" : "")),

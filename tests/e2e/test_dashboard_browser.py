@@ -582,6 +582,11 @@ def test_timeline_tree_scrub_agent_only_conflict_and_undo_redo(ctx, page, tmp_pa
     assert row(page, base).get_by_test_id("branch-marker").get_attribute("data-branches") == "2"
     came_from = row(page, restored["id"]).get_by_test_id("checkpoint-restored-from")
     assert came_from.get_attribute("data-restored-from") == base and "@1" in came_from.inner_text()
+    # a manual checkpoint's detail says "manual" once (its role and its kind are the same word)
+    select(page, base)
+    detail = page.get_by_test_id("checkpoint-detail")
+    assert detail.get_by_test_id("detail-role").all_inner_texts().count("manual") == 1
+    assert detail.get_by_text("manual", exact=True).count() == 1 and detail.get_by_test_id("detail-kind").count() == 0
     # the line left behind stays restorable: its plan is previewed like any other
     select(page, num[3]["id"])
     page.get_by_test_id("restore-button").click()

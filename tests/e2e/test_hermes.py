@@ -181,6 +181,9 @@ def test_crashed_terminal_call_blocks_until_operator_resolves(henv):
     op = status["unresolved"][0]["operation_id"]
     blocked = henv.chronos("run", "--json", "--", "true")
     assert blocked.returncode == 3 and json.loads(blocked.stdout)["error"] == "chronos_blocked"
+    for bad in (("journal", "resolve", op, "--outcome", "maybe", "--json"), ("--json", "log", "--bogus")):
+        r = henv.chronos(*bad)                                   # a bad argument: one JSON document too
+        assert r.returncode == 1 and json.loads(r.stdout)["code"] == "bad_arguments", (bad, r.stdout, r.stderr)
     text = henv.chronos("journal", "status").stdout            # hints name what to type inside Hermes
     assert f"hermes chronos-git journal resolve {op[:12]}" in text, text
     assert " chronos-git journal" not in text.replace("hermes chronos-git journal", ""), text

@@ -13,7 +13,7 @@ from chronos_git.engine import diff as diff_mod
 from chronos_git.engine import restore as restore_mod
 from chronos_git.engine.checkpoint import CheckpointMeta
 from chronos_git.engine.config import EngineConfig
-from chronos_git.engine.errors import CheckpointNotFound
+from chronos_git.engine.errors import CheckpointNotFound, PathError
 from chronos_git.engine.store import Store
 from support.helpers import git, tree_fingerprint
 
@@ -390,6 +390,16 @@ def test_diff_against_working_tree_and_renames(store, ws, history):
     # patch can be left out, paths narrowed
     d2 = diff_mod.diff(w, patch=False, paths=["keep.txt"])
     assert "patch" not in d2 and [f["path"] for f in d2["files"]] == ["keep.txt"]
+    # a path in neither side is a typo, not "no changes" (as restore's --path says); one that is
+    # only in the checkpoint (moved away since) or only on disk is a change
+    assert [f["path"] for f in diff_mod.diff(w, paths=["big.txt"])["files"]] == ["moved.txt"]   # renamed
+    assert [f["path"] for f in diff_mod.diff(w, paths=["moved.txt"])["files"]] == ["moved.txt"]
+    with pytest.raises(PathError, match=r"'nope.txt' is in neither checkpoint .* nor the workspace"):
+        diff_mod.diff(w, paths=["keep.txt", "nope.txt"])
+    later = snap(store, ws).checkpoint
+    with pytest.raises(PathError, match=f"in neither checkpoint {base.id[:12]} nor checkpoint {later.id[:12]}"):
+        diff_mod.diff(w, base.id, later.id, paths=["nope.txt"])
+    assert [f["old_path"] for f in diff_mod.diff(w, base.id, later.id, paths=["big.txt"])["files"]] == ["big.txt"]
 
 
 def test_diff_binary_and_typechange(store, ws):

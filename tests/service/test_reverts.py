@@ -128,6 +128,8 @@ def test_undo_and_redo_are_byte_identical_with_nothing_changed_between(history, 
     s.agent_restore(str(ws), start, actor="test")
     after = files()
     assert after != before
+    plan = s.undo(str(ws), actor="test", dry_run=True)
+    assert plan.target.files == len(before)            # what the undo puts in place, counted
     u = s.undo(str(ws), actor="test")
     assert u.status == "ok" and files() == before, u
     r = s.redo(str(ws), actor="test")

@@ -85,6 +85,7 @@ def envelope(r: httpx.Response, status: int) -> dict:
     assert r.status_code == status, (r.request.method, str(r.request.url), r.status_code, r.text)
     body = r.json()
     assert body["status"] == "error" and isinstance(body["error"], str) and body["error"], body
+    assert isinstance(body.get("code"), str) and body["code"], body       # what a program branches on
     assert "Traceback" not in r.text
     return body
 
@@ -143,6 +144,8 @@ def test_relative_and_outside_paths_stay_400(http, known):
     ws = str(known["ws"])
     envelope(http.get("/checkpoints", params={"workspace": "ws"}), 400)
     envelope(http.get("/checkpoints", params={"workspace_b64": b64(b"ws")}), 400)
+    for name in ({"workspace": ws + "\x00/x"}, {"workspace_b64": b64(os.fsencode(ws) + b"\0")}):
+        assert "contains a NUL character" in envelope(http.get("/checkpoints", params=name), 400)["error"]
     for paths in (["/etc/passwd"], ["../../../etc/passwd"], []):
         r = http.post("/restore", json={"checkpoint": known["first"], "workspace": ws, "dry_run": True,
                                         "paths": paths})
@@ -255,7 +258,7 @@ def test_a_real_restore_needs_the_plan_token_of_its_own_dry_run(http, known, sto
     before = store_state(store_dir), tree(ws)
     for missing in ({}, {"dry_run": False}, {"plan_token": ""}, {"plan_token": None}):
         r = http.post("/restore", json={**body, **missing})
-        assert "plan_token" in envelope(r, 428)["error"]
+        assert "a restore needs the plan_token" in envelope(r, 428)["error"]
     assert (store_state(store_dir), tree(ws)) == before          # no safety checkpoint either
     others = [dry(paths=["a.txt"]), dry(clean=False), dry(checkpoint=known["second"]), "made-up-token"]
     for token in others:

@@ -182,6 +182,15 @@ def test_show_and_diff(http, history):
                                   "stat": "true"}).json()
     assert [f["path"] for f in d["files"]] == ["a.txt"]
     assert not d.get("patch")
+    # a path in neither side: a 400 that names it, as POST /restore does (not an empty diff)
+    r = http.get("/diff", params={"workspace": ws, "from": history["first"], "paths": ["a.txt", "nope.txt"]})
+    assert r.status_code == 400 and "'nope.txt' is in neither checkpoint" in err_of(r)["error"], r.text
+    # more paths than one request may name: a 400 that says how many, before any is looked at
+    from chronos_git.service.timemachine import MAX_PATHS
+    many = [f"f{i}" for i in range(MAX_PATHS + 1)]
+    r = http.post("/restore", json={"workspace": ws, "checkpoint": history["first"], "dry_run": True,
+                                    "paths": many})
+    assert r.status_code == 400 and f"this request names {MAX_PATHS + 1:,}" in err_of(r)["error"], r.text
 
 
 def test_unknown_checkpoint_is_404(http, history):
@@ -192,6 +201,10 @@ def test_unknown_checkpoint_is_404(http, history):
               http.post("/restore", json={"checkpoint": "0123456789abcdef", "workspace": ws, "dry_run": True})):
         assert r.status_code == 404, (r.request.url, r.text)
         assert "0123456789" in err_of(r)["error"]
+    # a value of another JSON type is not coerced: "yes" is not a dry run's true
+    for body in ({"dry_run": "yes"}, {"dry_run": 1}, {"dry_run": True, "force": "false"}):
+        r = http.post("/restore", json={"checkpoint": history["first"], "workspace": ws, **body})
+        assert r.status_code == 400 and "valid boolean" in err_of(r)["error"], r.text
     # missing field in the body: the 400 envelope
     r = http.post("/restore", json={"workspace": ws})
     assert r.status_code == 400 and "checkpoint" in err_of(r)["error"]

@@ -239,6 +239,8 @@ def test_real_answers_validate_against_their_models(served):
     assert plan.plan_token and {i.action for i in plan.plan} >= {"restore", "delete"}
     done = post("/restore", {"checkpoint": first, "workspace": w, "plan_token": plan.plan_token})
     assert done.target.id == first and done.safety_checkpoint and done.failed == 0
+    r = http.post("/undo", json={"workspace": w})                   # named as itself, not "a restore"
+    assert r.status_code == 428 and "an undo needs the plan_token" in r.json()["error"]
     undo = post("/undo", {"workspace": w, "dry_run": True})
     assert post("/undo", {"workspace": w, "plan_token": undo.plan_token}).kind == "undo"
     redo = post("/redo", {"workspace": w, "dry_run": True})

@@ -233,7 +233,7 @@ def test_get_report_over_http(history, store_dir):
             assert verdict(r.text) == ("ok", "INTEGRITY OK")
 
             r = c.get(srv.base + "/report")
-            assert r.status_code == 401 and r.json() == {"status": "error", "error": "unauthorized"}
+            assert r.status_code == 401 and r.json() == {"status": "error", "error": "unauthorized", "code": "unauthorized"}
             r = c.get(srv.base + "/report", headers={"X-Hermes-Session-Token": TOKEN, "Host": "evil.example"})
             assert r.status_code == 403
             r = c.get(srv.base + "/report", params={"limit": 0}, headers={"X-Hermes-Session-Token": TOKEN})
