@@ -90,16 +90,18 @@ def recent(objects_dir, oid: str) -> tuple[int, bytes] | None:
         return _recent.get((*folder, oid))
 
 
-STORED_MAX = 8 * 1024         # a journal object up to this size is not compressed (prepare)
+STORED_MAX = 2 * 1024         # a journal object up to this size is not compressed (prepare)
 
 
 def prepare(kind: int, data: bytes) -> tuple[str, bytes]:
     """(id, loose bytes) of an object, nothing written (the journal writes them after its
     witness: journal_refs/publish.py).  An object of up to STORED_MAX bytes (an event's
-    commit, tree and state: about 1.5 KB together) goes into a zlib stream of stored blocks,
-    as git's core.looseCompression=0 writes it: setting up deflate for them was a seventh of
-    a call's intent.  Their loose copies last until the journal's next sync, which packs
-    them compressed (journal_refs/carried.py)."""
+    commit, tree and state with an open call or two: about 1.5 KB together) goes into a zlib
+    stream of stored blocks, as git's core.looseCompression=0 writes it: setting up deflate
+    for them was a seventh of a call's intent.  A larger one (the state of many open calls)
+    is deflated: the witness carries it and is hashed and rewritten whole on each append.
+    Loose copies last until the journal's next sync, which packs them compressed
+    (journal_refs/carried.py)."""
     raw = _framed(kind, data)
     return hashlib.sha1(raw).hexdigest(), stored(raw) if len(raw) <= STORED_MAX else deflate(raw, _LEVEL)
 

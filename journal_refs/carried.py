@@ -2,7 +2,7 @@
 
 An append does not fsync its git objects one by one (two fsyncs each, with
 libgit2 holding the GIL).  It writes them to the page cache and copies their
-loose-object bytes (a few hundred bytes each, compressed) into the witness,
+loose-object bytes (a few hundred bytes to a few KiB each: engine/loose.py `prepare`) into the witness,
 the one file it fsyncs.  Every few calls `sync` writes the objects into one
 fsynced pack (their loose copies go) and makes the journal ref durable, and the
 witness stops carrying them.

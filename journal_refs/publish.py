@@ -28,7 +28,6 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-import time
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -56,30 +55,17 @@ ROOM_BYTES = 64 << 20        # below this much free space an intent's objects ar
 ROOM_INODES = 4096
 
 
-ROOMY = 16                   # this many times the floor free: asked again only after ROOM_RECHECK_S
-ROOM_RECHECK_S = 0.5
-_roomy: dict[str, float] = {}     # objects folder -> monotonic time until which it has room
-
-
 def room(objects_dir) -> bool:
     """Whether the store's file system has room for an event's objects after the fact: on a
     nearly full disk they are written first, so that a full disk fails the append, cleanly,
     before it counts (a durable event whose objects cannot be written would wait for space).
-    A file system with 16 times the floor free (1 GiB) is not asked again for half a second
-    (the statvfs was a twentieth of a call's intent): nothing but a deliberate fallocate fills
-    that so fast, and one can as well between any check and the publication after it."""
-    key = os.fspath(objects_dir)
-    now = time.monotonic()
-    if _roomy.get(key, 0.0) > now:
-        return True
+    Asked on every intent: an answer kept for later would span the tool calls in between,
+    and tool calls are what fill disks."""
     try:
-        st = os.statvfs(key)
+        st = os.statvfs(objects_dir)
     except OSError:
         return False
-    free, inodes = st.f_bavail * st.f_frsize, (st.f_favail if st.f_files else None)
-    if free >= ROOMY * ROOM_BYTES and (inodes is None or inodes >= ROOMY * ROOM_INODES):
-        _roomy[key] = now + ROOM_RECHECK_S
-    return free >= ROOM_BYTES and (inodes is None or inodes >= ROOM_INODES)
+    return st.f_bavail * st.f_frsize >= ROOM_BYTES and (st.f_files == 0 or st.f_favail >= ROOM_INODES)
 
 
 def publish(journal: Journal, pending: Pending) -> None:

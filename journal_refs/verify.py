@@ -43,12 +43,17 @@ class AlarmFile:
     def __init__(self, path: Path):
         self.file = StateFile(path.parent, path.name)
         self.path = path
+        self._where = os.fspath(path)
 
     def check(self) -> None:
         """O(1): one failed stat when all is well; AlarmRaised while the file is there.
         An unreadable or damaged alarm is still an alarm."""
-        if not os.access(self.path, os.F_OK, follow_symlinks=False):
-            return                       # the usual case, asked on every append: no exception made
+        try:
+            os.lstat(self._where)        # the usual case, asked on every append: one failed lstat
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass                         # a folder that cannot be searched: load() says unreadable
         got = self.file.load()
         if got.state == "missing":
             return

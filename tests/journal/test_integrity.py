@@ -393,6 +393,27 @@ def test_older_damage_reaches_a_long_running_process(populate, svc, cli, ws, sto
         run_command(s, ws, ["true"])
 
 
+def test_an_alarm_that_cannot_be_looked_for_is_still_an_alarm(tmp_path, monkeypatch):
+    """The check looks for the file with one lstat; only 'not there' means no alarm (a folder
+    that cannot be searched is not)."""
+    import errno
+
+    from chronos_git.journal_refs import verify
+    from chronos_git.journal_refs.commits import AlarmRaised
+    path = tmp_path / "journal-alarm.json"
+    alarm = verify.AlarmFile(path)
+    alarm.check()                                        # not there: no alarm
+    path.write_text(json.dumps({"problem": "a damaged event"}))
+    with pytest.raises(AlarmRaised, match="a damaged event"):
+        alarm.check()
+
+    def denied(p, *a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", p)
+    monkeypatch.setattr(verify.os, "lstat", denied)
+    with pytest.raises(AlarmRaised, match="a damaged event"):
+        alarm.check()                                    # read through load(), never skipped
+
+
 def test_repaired_chain_lifts_the_alarm(populate, cli, ws, store_dir):
     populate()
     victim = chain(store_dir)[1]

@@ -241,30 +241,6 @@ def test_an_intent_on_a_nearly_full_disk_is_published_before_it_returns(tmp_path
     assert j.pending is None and _ref(store_dir) == ev["id"]
 
 
-def test_room_asks_again_soon_unless_the_disk_is_far_from_full(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
-    from chronos_git.journal_refs import publish
-    asked, clock = [], [100.0]
-
-    def fs(free_mb: int):
-        def statvfs(path):
-            asked.append(path)
-            return SimpleNamespace(f_bavail=free_mb * 256, f_frsize=4096, f_files=10**6, f_favail=10**6)
-        monkeypatch.setattr(publish.os, "statvfs", statvfs)
-    monkeypatch.setattr(publish.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(publish, "_roomy", {})
-    where = str(tmp_path)
-    fs(100)                                   # above the 64 MiB floor, not far above it: asked each time
-    assert publish.room(where) and publish.room(where) and len(asked) == 2
-    fs(2048)                                  # 2 GiB free: remembered for half a second
-    assert publish.room(where) and len(asked) == 3
-    fs(10)                                    # nearly full meanwhile
-    assert publish.room(where) and len(asked) == 3
-    clock[0] += publish.ROOM_RECHECK_S
-    assert not publish.room(where) and not publish.room(where) and len(asked) == 5
-
-
 def test_a_request_with_a_missing_linked_blob_fails_alone(tmp_path):
     store_dir = tmp_path / "store"
     j = _journal(store_dir)
