@@ -8,6 +8,7 @@ itself (not only the app around it) refuses:
   rebinding): 403.  Extra names: $CHRONOS_GIT_ALLOWED_HOSTS (comma-separated);
 * a request that changes state without `Content-Type: application/json`
   (forms and text/plain bodies are sent cross-site without a CORS preflight): 415;
+  one without its Content-Length (411) or with a body over 16 MiB (413);
 * a workspace the store does not already know (`Chronos.known_workspace`):
   404, or 403 for `/`, a home, the store and system folders.
 """
@@ -34,6 +35,7 @@ ALLOWED_HOSTS_ENV = "CHRONOS_GIT_ALLOWED_HOSTS"
 ERRORS = {code: {"model": ErrorResult, "description": why} for code, why in (
     (400, "bad input"), (403, "a refused workspace or Host"), (404, "unknown checkpoint or workspace"),
     (409, "the recovery gate is closed, the journal is in doubt, or a plan token does not fit"),
+    (411, "a request that changes state without its Content-Length"), (413, "a request body over 16 MiB"),
     (415, "a request that changes state must be JSON"), (428, "a restore without its dry run's plan token"),
     (500, "an unexpected failure"), (507, "the store cannot take writes (full disk, read-only)"),
     # bad parameters are answered 400 ErrorResult; a documented default keeps FastAPI from
@@ -43,7 +45,9 @@ ERRORS = {code: {"model": ErrorResult, "description": why} for code, why in (
 
 # the `code` of an error the HTTP layer answers itself (the service's errors carry their own)
 HTTP_CODES = {400: "bad_input", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-              405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type"}
+              405: "method_not_allowed", 411: "length_required", 413: "too_large",
+              415: "unsupported_media_type"}
+MAX_BODY = 16 << 20          # bytes of a request body
 
 
 def http_error(message: str, status: int) -> Response:
@@ -78,6 +82,12 @@ def guard(hosts: frozenset[str]):
             if ctype != "application/json":
                 raise HTTPException(415, "requests that change state must be sent as Content-Type: "
                                          f"application/json (got {ctype or 'none'!r})")
+            length = request.headers.get("content-length", "")
+            if not length.isdigit():     # a body streamed without its length would be read whole first
+                raise HTTPException(411, "requests that change state must say their Content-Length")
+            if int(length) > MAX_BODY:
+                raise HTTPException(413, f"the request body has {int(length):,} bytes; at most {MAX_BODY:,} "
+                                         "are read (10,000 paths of 1 KiB fit: name folders instead)")
     return check
 
 
@@ -113,9 +123,15 @@ class Deps:
         return self.get_service()
 
     def workspace(self, svc, given: str | None, given_b64: str | None = None) -> str:
-        """A workspace the store knows, whatever the client named (or the default one)."""
+        """A workspace the store knows, whatever the client named (or the default one).  An
+        empty name is refused, not read as "the default": a client's unset variable must not
+        pick the newest workspace for a restore."""
+        if given is not None and given_b64 is not None:
+            raise ValueError("give workspace or workspace_b64, not both")
         if given_b64 is not None:
             given = from_b64(given_b64)
+        if given is not None and not given:
+            raise ValueError("workspace is empty: leave it out for the default workspace, or name one")
         if given:
             if not os.path.isabs(given):   # the server's cwd means nothing to an HTTP client
                 raise ValueError(f"workspace must be an absolute path, got {given!r}")

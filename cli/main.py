@@ -132,12 +132,12 @@ class _HostParser(argparse.ArgumentParser):
     """Our parsers inside Hermes' (which parses the command line itself): with --json a bad
     argument is one JSON document too, as in the standalone tool; without, argparse's usage.
     An argument no parser of ours knows is refused here, not left to Hermes' own parser."""
-    _said = False           # Hermes parses a failed command line twice: one document, not two
+    said = False            # Hermes parses a failed command line twice: one document, not two
 
     def error(self, message):
         if "--json" in sys.argv[1:]:
-            if not _HostParser._said:
-                _HostParser._said = True
+            if not _HostParser.said:
+                _HostParser.said = True
                 _emit(ErrorResult(error=f"bad arguments: {message}", code="bad_arguments"), True,
                       sys.stdout, sys.stderr, None)
             sys.exit(EXIT_ERROR)

@@ -77,6 +77,16 @@ _HTTP = (
 )
 
 
+MAX_ERROR_CHARS = 4096        # an error names what it was given; a 10 MB name is not sent back whole
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    keep = MAX_ERROR_CHARS // 2
+    return f"{text[:keep]} [... {len(text) - keep - 200:,} characters left out ...] {text[-200:]}"
+
+
 def envelope(exc: BaseException, *stores) -> tuple[ErrorResult, int, int]:
     """(answer, exit status, HTTP status) for any exception; `stores` name where a failed
     write went (for a message that says which disk is full)."""
@@ -85,7 +95,7 @@ def envelope(exc: BaseException, *stores) -> tuple[ErrorResult, int, int]:
     for kinds, http in _HTTP:
         if isinstance(exc, kinds):
             code = getattr(exc, "code", None) or ("bad_input" if isinstance(exc, ValueError) else "error")
-            return ErrorResult(error=str(exc), code=code), EXIT_ERROR, http
+            return ErrorResult(error=_bounded(str(exc)), code=code), EXIT_ERROR, http
     if isinstance(exc, (OSError, pygit2.GitError)):
-        return ErrorResult(error=explain(exc, *stores), code="os_error"), EXIT_ERROR, 500
-    return ErrorResult(error=f"{type(exc).__name__}: {exc}", code="internal"), EXIT_ERROR, 500
+        return ErrorResult(error=_bounded(explain(exc, *stores)), code="os_error"), EXIT_ERROR, 500
+    return ErrorResult(error=_bounded(f"{type(exc).__name__}: {exc}"), code="internal"), EXIT_ERROR, 500

@@ -402,8 +402,9 @@ class TimeMachine:
             raise PlanTokenError("the plan token is unknown, used or expired: run the dry run again and "
                                  f"confirm within {int(PLAN_TOKEN_TTL_S // 60)} minutes")
         if entry[0] != key:
-            raise PlanTokenError("the plan token was issued for a different restore (checkpoint, paths "
-                                 "or options differ): run the dry run of this request first")
+            raise PlanTokenError("the plan token was issued for a different request (checkpoint, paths "
+                                 "or options differ) and is used up now: run the dry run of this request "
+                                 "and confirm with its token")
         return entry[1]
 
 

@@ -142,6 +142,11 @@ def test_only_workspaces_the_store_knows_are_served(http, known, store_dir, tmp_
 
 def test_relative_and_outside_paths_stay_400(http, known):
     ws = str(known["ws"])
+    # an empty name is not "the default workspace" (a client's unset variable), nor are two names
+    for name in ({"workspace": ""}, {"workspace_b64": ""}, {"workspace": ws, "workspace_b64": b64(b"/x")}):
+        r = http.post("/restore", json={"checkpoint": known["first"], "dry_run": True, **name})
+        assert envelope(r, 400)["error"].startswith(("workspace is empty", "give workspace or")), r.text
+        envelope(http.get("/checkpoints", params=name), 400)
     envelope(http.get("/checkpoints", params={"workspace": "ws"}), 400)
     envelope(http.get("/checkpoints", params={"workspace_b64": b64(b"ws")}), 400)
     for name in ({"workspace": ws + "\x00/x"}, {"workspace_b64": b64(os.fsencode(ws) + b"\0")}):
@@ -244,6 +249,20 @@ def test_cross_site_simple_posts_are_refused_and_there_is_no_cors(http, known, s
     assert (known["ws"] / "a.txt").read_text() == "alpha\n" and not (known["ws"] / "new.txt").exists()
 
 
+def test_a_huge_request_is_refused_before_it_is_read_and_nothing_is_echoed_whole(http, known):
+    ws = str(known["ws"])
+    big = json.dumps({"checkpoint": "x" * (17 << 20), "workspace": ws, "dry_run": True})
+    assert envelope(http.post("/restore", content=big, headers={"Content-Type": "application/json"}),
+                    413)["code"] == "too_large"
+    r = http.post("/restore", json={"checkpoint": "f" * 1_000_000, "workspace": ws, "dry_run": True})
+    assert len(envelope(r, 404)["error"]) < 5000 and "characters left out" in r.json()["error"]
+
+    def chunks():
+        yield b'{"checkpoint": "latest", "dry_run": true}'
+    r = http.post("/restore", content=chunks(), headers={"Content-Type": "application/json"})   # no length
+    assert envelope(r, 411)["code"] == "length_required"
+
+
 # ------------------------------------------------------------ plan tokens
 def test_a_real_restore_needs_the_plan_token_of_its_own_dry_run(http, known, store_dir):
     ws = known["ws"]
@@ -264,6 +283,7 @@ def test_a_real_restore_needs_the_plan_token_of_its_own_dry_run(http, known, sto
     for token in others:
         r = http.post("/restore", json={**body, "plan_token": token})
         assert "plan token" in envelope(r, 409)["error"]
+        assert ("used up now" in r.json()["error"]) == (token != "made-up-token")   # says the token is gone
     assert tree(ws) == before[1]
 
     token = dry()
