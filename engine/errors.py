@@ -21,6 +21,11 @@ class CheckpointNotFound(ChronosError):
     code = "checkpoint_not_found"
 
 
+class CallNotFound(CheckpointNotFound):
+    """No protected call (or session, subagent) of that name: a 404 like a checkpoint's."""
+    code = "call_not_found"
+
+
 class StoreError(ChronosError):
     code = "store_error"
 

@@ -25,7 +25,7 @@ import pygit2
 from ..engine import agent_merge, perms, restore as restore_mod
 from ..engine.agent_merge import Segment
 from ..engine.checkpoint import Checkpoint, CheckpointMeta, signature, write_commit
-from ..engine.errors import CheckpointNotFound
+from ..engine.errors import CallNotFound, CheckpointNotFound
 from ..engine.restore import MergeTarget, RestoreStep
 from ..engine.tree_edit import DIR, Clash, Trees
 from ..engine.wording import plural
@@ -97,25 +97,25 @@ class Reverts:
         """Take back one call (an operation id or a unique prefix), every call of a session, or
         every call of one subagent (its id, or the tool call that started it, as the host names
         them)."""
-        scopes = [name for name, v in (("an operation", operation), ("--session", session),
-                                       ("--subagent", subagent)) if v is not None]
-        if len(scopes) > 1:
-            raise ValueError(f"revert takes one of an operation id, --session ID or --subagent ID, not "
+        scopes = [name for name, v in (("an operation", operation), ("a session", session),
+                                       ("a subagent", subagent)) if v is not None]
+        if len(scopes) > 1:       # named for every surface: --session on the command line, session in HTTP
+            raise ValueError(f"revert takes one of an operation id, a session id or a subagent id, not "
                              f"{' and '.join(scopes)}")
         if not scopes:
-            raise ValueError("revert takes an operation id (or a unique prefix of one), --session ID or "
-                             "--subagent ID")
+            raise ValueError("revert takes an operation id (or a unique prefix of one), a session id "
+                             "(--session) or a subagent id (--subagent)")
         ws = self.time.existing(workspace)
         cs = [c for c in self._calls(ws) if not c.is_time_machine or c.tool == "chronos_rollback"]
         if session is not None:
             chosen = [c for c in cs if c.session_id == session]
             if not chosen:
-                raise CheckpointNotFound(f"no call of session {session!r} in workspace {ws.root}")
+                raise CallNotFound(f"no call of session {session!r} in workspace {ws.root}")
             args = {"session": session}
         elif subagent is not None:
             chosen = [c for c in cs if subagent in (c.subagent_id, c.parent_call)]
             if not chosen:
-                raise CheckpointNotFound(
+                raise CallNotFound(
                     f"no call of subagent {subagent!r} in workspace {ws.root} (a subagent is known by the id "
                     "the host gave it, or by the tool call that started it where the host names that; "
                     "`journal log` shows them; --session with the subagent's session id works too)")
@@ -158,11 +158,11 @@ class Reverts:
                 continue
             what = f"{ev['operation_id'][:12]} ({ev.get('tool')})"
             if ev.get("tool") in call_changes.TIME_MACHINE_TOOLS:
-                raise CheckpointNotFound(f"{what} is a time-machine operation: take it back with `undo`")
+                raise ValueError(f"{what} is a time-machine operation, not a call: take it back with undo")
             if ev.get("workspace") != root:
-                raise CheckpointNotFound(f"call {what} ran in workspace {ev.get('workspace')}, not {root}: "
+                raise CallNotFound(f"call {what} ran in workspace {ev.get('workspace')}, not {root}: "
                                          f"revert it there (-w {ev.get('workspace')})")
-        raise CheckpointNotFound(f"no protected call {prefix!r} in the journal (`chronos-git journal log` lists them)")
+        raise CallNotFound(f"no protected call {prefix!r} in the journal (`chronos-git journal log` lists them)")
 
     # ------------------------------------------------------------ the merge
     def _merge(self, ws, what: str, tool: str, chosen: list[CallChange], args: dict, **kw) -> RestoreResult:

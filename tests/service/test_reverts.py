@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from chronos_git.engine.errors import CheckpointNotFound
+from chronos_git.engine.errors import CallNotFound, CheckpointNotFound
 
 
 def agent_write(s, ws, name, text):
@@ -501,10 +501,12 @@ def test_revert_of_an_id_that_is_not_this_workspaces_call_says_where_it_is(histo
     other = tmp_path / "other"
     other.mkdir()
     elsewhere = agent_write(s, other, "x.txt", "x\n")
-    with pytest.raises(CheckpointNotFound, match=f"ran in workspace {other}, not {ws}: revert it there"):
+    with pytest.raises(CallNotFound, match=f"ran in workspace {other}, not {ws}: revert it there"):
         s.revert(str(ws), elsewhere[:8])
     undo_me = s.revert(str(ws), _op(s, "made.txt"), actor="test").operation_id
-    with pytest.raises(CheckpointNotFound, match="is a time-machine operation: take it back with `undo`"):
+    # a time-machine operation is there, but not a call: bad input (400), not "not found"
+    with pytest.raises(ValueError, match="is a time-machine operation, not a call: take it back with undo"):
         s.revert(str(ws), undo_me[:8])
-    with pytest.raises(CheckpointNotFound, match="no protected call 'abcdef12' in the journal"):
+    with pytest.raises(CallNotFound, match="no protected call 'abcdef12' in the journal") as exc:
         s.revert(str(ws), "abcdef12")
+    assert exc.value.code == "call_not_found"

@@ -647,7 +647,7 @@ def test_one_subagents_calls_are_reverted_by_its_id_or_the_call_that_started_it(
     assert not (ws / "by-b.txt").exists() and (ws / "by-parent.txt").exists() and (ws / "by-c.txt").exists()
     with pytest.raises(Exception, match="no call of subagent 'sa-9'"):
         svc.revert(str(ws), subagent="sa-9", actor="person")
-    with pytest.raises(ValueError, match="not --session and --subagent"):
+    with pytest.raises(ValueError, match="not a session and a subagent"):
         svc.revert(str(ws), session="s1", subagent="sa-1", actor="person")
 
 
