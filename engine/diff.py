@@ -15,9 +15,11 @@ from pygit2.enums import DeltaStatus, DiffFind, DiffOption
 
 from . import fifo_guard
 from .checkpoint import CheckpointMeta
-from .errors import CheckpointNotFound
+from .codec import display
+from .errors import CheckpointNotFound, PathError
+from .ignore import is_ignored
 from .paths import delta_path, within
-from .restore_plan import require_known
+from .restore_plan import require_known, tree_entry
 from .scan import align
 
 STATUS = {
@@ -39,6 +41,20 @@ WORKDIR_FLAGS = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIR
 def working_tree(ws) -> str:
     """The current workspace as a tree id (refreshes the stat cache, commits nothing)."""
     return ws.snapshot(CheckpointMeta(description="working tree"), commit=False).tree_id
+
+
+def _refuse_ignored(ws, tree, rels: list[str]) -> None:
+    """PathError for a path only on disk that the workspace's rules ignore: it is in no
+    checkpoint, and an empty diff would read as "unchanged"."""
+    fresh = [rel for rel in rels if rel and tree_entry(tree, rel) is None]
+    if not fresh:
+        return
+    wrepo = pygit2.Repository(str(ws.gitdir))
+    ignored = [rel for rel in fresh if is_ignored(wrepo, rel) or is_ignored(wrepo, rel.rstrip("/") + "/")]
+    if ignored:
+        raise PathError(", ".join(repr(display(r)) for r in ignored[:10]) + (" and more" if len(ignored) > 10 else "")
+                        + f" {'is' if len(ignored) == 1 else 'are'} ignored by the workspace's rules, so never "
+                        "checkpointed: there is nothing to diff it against")
 
 
 def _to_workdir(ws, tree):
@@ -100,6 +116,7 @@ def _diff(ws, from_spec, to_spec, *, patch, max_patch_chars, paths) -> dict:
         if rels:
             require_known(ws, rels, [repo[a.tree_id]], f"checkpoint {a.id[:12]} nor the workspace",
                           on_disk=True, skipped=skipped)
+            _refuse_ignored(ws, repo[a.tree_id], rels)
         d, leave_out = _to_workdir(ws, repo[a.tree_id])
         b_label = "working tree"
     else:

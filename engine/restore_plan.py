@@ -73,7 +73,8 @@ def _from_delta(delta, prefix: str = "") -> _Change:
                    str(delta.old_file.id), str(delta.new_file.id), delta.new_file.mode, delta.old_file.mode)
 
 
-def _entry(tree, rel: str):
+def tree_entry(tree, rel: str):
+    """The entry at `rel` in `tree`, or None (also for a name libgit2 cannot take)."""
     try:
         return tree[rel]
     except (KeyError, ValueError, TypeError, UnicodeError):
@@ -84,7 +85,7 @@ def require_known(ws, rels, trees: list, where: str, *, on_disk: bool, skipped=(
     """PathError naming each of `rels` that is in none of `trees` (nor in the work tree when
     `on_disk`) and was not left out of a checkpoint on purpose (`skipped`): a person's typo
     would otherwise read as "nothing changed" (restore's and diff's --path)."""
-    missing = [rel for rel in rels if rel and rel not in skipped and all(_entry(t, rel) is None for t in trees)
+    missing = [rel for rel in rels if rel and rel not in skipped and all(tree_entry(t, rel) is None for t in trees)
                and not (on_disk and os.path.lexists(os.path.join(ws.root_bytes, os.fsencode(rel))))]
     if missing:
         raise PathError(", ".join(repr(display(m)) for m in missing[:10]) + (" and more" if len(missing) > 10 else "")
@@ -109,7 +110,7 @@ def _changes(repo, current, target, rels):
             yield _from_delta(delta)
         return
     for rel in dict.fromkeys(rels):
-        a, b = _entry(current, rel), _entry(target, rel)
+        a, b = tree_entry(current, rel), tree_entry(target, rel)
         a_tree = a is not None and a.type_str == "tree"
         b_tree = b is not None and b.type_str == "tree"
         if a_tree and b_tree:
@@ -138,7 +139,7 @@ def _unsafe(tree, path: str, blob_id: str) -> str | None:
         split(path)
     except UnsafePath as exc:
         return str(exc)
-    e = _entry(tree, path)
+    e = tree_entry(tree, path)
     if e is None or str(e.id) != blob_id:
         # the path the diff reported does not lead to that entry: a name holding '/', or
         # duplicate or unsorted entries (git's fsck rejects all three)
@@ -148,7 +149,7 @@ def _unsafe(tree, path: str, blob_id: str) -> str | None:
 
 
 def _is_tree(tree, path: str) -> bool:
-    e = _entry(tree, path)
+    e = tree_entry(tree, path)
     return e is not None and e.type_str == "tree"
 
 
@@ -224,7 +225,7 @@ def _decide_kind(ws, disk: Confined, ch: _Change, now, current, uncaptured: dict
         if blocker not in deleting:
             return RestoreStep(path, "skip", current_blob=ch.old_id,
                             reason=f"{now.why}; left untouched" + (
-                                "" if clean or blocker is None or _entry(current, blocker) is None
+                                "" if clean or blocker is None or tree_entry(current, blocker) is None
                                 else " (a clean restore replaces it)"))
     if ch.status == "deleted":
         if path in uncaptured:

@@ -400,6 +400,15 @@ def test_diff_against_working_tree_and_renames(store, ws, history):
     with pytest.raises(PathError, match=f"in neither checkpoint {base.id[:12]} nor checkpoint {later.id[:12]}"):
         diff_mod.diff(w, base.id, later.id, paths=["nope.txt"])
     assert [f["old_path"] for f in diff_mod.diff(w, base.id, later.id, paths=["big.txt"])["files"]] == ["big.txt"]
+    # a file only on disk that the workspace's rules ignore is in no checkpoint: said, not an empty diff
+    (ws / ".gitignore").write_text("*.log\nbuild/\n")
+    (ws / "x.log").write_text("noise\n")
+    (ws / "build").mkdir()
+    (ws / "build" / "out.o").write_bytes(b"o")
+    for ignored in ("x.log", "build", "build/out.o"):
+        with pytest.raises(PathError, match=f"'{ignored}' is ignored by the workspace's rules"):
+            diff_mod.diff(w, paths=[ignored])
+    assert [f["path"] for f in diff_mod.diff(w, paths=[".gitignore"])["files"]] == [".gitignore"]
 
 
 def test_diff_binary_and_typechange(store, ws):
