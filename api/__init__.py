@@ -18,11 +18,10 @@ def create_app(store_dir=None, settings=None, token: str | None = None, *, allow
     besides loopback ones; `problems` are the settings problems /health reports.
     """
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from ..service import Chronos
-    from .deps import HTTP_CODES
+    from .deps import http_error
     token = token or secrets.token_urlsafe(32)
     expected = token.encode("utf-8", "surrogateescape")
     app = FastAPI(title="chronos-git", version=__version__, docs_url=None, redoc_url=None,
@@ -36,16 +35,13 @@ def create_app(store_dir=None, settings=None, token: str | None = None, *, allow
         if auth.lower().startswith("bearer "):
             given = given or auth[7:]
         if not secrets.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
-            return JSONResponse({"status": "error", "error": "unauthorized", "code": HTTP_CODES[401]},
-                                status_code=401)
+            return http_error("unauthorized", 401)
         return await call_next(request)
 
     @app.exception_handler(StarletteHTTPException)
     async def _envelope(request: Request, exc: StarletteHTTPException):
         """Outside the router too (unknown path, wrong method): the envelope, not {"detail": ...}."""
-        return JSONResponse({"status": "error", "error": str(exc.detail),
-                             "code": HTTP_CODES.get(exc.status_code, "error")},
-                            status_code=exc.status_code, headers=exc.headers)
+        return http_error(str(exc.detail), exc.status_code, exc.headers)
 
     def service() -> Chronos:
         svc = Chronos.get(store_dir, settings, problems=problems)

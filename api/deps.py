@@ -50,8 +50,11 @@ HTTP_CODES = {400: "bad_input", 401: "unauthorized", 403: "forbidden", 404: "not
 MAX_BODY = 16 << 20          # bytes of a request body
 
 
-def http_error(message: str, status: int) -> Response:
-    return respond(ErrorResult(error=message, code=HTTP_CODES.get(status, "error")), status)
+def http_error(message: str, status: int, headers=None) -> Response:
+    """An error the HTTP layer answers itself, in the envelope every other error has."""
+    answer = respond(ErrorResult(error=message, code=HTTP_CODES.get(status, "error")), status)
+    answer.headers.update(headers or {})
+    return answer
 
 
 def host_name(value: str) -> str:

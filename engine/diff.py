@@ -15,11 +15,10 @@ from pygit2.enums import DeltaStatus, DiffFind, DiffOption
 
 from . import fifo_guard
 from .checkpoint import CheckpointMeta
-from .codec import display
 from .errors import CheckpointNotFound, PathError
 from .ignore import is_ignored
 from .paths import delta_path, within
-from .restore_plan import require_known, tree_entry
+from .restore_plan import named, require_known, tree_entry
 from .scan import align
 
 STATUS = {
@@ -52,9 +51,8 @@ def _refuse_ignored(ws, tree, rels: list[str]) -> None:
     wrepo = pygit2.Repository(str(ws.gitdir))
     ignored = [rel for rel in fresh if is_ignored(wrepo, rel) or is_ignored(wrepo, rel.rstrip("/") + "/")]
     if ignored:
-        raise PathError(", ".join(repr(display(r)) for r in ignored[:10]) + (" and more" if len(ignored) > 10 else "")
-                        + f" {'is' if len(ignored) == 1 else 'are'} ignored by the workspace's rules, so never "
-                        "checkpointed: there is nothing to diff it against")
+        raise PathError(f"{named(ignored)} ignored by the workspace's rules, so never checkpointed: "
+                        "there is nothing to diff it against")
 
 
 def _to_workdir(ws, tree):

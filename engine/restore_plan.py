@@ -88,9 +88,14 @@ def require_known(ws, rels, trees: list, where: str, *, on_disk: bool, skipped=(
     missing = [rel for rel in rels if rel and rel not in skipped and all(tree_entry(t, rel) is None for t in trees)
                and not (on_disk and os.path.lexists(os.path.join(ws.root_bytes, os.fsencode(rel))))]
     if missing:
-        raise PathError(", ".join(repr(display(m)) for m in missing[:10]) + (" and more" if len(missing) > 10 else "")
-                        + f" {'is' if len(missing) == 1 else 'are'} in neither {where} (paths are relative to "
-                        "the workspace, ignored files are never checkpointed; check the spelling)")
+        raise PathError(f"{named(missing)} in neither {where} (paths are relative to the workspace, "
+                        "ignored files are never checkpointed; check the spelling)")
+
+
+def named(rels: list[str]) -> str:
+    """The subject of a refusal: "'a', 'b' and more are" (at most ten named)."""
+    return (", ".join(repr(display(r)) for r in rels[:10]) + (" and more" if len(rels) > 10 else "")
+            + (" is" if len(rels) == 1 else " are"))
 
 
 def _blobs_under(repo, tree_id, prefix: str):
