@@ -127,7 +127,7 @@ def _fine_stamps(path: str, dev: int) -> bool:
     return known
 
 
-def _racy(path: str, st: os.stat_result, now_ns: int) -> bool:
+def racy(path: str, st: os.stat_result, now_ns: int) -> bool:
     """Whether the directory `st` (of `path`, stat'ed at `now_ns`, before it was listed) could
     still have changed after that listing without its mtime moving."""
     fine = st.st_mtime_ns % 1_000_000_000 != 0 and _fine_stamps(path, st.st_dev)
@@ -161,5 +161,5 @@ def _settle_packs(pack_dir: Path) -> None:
     if synced:
         fsync_dir(pack_dir)           # then they count as synced (a failure here raises: not kept)
         _synced_packs.update(synced)
-    if not _racy(str(pack_dir), st, now):
+    if not racy(str(pack_dir), st, now):
         _settled_dirs[str(pack_dir)] = seen

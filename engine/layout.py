@@ -17,7 +17,7 @@ import pygit2
 
 from .confine import EXCLUDE_PATTERN
 from .errors import WorkspaceRefused
-from .fsutil import atomic_write
+from .fsutil import atomic_write, realpath
 
 UNBORN_HEAD = b"ref: refs/heads/chronos-unborn\n"
 REPORT_NAME_GLOB = "chronos-git-report-*.html"     # `chronos-git report` names its files so: never checkpointed
@@ -30,7 +30,7 @@ def canonical_root(path: os.PathLike | str) -> Path:
         raise ValueError(f"the workspace path {os.fsdecode(path)!r} contains a NUL character, "
                          "which no file name on Linux can hold")
     p = os.fsencode(os.path.abspath(os.fsdecode(path)))
-    return Path(os.fsdecode(os.path.realpath(p)))
+    return Path(os.fsdecode(realpath(p)))
 
 
 def _refused_roots() -> set[Path]:

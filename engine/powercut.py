@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pygit2
 
+from . import loose
 from .checkpoint import message_of
 from .fsutil import atomic_write
 from .state_file import StateFile
@@ -43,14 +44,11 @@ def current_boot() -> str | None:
         return None
 
 
-_WHOLE: dict[str, tuple] = {}             # loose objects found whole, by path: the stat they had then
-_WHOLE_MAX = 200_000
-
-
 def loose_object_ok(path: Path | str) -> bool:
     """A loose object is whole: it inflates to the end, its header fits, its name is its hash.
-    One found whole is not read again while its file is the same (inode, size, mtime): a
-    listing of 10,000 checkpoints would otherwise inflate each on every call."""
+    One found whole, or written by this process, is not read again while its file is the same
+    (inode, size, mtime: engine/loose.py `WHOLE`): a listing of 10,000 checkpoints would
+    otherwise inflate each on every call."""
     key = str(path)
     if not os.access(key, os.F_OK):         # packed (a long chain mostly is): no exception raised and caught
         return True                         # (a stat that fails costs 2.5x); unreadable: libgit2 says so
@@ -61,13 +59,11 @@ def loose_object_ok(path: Path | str) -> bool:
     except OSError:
         return False
     stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-    if _WHOLE.get(key) == stamp:
+    if loose.WHOLE.get(key) == stamp:
         return True
     ok = _whole(Path(path))
     if ok:
-        if len(_WHOLE) >= _WHOLE_MAX:
-            _WHOLE.clear()
-        _WHOLE[key] = stamp
+        loose.vouch(key, stamp)
     return ok
 
 

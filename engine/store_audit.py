@@ -26,6 +26,7 @@ from pathlib import Path
 import pygit2
 
 from .errors import ChronosError
+from .fsutil import realpath
 from .store import ATTRIBUTES, BASE_CONFIG
 
 # Exactly what chronos-git writes into the store's `config` (engine/store.py BASE_CONFIG;
@@ -175,8 +176,8 @@ def _audit_worktree_configs(root: Path) -> list[Finding]:
                                f"delete {d} (its workspace's next snapshot walks again)"))
             continue
         for key, value in entries:
-            if key == "core.excludesfile" and (value == str(d / "exclude") or os.path.realpath(value)
-                                               == os.path.realpath(d / "exclude")):
+            if key == "core.excludesfile" and (value == str(d / "exclude") or realpath(value)
+                                               == realpath(d / "exclude")):
                 continue        # the one setting chronos-git writes there (engine/workspace.py)
             why = ("chronos-git writes only core.excludesFile (its own exclude file) here: " + _why(key)
                    if key != "core.excludesfile" else

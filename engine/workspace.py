@@ -20,6 +20,7 @@ from .chain import Chain
 from .checkpoint import Checkpoint, CheckpointMeta
 from .durability import fsync_scope
 from .errors import PathError, StoreError, StoreUnwritable, WorkspaceRefused
+from .fsutil import realpath
 from .ignore import is_ignored
 from .layout import GitDir, refuse_bad_root, workspace_id
 from .scan import Scanner, align, align_paths, find_omissions, nested_ancestor, update_all, update_paths
@@ -78,7 +79,7 @@ class Workspace:
         norm = os.path.normpath(raw)
         # resolve symlinked parents but not the leaf: the leaf may itself be a link we store
         parent, leaf = os.path.split(norm)
-        parent = os.path.realpath(parent)
+        parent = realpath(parent)
         rel = os.path.relpath(os.path.join(parent, leaf), self.root_bytes)
         if rel == b".":
             said = repr(os.fsdecode(path)) if os.fsencode(path) else "an empty path"

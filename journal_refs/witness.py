@@ -31,7 +31,7 @@ import stat
 from pathlib import Path
 
 from ..engine import faults
-from ..engine.fsutil import atomic_write, left_temps, read_all
+from ..engine.fsutil import atomic_write, left_temps, read_all, realpath
 
 SLOT_MIN = 64 * 1024
 SLOT_MAX = 256 * 1024 * 1024        # a record never needs more; a bigger file is not ours
@@ -259,7 +259,7 @@ def witness_path_for(store_root: Path) -> Path:
     symlink has the same witness (one kept beside such a link before, and only there, is still
     used).  A store whose witness has its older name keeps that one: an upgrade never finds it
     missing, and a file of the new name planted beside it is not read instead."""
-    given, real = Path(store_root), Path(os.path.realpath(store_root))
+    given, real = Path(store_root), Path(realpath(store_root))
 
     def existing(suffix: str) -> Path | None:
         ours = real.parent / (real.name + suffix)

@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 
 from .. import settings as settings_mod
+from ..engine.fsutil import realpath
 from ..engine.store import Store
 from ..journal_refs import events
 from ..journal_refs.journal import REF as JOURNAL_REF
@@ -154,8 +155,8 @@ class Chronos:
             self.settings_check()        # watched already (the dashboard asks per request): a stat
             return
         block = settings_mod.load(env=False)
-        if block.problems or os.path.realpath(settings_mod.profile_store(block.settings)) != \
-                os.path.realpath(self.core.store_dir):
+        if block.problems or realpath(settings_mod.profile_store(block.settings)) != \
+                realpath(self.core.store_dir):
             return
         self.watch_settings(lambda: settings_mod.load(env=False), settings_mod.hermes_home() / "config.yaml",
                             env_overrides=env_overrides)

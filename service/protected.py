@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine import inotify
+from ..engine.fsutil import realpath
 from ..engine.inotify import (
     HEADER,
     IN_ATTRIB,
@@ -99,7 +100,7 @@ def plugin_roots(hermes_home: Path | None) -> list[Path]:
         return []
     roots = [PACKAGE_DIR]
     if hermes_home is not None:
-        d = Path(os.path.realpath(hermes_home / "plugins" / PLUGIN_NAME))
+        d = Path(realpath(hermes_home / "plugins" / PLUGIN_NAME))
         if d.is_dir() and d not in roots:
             roots.append(d)
     return roots
@@ -290,12 +291,12 @@ class ProtectedSet:
 
     def __init__(self, store_root: Path, witness: Path, plugin: Iterable[Path] = (), *, watch: bool = False):
         given = Path(os.path.abspath(store_root))
-        real = Path(os.path.realpath(store_root))
+        real = Path(realpath(store_root))
         self.store = str(real)
-        self.witness = os.path.realpath(witness)
+        self.witness = realpath(witness)
         # sidecars: <store>.* beside the real folder and beside a link that names it
-        self.sidecars = {(str(real.parent), real.name + "."), (os.path.realpath(given.parent), given.name + ".")}
-        self.plugin = [str(Path(os.path.realpath(p))) for p in plugin]
+        self.sidecars = {(str(real.parent), real.name + "."), (realpath(given.parent), given.name + ".")}
+        self.plugin = [str(Path(realpath(p))) for p in plugin]
         self._code = [f for root in self.plugin for f in _code_files(Path(root))]
         dirs = tuple(sorted({os.path.dirname(f) for f in self._code} | set(self.plugin)))
         self._watch = CodeWatch.get(dirs) if self._code and watch else None
@@ -321,7 +322,7 @@ class ProtectedSet:
         out = []
         inodes = None
         for p in paths:
-            resolved = os.path.realpath(p)
+            resolved = realpath(p)
             what = self.classify(resolved)
             if what is None:
                 try:

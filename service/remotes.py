@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from ..engine import locking, metadir, remote as transport
-from ..engine.fsutil import atomic_write
+from ..engine.fsutil import atomic_write, realpath
 from ..journal_refs import JournalError, events
 from ..settings import HOST_ID, default_host_id
 from . import remote_anchor, remote_fetch, remote_push
@@ -73,7 +73,7 @@ class Remotes:
                 return saved
         except OSError:
             pass
-        chosen = default_host_id(Path(os.path.realpath(self.core.store_dir)))
+        chosen = default_host_id(Path(realpath(self.core.store_dir)))
         try:
             atomic_write(path, chosen.encode() + b"\n", durable=True)
         except OSError:
@@ -105,8 +105,8 @@ class Remotes:
         local = transport.local_path(url)
         store = self.core.store
         if local is not None:
-            here = os.path.realpath(store.root)
-            there = os.path.realpath(local)
+            here = realpath(store.root)
+            there = realpath(local)
             if there == here or there.startswith(here + os.sep) or here.startswith(there + os.sep):
                 raise ValueError(f"{local} is the store or inside it: a remote must be somewhere else")
         repo = store.repo()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import setting_effects as fx
 from ..engine.codec import canonical
-from ..engine.fsutil import atomic_write
+from ..engine.fsutil import atomic_write, realpath
 from ..engine.store import Store
 from ..journal_refs import JournalError, events
 from ..journal_refs.state import SETTINGS_ACTION
@@ -207,10 +207,10 @@ class SettingsWatch:
         so (CHRONOS_GIT_STORE): not an edit of config.yaml's store_dir, which is compared as
         written."""
         assert self.reader is not None
-        here = os.path.realpath(self.core.store_dir)
+        here = realpath(self.core.store_dir)
         env = os.environ.get("CHRONOS_GIT_STORE") or ""
-        return bool(env) and os.path.realpath(os.path.expanduser(env)) == here and \
-            os.path.realpath(profile_store(self.reader().settings)) != here
+        return bool(env) and realpath(os.path.expanduser(env)) == here and \
+            realpath(profile_store(self.reader().settings)) != here
 
     def _written(self) -> dict:
         assert self.reader is not None

@@ -128,3 +128,62 @@ def test_recent_writes_are_kept_per_store_for_the_journal_to_carry(tmp_path):
     for i in range(loose._RECENT):
         loose.blob(tmp_path / "a" / "objects", b"%d" % i)
     assert loose.recent(tmp_path / "a" / "objects", oid) is None      # bounded: the oldest go
+
+
+def test_a_miss_lists_the_pack_folder_only_when_it_changed(repo, tmp_path, monkeypatch):
+    """`oid in odb` re-lists the packs on every miss; `held` does so only when the pack folder
+    moved since this handle last listed it, and still finds a pack written meanwhile."""
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from chronos_git.engine import durability
+    from tests.support.helpers import wait_for
+    pack_dir = objects(repo) / "pack"
+    pack_dir.mkdir(exist_ok=True)
+    refreshed = []
+
+    class Counted:                      # the handle, its backends' refreshes counted
+        def __init__(self, real):
+            self.real = real
+
+        @property
+        def odb(self):
+            return SimpleNamespace(backends=[SimpleNamespace(
+                exists=b.exists, refresh=lambda b=b: (refreshed.append(1), b.refresh())[1])
+                for b in self.real.odb.backends])
+    handle = Counted(repo)
+    wait_for(lambda: not durability.racy(str(pack_dir), pack_dir.stat(), time.time_ns()), timeout=10)
+    missing = str(pygit2.hash(b"nowhere\n"))
+    assert not loose.held(handle, missing, objects(repo))
+    listed = len(refreshed)
+    assert listed and not loose.held(handle, missing, objects(repo)) and len(refreshed) == listed
+    # another handle packs a blob: the folder moves, so this handle lists it again and finds it
+    other = pygit2.Repository(repo.path)
+    oid = str(other.create_blob(b"packed elsewhere\n"))
+    other.references.create("refs/tags/keep", pygit2.Oid(hex=oid))
+    subprocess.run(["git", "--git-dir", repo.path, "repack", "-adq"], check=True)
+    assert not os.path.exists(objects(repo) / oid[:2] / oid[2:])
+    assert loose.held(handle, oid, objects(repo)) and len(refreshed) > listed
+    assert loose.write(objects(repo), pygit2.GIT_OBJECT_BLOB, b"packed elsewhere\n", repo=repo) == (oid, None)
+
+
+def test_a_loose_object_this_process_wrote_is_not_inflated_again_until_its_file_changes(repo, monkeypatch):
+    """A chain's tip is written by one call and checked by the next (engine/chain.py): the
+    writer vouches for it; a file put in its place (another inode) is judged again."""
+    import os
+    import zlib
+
+    from chronos_git.engine import powercut
+    oid, raw = loose.write(objects(repo), pygit2.GIT_OBJECT_BLOB, b"written here\n")
+    path = str(objects(repo) / oid[:2] / oid[2:])
+    judged = []
+    real = powercut._whole
+    monkeypatch.setattr(powercut, "_whole", lambda p: (judged.append(p), real(p))[1])
+    assert powercut.loose_object_ok(path) and judged == []
+    torn = path + ".torn"
+    with open(torn, "wb") as fh:
+        fh.write(zlib.compress(b"blob 13\0written here\n")[:-4])
+    os.chmod(path, 0o644)
+    os.replace(torn, path)
+    assert not powercut.loose_object_ok(path) and len(judged) == 1
