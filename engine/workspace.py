@@ -16,7 +16,7 @@ import pygit2
 from pygit2 import GitError
 
 from . import adopt, faults, fifo_guard, file_writes, first_import, locking, metadir, narrowing, perms
-from .chain import Chain
+from .chain import Chain, Tip
 from .checkpoint import Checkpoint, CheckpointMeta
 from .durability import fsync_scope
 from .errors import PathError, StoreError, StoreUnwritable, WorkspaceRefused
@@ -47,6 +47,8 @@ class Workspace:
         self._chain = Chain(store, root, self.ref, self.gitdir)
         self._rules = narrowing.RulesWatch(self._layout)
         self._lock_path = metadir.lock_path(store.meta_dir, "ws", self.id)
+        # git's lock files of what this workspace writes (asked before every snapshot)
+        self._git_locks = (self.gitdir / "index.lock", self.gitdir / "HEAD.lock", store.root / (self.ref + ".lock"))
         self._repo: pygit2.Repository | None = None
         self._watcher: Watcher | None = None
         self._cache = StatCache(self.gitdir)    # what the in-memory index is known to hold
@@ -182,7 +184,8 @@ class Workspace:
                   progress=None, took: list[bool] | None = None) -> TakenSnapshot:
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo, index = self._read_index()
-            tip = self._chain.tip(repo).commit
+            at = self._chain.tip(repo)
+            tip = at.commit
             known = self._cache.known()
             settled = tip is not None and self._settled == str(tip.id)
             facts = CacheFacts(commit=commit, force_scan=force_scan, declared=paths is not None,
@@ -229,7 +232,7 @@ class Workspace:
             result = self._result(meta, plan, tip, repo, index, tree, rels, report, commit)
             if not commit:
                 return result
-            result = self.commit_scan(result, meta)
+            result = self.commit_scan(result, meta, at)
             if tip is not None and plan.strategy is not Strategy.BULK:
                 try:        # the checkpoint is made: a failure to judge the rules must not undo it
                     change = self._rules.change(repo, index, tip, tree, rels, report.ignore_files)
@@ -363,11 +366,13 @@ class Workspace:
                 "files": cp.meta.files, "kind": snapshot_kind(meta, paths), "scan": "unchanged"}
         return TakenSnapshot(cp, cp.tree_id, False, False, info)
 
-    def commit_scan(self, result: TakenSnapshot, meta: CheckpointMeta) -> TakenSnapshot:
-        """Make a `commit=False` snapshot a checkpoint (the newest one if its tree is unchanged)."""
+    def commit_scan(self, result: TakenSnapshot, meta: CheckpointMeta, state: Tip | None = None) -> TakenSnapshot:
+        """Make a `commit=False` snapshot a checkpoint (the newest one if its tree is unchanged).
+        `state`: the tip as read under the workspace lock still held (a snapshot's own commit),
+        else it is read here; the ref moves only from that value either way (Chain.advance)."""
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo = self._open_repo()
-            state = self._chain.tip(repo)
+            state = state or self._chain.tip(repo)
             tip = state.commit
             if tip is not None and str(tip.tree_id) == result.tree_id and state.problem is None:
                 return TakenSnapshot(Checkpoint.from_commit(tip), result.tree_id, False, result.partial,
@@ -487,8 +492,7 @@ class Workspace:
         Only called under the workspace lock, which every writer of these files
         holds: a lock file seen here has no live owner.
         """
-        for lock_file in (self.gitdir / "index.lock", self.gitdir / "HEAD.lock",
-                          self.store.root / (self.ref + ".lock")):
+        for lock_file in self._git_locks:
             self.store.clear_stale_git_lock(lock_file)
 
     def nested_ancestor(self, parts: list[str]) -> str | None:

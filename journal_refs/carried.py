@@ -24,8 +24,6 @@ import stat
 import zlib
 from pathlib import Path
 
-import pygit2
-
 from ..engine import faults, loose
 from ..engine.codec import canonical
 from ..engine.durability import fsync_file, note_durable_pack, settle_objects
@@ -52,8 +50,13 @@ def loose_bytes(repo, oid: str) -> bytes:
 
 def _recent(repo, oid: str) -> tuple[int, bytes] | None:
     """What engine/loose.py kept of `oid`, written lately into this store and still in it."""
-    got = loose.recent(os.path.join(repo.path, "objects"), oid)
-    return got if got is not None and pygit2.Oid(hex=oid) in repo.odb else None
+    objects = os.path.join(repo.path, "objects")
+    got = loose.recent(objects, oid)
+    if got is None:
+        return None
+    # its loose file is the usual answer (one access, not libgit2's search of every pack first)
+    there = os.access(os.path.join(objects, oid[:2], oid[2:]), os.F_OK) or loose.held(repo, oid, objects)
+    return got if there else None
 
 
 def _loose_file(repo, oid: str) -> bytes | None:

@@ -406,3 +406,23 @@ def test_how_long_a_folder_s_mtime_may_hide_a_change(tmp_path):
     assert not durability._fine_stamps("/proc", os.stat("/proc").st_dev)
     proc = SimpleNamespace(st_dev=os.stat("/proc").st_dev, st_mtime_ns=now - 1_000_000_000 + 1)
     assert durability.racy("/proc", proc, now)
+
+
+def test_a_recent_write_is_carried_while_the_store_holds_it_loose_or_packed(tmp_path):
+    """What engine/loose.py kept of a blob stands for it only while the store still holds the
+    blob: its loose file, else a pack (a sync packed it meanwhile), never once it is gone."""
+    import subprocess
+
+    from chronos_git.engine import loose
+    d = _bare(tmp_path)
+    repo = pygit2.Repository(str(d))
+    kept = loose.blob(d / "objects", b"packed meanwhile\n" * 5, repo=repo)
+    gone = loose.blob(d / "objects", b"removed meanwhile\n" * 5, repo=repo)
+    assert carried._recent(repo, kept) is not None and carried._recent(repo, gone) is not None
+    repo.references.create("refs/tags/keep", pygit2.Oid(hex=kept))
+    subprocess.run(["git", "--git-dir", str(d), "repack", "-adq"], check=True)
+    subprocess.run(["git", "--git-dir", str(d), "prune-packed"], check=True)
+    os.unlink(d / "objects" / gone[:2] / gone[2:])
+    assert not (d / "objects" / kept[:2] / kept[2:]).exists()
+    assert carried._recent(repo, kept) is not None         # packed: still the store's
+    assert carried._recent(repo, gone) is None             # neither loose nor packed
