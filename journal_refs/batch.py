@@ -140,7 +140,7 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
             for oid in settle:           # ours and too big to carry: written, then synced below
                 if oid in ours:
                     loose.put(where, oid, ours[oid])
-        settle_objects(where, settle)
+        settle_objects(where, settle, journal.store.compaction_token())
         carry = dict((w or {}).get("carried") or {}) if (w or {}).get("head") == journal.head else {}
         if carried.full(carry, new):
             journal.publish_locked()

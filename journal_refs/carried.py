@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..engine import faults, loose
 from ..engine.codec import canonical
-from ..engine.durability import fsync_file, note_durable_pack, settle_objects
+from ..engine.durability import fsync_file, note_durable_objects, note_durable_pack, settle_objects
 from ..engine.fsutil import atomic_write, fsync_dir
 from ..engine.pack_writer import pack_entry, write_pack
 from ..engine.powercut import loose_object_ok
@@ -210,7 +210,7 @@ def restore(repo, objects_dir: Path, carried: dict[str, str]) -> list[str]:
     return done
 
 
-def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=()) -> None:
+def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=(), token: str | None = None) -> None:
     """Make what the witness carries (oid -> its encoded loose bytes), the objects `also`
     names (loose or packed, wherever they are) and the journal ref durable.
 
@@ -218,7 +218,8 @@ def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=()) -> Non
     (three fsyncs), and their loose copies are deleted: an fsync per loose file and its
     fan-out directory was ~190 fsyncs per sync, ~12 ms per call in a real Hermes session.
     A crash before the .idx is durable leaves the objects loose and still carried; a lost
-    unlink leaves a loose copy the next boot's sweep checks like any other."""
+    unlink leaves a loose copy the next boot's sweep checks like any other.
+    `token`: the store's compaction token read before (durability.note_durable_objects)."""
     objects = store_root / "objects"
     entries, in_place = [], list(also)
     for oid, text in carried.items():
@@ -233,6 +234,8 @@ def sync(store_root: Path, ref: str, carried: dict[str, str], *, also=()) -> Non
         stem = write_pack(str(objects / "pack"), entries, durable=True,
                           points=("journal_sync_mid_pack", "journal_sync_before_idx"))
         note_durable_pack(objects / "pack", stem)
+        if token is not None:
+            note_durable_objects(objects, [sha.hex() for sha, *_ in entries], token)
         for sha, *_ in entries:
             oid = sha.hex()
             try:

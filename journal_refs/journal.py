@@ -400,7 +400,8 @@ class Journal:
             carry = dict(w["carried"])
         try:
             with self.store.writing():      # a compaction does not move them meanwhile
-                carried.sync(self.store.root, REF, carry)   # the ref: at least at that head now
+                token = self.store.compaction_token()
+                carried.sync(self.store.root, REF, carry, token=token)   # the ref: at least at that head now
         except OSError as exc:
             self.unwritable = explain(exc, self.store.root)
             return False
@@ -433,7 +434,7 @@ class Journal:
         if not self._ref_at_head():
             raise JournalError(f"the journal ref is not at {str(self.head)[:12]}; what the witness "
                                "carries stays carried until it is")
-        carried.sync(self.store.root, REF, carry)
+        carried.sync(self.store.root, REF, carry, token=self.store.compaction_token())
 
     def move_ref(self, expected: str | None, new: str) -> None:
         """Compare-and-swap: the ref must still be at `expected` (None: no ref yet).  The caller

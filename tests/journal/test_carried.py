@@ -426,3 +426,26 @@ def test_a_recent_write_is_carried_while_the_store_holds_it_loose_or_packed(tmp_
     assert not (d / "objects" / kept[:2] / kept[2:]).exists()
     assert carried._recent(repo, kept) is not None         # packed: still the store's
     assert carried._recent(repo, gone) is None             # neither loose nor packed
+
+
+def test_objects_this_process_packed_durably_are_not_looked_for_until_a_pack_is_deleted(tmp_path, monkeypatch):
+    """The journal's sync packs and fsyncs what the witness carried: a later event linking one
+    of those blobs (the next edit's pre-image) does not list the pack folder for it, until the
+    store's compaction token changes (a compaction or consolidation deleted packs)."""
+    from chronos_git.engine import durability
+    from chronos_git.engine.store import Store
+    store = Store.open(tmp_path / "s")
+    d = store.root
+    blob = store.repo().create_blob(b"an earlier call's post-image\n")
+    oid = str(blob)
+    text = carried.encode((d / "objects" / oid[:2] / oid[2:]).read_bytes())
+    carried.sync(d, "refs/chronos/journal", {oid: text}, token=store.compaction_token())
+    assert not (d / "objects" / oid[:2] / oid[2:]).exists()          # packed, its loose copy gone
+    listed = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p: (listed.append(str(p)), real_scandir(p))[1])
+    durability.settle_objects(d / "objects", [oid], store.compaction_token())
+    assert listed == []
+    store.note_compacted()
+    durability.settle_objects(d / "objects", [oid], store.compaction_token())
+    assert any(p.endswith("pack") for p in listed)
