@@ -89,6 +89,7 @@ def tree_size(root) -> int:
 
 
 _PROC_FD = "/proc/self/fd/%d"
+_O_PATH = getattr(os, "O_PATH", None)
 _DELETED = " (deleted)"
 
 
@@ -97,11 +98,16 @@ def realpath(path):
     kernel resolves it (an `O_PATH` open) and /proc names what it reached.  Python's own walks
     the path one `lstat` per component in Python (~30 µs for a file four folders down, asked
     several times per protected call).  Anything else (a missing or dangling path, a loop, no
-    /proc, a name /proc cannot spell back) takes `os.path.realpath`."""
+    /proc, a name /proc cannot spell back) takes `os.path.realpath`.  Text is first spelled as
+    the name it encodes (a surrogate-escaped UTF-8 name as its UTF-8 text), on both ways, so a
+    name has one answer whichever way it was written."""
     raw = os.fspath(path)
-    text = os.fsdecode(raw)
+    if isinstance(raw, str):        # one spelling per name: "jos\udcc3\udca9" is "josé" on disk
+        raw = os.fsdecode(os.fsencode(raw))
+    if _O_PATH is None:
+        return os.path.realpath(raw)
     try:
-        fd = os.open(text, os.O_PATH | os.O_CLOEXEC)
+        fd = os.open(raw, _O_PATH | os.O_CLOEXEC)
     except (OSError, ValueError):
         return os.path.realpath(raw)
     try:

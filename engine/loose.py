@@ -54,7 +54,9 @@ def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository 
     if repo is not None and held(repo, oid, objects_dir):
         return oid, None
     packed = deflate(raw, _LEVEL)
-    put(objects_dir, oid, packed)
+    written = put(objects_dir, oid, packed)
+    if written is not None and kind == pygit2.GIT_OBJECT_COMMIT:
+        vouch(written, oid, packed)
     return oid, packed
 
 
@@ -136,18 +138,20 @@ def prepare(kind: int, data: bytes) -> tuple[str, bytes]:
     return hashlib.sha1(raw).hexdigest(), stored(raw) if len(raw) <= STORED_MAX else deflate(raw, _LEVEL)
 
 
-def put(objects_dir: Path | str, oid: str, packed: bytes) -> None:
-    """Write the loose bytes `packed` of object `oid` unless a file of that name exists."""
+def put(objects_dir: Path | str, oid: str, packed: bytes) -> str | None:
+    """Write the loose bytes `packed` of object `oid` unless a file of that name exists;
+    the file's path if this call wrote it."""
     fan = os.path.join(objects_dir, oid[:2])
     path = os.path.join(fan, oid[2:])
     if os.path.exists(path):       # never replaced: the file there may be durable already
-        return
+        return None
     durable = fsync_on()
     try:
         _put(path, packed, durable)
     except FileNotFoundError:
         os.makedirs(fan, exist_ok=True)
         _put(path, packed, durable)
+    return path
 
 
 def _put(path: str, packed: bytes, durable: bool) -> None:
@@ -162,7 +166,6 @@ def _put(path: str, packed: bytes, durable: bool) -> None:
         view = memoryview(packed)
         while view:
             view = view[os.write(fd, view):]
-        st = os.fstat(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
@@ -173,21 +176,41 @@ def _put(path: str, packed: bytes, durable: bool) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
-    vouch(path, (st.st_ino, st.st_size, st.st_mtime_ns))
 
 
-# Loose files known to be whole, by path: the (inode, size, mtime) they had then.  A file this
+# Loose files known to be whole, by path: the stamp (inode, size, mtime, ctime) they had then;
+# ctime because an edit in place can put size and mtime back, never ctime.  A commit this
 # process wrote is whole while it is that file (power-cut damage shows in the next process);
 # engine/powercut.py adds those it inflated and checked.  A chain's tip, written by one call,
 # is checked by the next: without this it was read and inflated again (0.1 ms a call).
-WHOLE: dict[str, tuple[int, int, int]] = {}
+WHOLE: dict[str, tuple[int, int, int, int]] = {}
 WHOLE_MAX = 200_000
 
 
-def vouch(path: str, stamp: tuple[int, int, int]) -> None:
+def stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def vouch(path: str, oid: str, packed: bytes) -> None:
+    """`path` was just written with `packed`: known whole while its stamp is the one now, if
+    it still holds those bytes (read back from the page cache: nothing slipped in meanwhile)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        same = st.st_size == len(packed) and os.pread(fd, len(packed) + 1, 0) == packed
+    finally:
+        os.close(fd)
+    if same:
+        know_whole(path, stamp(st))
+
+
+def know_whole(path: str, at: tuple[int, int, int, int]) -> None:
     if len(WHOLE) >= WHOLE_MAX:
         WHOLE.clear()
-    WHOLE[path] = stamp
+    WHOLE[path] = at
 
 
 def blob(objects_dir: Path, data: bytes, *, repo: pygit2.Repository | None = None) -> str:

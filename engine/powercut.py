@@ -47,7 +47,7 @@ def current_boot() -> str | None:
 def loose_object_ok(path: Path | str) -> bool:
     """A loose object is whole: it inflates to the end, its header fits, its name is its hash.
     One found whole, or written by this process, is not read again while its file is the same
-    (inode, size, mtime: engine/loose.py `WHOLE`): a listing of 10,000 checkpoints would
+    (engine/loose.py `WHOLE`: inode, size, mtime, ctime): a listing of 10,000 checkpoints would
     otherwise inflate each on every call."""
     key = str(path)
     if not os.access(key, os.F_OK):         # packed (a long chain mostly is): no exception raised and caught
@@ -58,12 +58,12 @@ def loose_object_ok(path: Path | str) -> bool:
         return True                         # packed meanwhile: not ours to judge
     except OSError:
         return False
-    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-    if loose.WHOLE.get(key) == stamp:
+    at = loose.stamp(st)
+    if loose.WHOLE.get(key) == at:
         return True
     ok = _whole(Path(path))
     if ok:
-        loose.vouch(key, stamp)
+        loose.know_whole(key, at)
     return ok
 
 

@@ -168,22 +168,30 @@ def test_a_miss_lists_the_pack_folder_only_when_it_changed(repo, tmp_path, monke
     assert loose.write(objects(repo), pygit2.GIT_OBJECT_BLOB, b"packed elsewhere\n", repo=repo) == (oid, None)
 
 
-def test_a_loose_object_this_process_wrote_is_not_inflated_again_until_its_file_changes(repo, monkeypatch):
+def test_a_commit_this_process_wrote_is_not_inflated_again_until_its_file_changes(repo, monkeypatch):
     """A chain's tip is written by one call and checked by the next (engine/chain.py): the
-    writer vouches for it; a file put in its place (another inode) is judged again."""
+    writer vouches for it.  A file put in its place, or edited in place with its size and
+    mtime put back (only its ctime moves), is judged again."""
     import os
     import zlib
 
     from chronos_git.engine import powercut
-    oid, raw = loose.write(objects(repo), pygit2.GIT_OBJECT_BLOB, b"written here\n")
+    body = loose.commit_data(str(pygit2.hash(b"")), [], signature(1796197339.5), "tip\n")
+    oid, raw = loose.write(objects(repo), pygit2.GIT_OBJECT_COMMIT, body)
     path = str(objects(repo) / oid[:2] / oid[2:])
     judged = []
     real = powercut._whole
     monkeypatch.setattr(powercut, "_whole", lambda p: (judged.append(p), real(p))[1])
     assert powercut.loose_object_ok(path) and judged == []
-    torn = path + ".torn"
-    with open(torn, "wb") as fh:
-        fh.write(zlib.compress(b"blob 13\0written here\n")[:-4])
+    # torn in place: the same length, the mtime put back
+    before = os.stat(path)
+    torn = zlib.compress(b"commit 1\0x")[:-4]
     os.chmod(path, 0o644)
-    os.replace(torn, path)
+    with open(path, "r+b") as fh:
+        fh.write(torn.ljust(len(raw), b"\0"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size
     assert not powercut.loose_object_ok(path) and len(judged) == 1
+    # a blob is not vouched for (only commits are read again and again): checked once
+    blob, _ = loose.write(objects(repo), pygit2.GIT_OBJECT_BLOB, b"a blob\n")
+    assert powercut.loose_object_ok(str(objects(repo) / blob[:2] / blob[2:])) and len(judged) == 2

@@ -56,3 +56,12 @@ def test_a_file_deleted_while_resolved_is_not_named_by_proc_s_spelling(tree, mon
         return got
     monkeypatch.setattr(os, "readlink", unlinked)
     assert realpath(target) == target
+
+
+def test_a_name_written_with_escaped_bytes_has_the_answer_of_its_utf8_spelling(tmp_path):
+    """"jos\\udcc3\\udca9" encodes to the bytes of "josé": one name, one answer, existing or not
+    (service/protected.py compares answers with the store's own path)."""
+    (tmp_path / "josé" / "store").mkdir(parents=True)
+    escaped = str(tmp_path) + "/jos\udcc3\udca9/store"
+    assert realpath(escaped) == str(tmp_path / "josé" / "store")
+    assert realpath(escaped + "/refs/heads/planted") == str(tmp_path / "josé" / "store" / "refs" / "heads" / "planted")
