@@ -67,7 +67,7 @@ def held(repo: pygit2.Repository, oid: str, objects_dir) -> bool:
     this handle last did (durability.racy: a change within the same stamp)."""
     key = pygit2.Oid(hex=oid)
     backends = list(repo.odb.backends)
-    if any(b.exists(key) for b in backends):
+    if any(b.exists(key) is True for b in backends):     # a backend without `exists` answers NotImplemented
         return True
     folder = os.path.join(objects_dir, "pack")
     try:
@@ -82,7 +82,7 @@ def held(repo: pygit2.Repository, oid: str, objects_dir) -> bool:
         b.refresh()
     if not racy(folder, st, now):
         _listed[repo] = seen
-    return any(b.exists(key) for b in backends)
+    return any(b.exists(key) is True for b in backends)
 
 
 _listed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # handle -> its pack folder as it last listed it
