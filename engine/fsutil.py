@@ -94,7 +94,7 @@ _DELETED = " (deleted)"
 
 
 def realpath(path):
-    """`os.path.realpath(path)` (not strict), for an existing path in four system calls: the
+    """`os.path.realpath(path)` (not strict), for an existing path in three system calls: the
     kernel resolves it (an `O_PATH` open) and /proc names what it reached.  Python's own walks
     the path one `lstat` per component in Python (~30 µs for a file four folders down, asked
     several times per protected call).  Anything else (a missing or dangling path, a loop, no

@@ -56,7 +56,7 @@ def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository 
     packed = deflate(raw, _LEVEL)
     written = put(objects_dir, oid, packed)
     if written is not None and kind == pygit2.GIT_OBJECT_COMMIT:
-        vouch(written, oid, packed)
+        vouch(written, packed)
     return oid, packed
 
 
@@ -191,7 +191,7 @@ def stamp(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def vouch(path: str, oid: str, packed: bytes) -> None:
+def vouch(path: str, packed: bytes) -> None:
     """`path` was just written with `packed`: known whole while its stamp is the one now, if
     it still holds those bytes (read back from the page cache: nothing slipped in meanwhile)."""
     try:

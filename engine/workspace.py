@@ -372,7 +372,8 @@ class Workspace:
         else it is read here; the ref moves only from that value either way (Chain.advance)."""
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
             repo = self._open_repo()
-            state = state or self._chain.tip(repo)
+            if state is None:
+                state = self._chain.tip(repo)
             tip = state.commit
             if tip is not None and str(tip.tree_id) == result.tree_id and state.problem is None:
                 return TakenSnapshot(Checkpoint.from_commit(tip), result.tree_id, False, result.partial,
