@@ -7,6 +7,7 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -150,25 +151,39 @@ def _fine_stamps(path: str, dev: int) -> bool:
     return known
 
 
-def racy(path: str, st: os.stat_result, now_ns: int) -> bool:
+def _racy(path: str, st: os.stat_result, now_ns: int) -> bool:
     """Whether the directory `st` (of `path`, stat'ed at `now_ns`, before it was listed) could
     still have changed after that listing without its mtime moving."""
     fine = st.st_mtime_ns % 1_000_000_000 != 0 and _fine_stamps(path, st.st_dev)
     return now_ns - st.st_mtime_ns <= (RACY_FINE_NS if fine else RACY_NS)
 
 
-def _settle_packs(pack_dir: Path) -> None:
-    """fsync every pack this process has not synced yet.  Packs are only added or removed
-    (renamed in whole, unlinked), which moves the directory's mtime: while it is the one seen
-    when every pack was last synced, and was old enough then not to hide a later change in the
-    same timestamp, there is nothing to list (a file call's packed pre-image asks each call)."""
+def changed_since_listed(memo: MutableMapping, key, path: str) -> Callable[[], None] | None:
+    """Whether the folder `path` must be listed again: None while it is as `memo[key]` saw it
+    at its last listing (inode, mtime, ctime; files are only added or removed, which moves
+    them), or when it cannot be stat'ed; else a function to call once it has been listed,
+    which keeps its stamp, taken before that listing, unless a later change could share it
+    (`_racy`)."""
     try:
-        st = os.stat(pack_dir)
+        st = os.stat(path)
     except OSError:
-        return
-    now = time.time_ns()            # before the listing (the fsyncs after it can take long)
+        return None
+    now = time.time_ns()            # before the listing (what follows it can take long)
     seen = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-    if _settled_dirs.get(str(pack_dir)) == seen:
+    if memo.get(key) == seen:
+        return None
+
+    def listed() -> None:
+        if not _racy(path, st, now):
+            memo[key] = seen
+    return listed
+
+
+def _settle_packs(pack_dir: Path) -> None:
+    """fsync every pack this process has not synced yet: nothing to list while the folder is
+    as it was when every pack was last synced (a file call's packed pre-image asks each call)."""
+    listed = changed_since_listed(_settled_dirs, str(pack_dir), str(pack_dir))
+    if listed is None:
         return
     try:
         names = sorted(e.name for e in os.scandir(pack_dir))
@@ -184,5 +199,4 @@ def _settle_packs(pack_dir: Path) -> None:
     if synced:
         fsync_dir(pack_dir)           # then they count as synced (a failure here raises: not kept)
         _synced_packs.update(synced)
-    if not racy(str(pack_dir), st, now):
-        _settled_dirs[str(pack_dir)] = seen
+    listed()

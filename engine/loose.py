@@ -17,13 +17,12 @@ import hashlib
 import itertools
 import os
 import threading
-import time
 import weakref
 from pathlib import Path
 
 import pygit2
 
-from .durability import fsync_on, racy
+from .durability import changed_since_listed, fsync_on
 from .fsutil import atomic_write
 from .pack_writer import deflate, stored
 
@@ -64,24 +63,17 @@ def held(repo: pygit2.Repository, oid: str, objects_dir) -> bool:
     """Whether `repo` holds object `oid`.  `oid in repo.odb` lists the pack folder again on
     every miss (libgit2 refreshes its packs: 0.16 ms at 140 packs), and a miss is the usual
     answer here (a file call's new images); this lists it only when the folder changed since
-    this handle last did (durability.racy: a change within the same stamp)."""
+    this handle last did (durability.changed_since_listed)."""
     key = pygit2.Oid(hex=oid)
     backends = list(repo.odb.backends)
     if any(b.exists(key) is True for b in backends):     # a backend without `exists` answers NotImplemented
         return True
-    folder = os.path.join(objects_dir, "pack")
-    try:
-        st = os.stat(folder)
-    except OSError:
+    listed = changed_since_listed(_listed, repo, os.path.join(objects_dir, "pack"))
+    if listed is None:
         return False
-    seen = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-    if _listed.get(repo) == seen:
-        return False
-    now = time.time_ns()
     for b in backends:
         b.refresh()
-    if not racy(folder, st, now):
-        _listed[repo] = seen
+    listed()
     return any(b.exists(key) is True for b in backends)
 
 

@@ -400,8 +400,8 @@ class Journal:
             carry = dict(w["carried"])
         try:
             with self.store.writing():      # a compaction does not move them meanwhile
-                token = self.store.compaction_token()
-                carried.sync(self.store.root, REF, carry, token=token)   # the ref: at least at that head now
+                # the ref: at least at that head now
+                carried.sync(self.store.root, REF, carry, token=self.store.compaction_token())
         except OSError as exc:
             self.unwritable = explain(exc, self.store.root)
             return False

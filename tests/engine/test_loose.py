@@ -153,7 +153,7 @@ def test_a_miss_lists_the_pack_folder_only_when_it_changed(repo, tmp_path, monke
                 exists=b.exists, refresh=lambda b=b: (refreshed.append(1), b.refresh())[1])
                 for b in self.real.odb.backends])
     handle = Counted(repo)
-    wait_for(lambda: not durability.racy(str(pack_dir), pack_dir.stat(), time.time_ns()), timeout=10)
+    wait_for(lambda: not durability._racy(str(pack_dir), pack_dir.stat(), time.time_ns()), timeout=10)
     missing = str(pygit2.hash(b"nowhere\n"))
     assert not loose.held(handle, missing, objects(repo))
     listed = len(refreshed)

@@ -379,7 +379,7 @@ def test_packs_are_listed_again_only_when_the_pack_folder_changed(tmp_path, monk
     monkeypatch.setattr(os, "scandir", lambda p: (listed.append(p), real_scandir(p))[1])
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1])
     durability.settle_objects(d / "objects", [first])
-    wait_for(lambda: not durability.racy(str(pd), pd.stat(), time.time_ns()), timeout=10)
+    wait_for(lambda: not durability._racy(str(pd), pd.stat(), time.time_ns()), timeout=10)
     durability.settle_objects(d / "objects", [first])          # old enough now: remembered
     listed.clear()
     durability.settle_objects(d / "objects", [first])
@@ -399,13 +399,13 @@ def test_how_long_a_folder_s_mtime_may_hide_a_change(tmp_path):
     at = lambda ago_ms, whole=False: SimpleNamespace(   # noqa: E731
         st_dev=dev, st_mtime_ns=(now - ago_ms * 1_000_000) // (10**9 if whole else 1) * (10**9 if whole else 1))
     assert durability._fine_stamps(str(tmp_path), dev)       # the test machine's disk: ext4
-    assert durability.racy(str(tmp_path), at(100), now)
-    assert not durability.racy(str(tmp_path), at(300), now)
-    assert durability.racy(str(tmp_path), at(1_500, whole=True), now)
-    assert not durability.racy(str(tmp_path), at(4_500, whole=True), now)
+    assert durability._racy(str(tmp_path), at(100), now)
+    assert not durability._racy(str(tmp_path), at(300), now)
+    assert durability._racy(str(tmp_path), at(1_500, whole=True), now)
+    assert not durability._racy(str(tmp_path), at(4_500, whole=True), now)
     assert not durability._fine_stamps("/proc", os.stat("/proc").st_dev)
     proc = SimpleNamespace(st_dev=os.stat("/proc").st_dev, st_mtime_ns=now - 1_000_000_000 + 1)
-    assert durability.racy("/proc", proc, now)
+    assert durability._racy("/proc", proc, now)
 
 
 def test_a_recent_write_is_carried_while_the_store_holds_it_loose_or_packed(tmp_path):
