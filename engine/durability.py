@@ -120,7 +120,7 @@ def settle_objects(objects_dir: Path, oids, token: str | None = None) -> None:
     for d in dirs:
         fsync_dir(d)
     if packed:
-        _settle_packs(objects_dir / "pack")
+        _settle_packs(objects_dir / "pack", token)
 
 
 _settled_dirs: dict[str, tuple[int, int, int]] = {}
@@ -151,9 +151,9 @@ def _fine_stamps(path: str, dev: int) -> bool:
     return known
 
 
-def _racy(path: str, st: os.stat_result, now_ns: int) -> bool:
-    """Whether the directory `st` (of `path`, stat'ed at `now_ns`, before it was listed) could
-    still have changed after that listing without its mtime moving."""
+def racy(path: str, st: os.stat_result, now_ns: int) -> bool:
+    """Whether `path` (stat'ed as `st` at `now_ns`, before it was listed or read) could still
+    have changed after that without its mtime moving."""
     fine = st.st_mtime_ns % 1_000_000_000 != 0 and _fine_stamps(path, st.st_dev)
     return now_ns - st.st_mtime_ns <= (RACY_FINE_NS if fine else RACY_NS)
 
@@ -163,7 +163,7 @@ def changed_since_listed(memo: MutableMapping, key, path: str) -> Callable[[], N
     at its last listing (inode, mtime, ctime; files are only added or removed, which moves
     them), or when it cannot be stat'ed; else a function to call once it has been listed,
     which keeps its stamp, taken before that listing, unless a later change could share it
-    (`_racy`)."""
+    (`racy`)."""
     try:
         st = os.stat(path)
     except OSError:
@@ -174,14 +174,23 @@ def changed_since_listed(memo: MutableMapping, key, path: str) -> Callable[[], N
         return None
 
     def listed() -> None:
-        if not _racy(path, st, now):
+        if not racy(path, st, now):
             memo[key] = seen
     return listed
 
 
-def _settle_packs(pack_dir: Path) -> None:
+# pack folder -> (the compaction token, the names of its packs known durable under it): while
+# the token is the same no pack was deleted, so a name is still the file that was synced
+_durable_names: dict[str, tuple[str, set[str]]] = {}
+
+
+def _settle_packs(pack_dir: Path, token: str | None = None) -> None:
     """fsync every pack this process has not synced yet: nothing to list while the folder is
-    as it was when every pack was last synced (a file call's packed pre-image asks each call)."""
+    as it was when every pack was last synced (a file call's packed pre-image asks each call).
+    With `token` (the store's compaction token, read under its shared lock) only packs new
+    since the last listing under that token are stat'ed: a pack is deleted only by compaction
+    and consolidation, which change it (a name written again may be a new file on a reused
+    inode: its stamps say so only if it is stat'ed)."""
     listed = changed_since_listed(_settled_dirs, str(pack_dir), str(pack_dir))
     if listed is None:
         return
@@ -189,14 +198,26 @@ def _settle_packs(pack_dir: Path) -> None:
         names = sorted(e.name for e in os.scandir(pack_dir))
     except OSError:
         return
-    synced = []
+    prior = _durable_names.get(str(pack_dir))
+    known = prior[1] if token is not None and prior is not None and prior[0] == token else set()
+    synced, durable = [], set()
     for name in names:
         if not (name.startswith("pack-") and name.endswith((".pack", ".idx"))):
             continue
+        if name in known:
+            durable.add(name)
+            continue
         key = _pack_key(os.path.join(pack_dir, name))
-        if key is not None and key not in _synced_packs and fsync_file(Path(key[0])):
-            synced.append(key)
+        if key is None:
+            continue
+        if key in _synced_packs:
+            durable.add(name)
+        elif fsync_file(Path(key[0])):
+            synced.append((key, name))
     if synced:
         fsync_dir(pack_dir)           # then they count as synced (a failure here raises: not kept)
-        _synced_packs.update(synced)
+        _synced_packs.update(key for key, _ in synced)
+        durable.update(name for _, name in synced)
+    if token is not None:
+        _durable_names[str(pack_dir)] = (token, durable)
     listed()

@@ -44,13 +44,14 @@ def loose_bytes(kind: int, data: bytes) -> bytes:
     return deflate(_framed(kind, data), _LEVEL)
 
 
-def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository | None = None
-          ) -> tuple[str, bytes | None]:
+def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository | None = None,
+          relist: bool = True) -> tuple[str, bytes | None]:
     """Store one object; returns (its id, its loose bytes, or None when `repo` already had it:
-    given a repository, an object it holds, packed or loose, is not written again)."""
+    given a repository, an object it holds, packed or loose, is not written again).
+    `relist` as for `held`."""
     raw = _framed(kind, data)
     oid = hashlib.sha1(raw).hexdigest()
-    if repo is not None and held(repo, oid, objects_dir):
+    if repo is not None and held(repo, oid, objects_dir, relist=relist):
         return oid, None
     packed = deflate(raw, _LEVEL)
     written = put(objects_dir, oid, packed)
@@ -59,15 +60,19 @@ def write(objects_dir: Path, kind: int, data: bytes, *, repo: pygit2.Repository 
     return oid, packed
 
 
-def held(repo: pygit2.Repository, oid: str, objects_dir) -> bool:
+def held(repo: pygit2.Repository, oid: str, objects_dir, *, relist: bool = True) -> bool:
     """Whether `repo` holds object `oid`.  `oid in repo.odb` lists the pack folder again on
     every miss (libgit2 refreshes its packs: 0.16 ms at 140 packs), and a miss is the usual
     answer here (a file call's new images); this lists it only when the folder changed since
-    this handle last did (durability.changed_since_listed)."""
+    this handle last did (durability.changed_since_listed), and not at all without `relist`:
+    for content that is almost always new (a file call's post-image), where the outcome
+    writer's last pack moved the folder and a miss costs only a loose copy compaction drops."""
     key = pygit2.Oid(hex=oid)
     backends = list(repo.odb.backends)
     if any(b.exists(key) is True for b in backends):     # a backend without `exists` answers NotImplemented
         return True
+    if not relist:
+        return False
     listed = changed_since_listed(_listed, repo, os.path.join(objects_dir, "pack"))
     if listed is None:
         return False
@@ -205,9 +210,10 @@ def know_whole(path: str, at: tuple[int, int, int, int]) -> None:
     WHOLE[path] = at
 
 
-def blob(objects_dir: Path, data: bytes, *, repo: pygit2.Repository | None = None) -> str:
+def blob(objects_dir: Path, data: bytes, *, repo: pygit2.Repository | None = None,
+         relist: bool = True) -> str:
     """Store a blob (the only objects a journal event links: kept for `recent`)."""
-    oid, packed = write(objects_dir, pygit2.GIT_OBJECT_BLOB, data, repo=repo)
+    oid, packed = write(objects_dir, pygit2.GIT_OBJECT_BLOB, data, repo=repo, relist=relist)
     if packed is not None:
         _remember(objects_dir, oid, len(data), packed)
     return oid

@@ -29,6 +29,7 @@ from pygit2.errors import check_error
 from pygit2.ffi import C, ffi
 
 from .ignore import is_ignored
+from .index_entry import Seen, add_file
 from .paths import delta_path, within
 from .worktree import IGNORE_FILE, IgnoredDirs, ignored_dirs, in_git_dir, is_nested, nested_ancestor, special_kind, walk
 
@@ -89,11 +90,13 @@ def note_perms(report: ScanReport, root: bytes, rel: str, st: os.stat_result) ->
 
 
 class Scanner:
-    def __init__(self, root: bytes, max_file_bytes: int, deadline: float | None):
+    def __init__(self, root: bytes, max_file_bytes: int, deadline: float | None, objects=None):
         self.root = root
         self.cap = max_file_bytes
         self.deadline = deadline
         self.report = ScanReport()
+        self.objects = objects       # the store's objects folder: files added by one read (index_entry)
+        self.seen = Seen()           # what those reads found
 
     def full(self, rel: str) -> bytes:
         return os.path.join(self.root, os.fsencode(rel))
@@ -441,7 +444,8 @@ def _update_file(repo, index, scanner: Scanner, rel: str, full: bytes, *, report
         forget(index, rel)
         return
     try:
-        index.add(rel)
+        if scanner.objects is None or not add_file(repo, index, rel, full, scanner.objects, scanner.seen):
+            index.add(rel)
         still_a_file(index, scanner.report, rel, full)
     except (GitError, OSError) as exc:
         forget(index, rel)        # never keep stale content under a name we could not read now

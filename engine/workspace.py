@@ -22,6 +22,7 @@ from .durability import fsync_scope
 from .errors import PathError, StoreError, StoreUnwritable, WorkspaceRefused
 from .fsutil import realpath
 from .ignore import is_ignored
+from .index_entry import Seen
 from .layout import GitDir, refuse_bad_root, workspace_id
 from .scan import Scanner, align, align_paths, find_omissions, nested_ancestor, update_all, update_paths
 from .snapshot_plan import CacheFacts, SnapshotPlan, Strategy, TakenSnapshot, choose, snapshot_kind
@@ -49,6 +50,8 @@ class Workspace:
         self._lock_path = metadir.lock_path(store.meta_dir, "ws", self.id)
         # git's lock files of what this workspace writes (asked before every snapshot)
         self._git_locks = (self.gitdir / "index.lock", self.gitdir / "HEAD.lock", store.root / (self.ref + ".lock"))
+        self._objects = str(store.root / "objects")
+        self._seen = Seen()                     # what the last snapshot read whole (its pre-images)
         self._repo: pygit2.Repository | None = None
         self._watcher: Watcher | None = None
         self._cache = StatCache(self.gitdir)    # what the in-memory index is known to hold
@@ -89,6 +92,16 @@ class Workspace:
         if rel.startswith(b"../") or rel == b"..":
             raise PathError(f"{os.fsdecode(path)} is outside the workspace {self.root}")
         return os.fsdecode(rel)
+
+    def current_blob(self, path: os.PathLike | str) -> str | None:
+        """The blob id the last snapshot read for the regular file `path` while its stat data is
+        what it was then (engine/index_entry.py, `Seen`): a file call's pre-image, which its
+        checkpoint has just read, without reading it again.  None: read the file to know."""
+        try:
+            rel = self.rel(path)
+        except PathError:
+            return None
+        return self._seen.blob(rel, os.path.join(self.root_bytes, os.fsencode(rel)))
 
     def contains(self, path: os.PathLike | str) -> bool:
         try:
@@ -183,6 +196,7 @@ class Workspace:
     def _snapshot(self, meta: CheckpointMeta, *, paths, deadline, commit, force_scan,
                   progress=None, took: list[bool] | None = None) -> TakenSnapshot:
         with self.store.writing(), self.lock(), fsync_scope(self.store.config.durable_snapshots):
+            self._seen = Seen()           # only ever what this snapshot read, once it is committed
             repo, index = self._read_index()
             at = self._chain.tip(repo)
             tip = at.commit
@@ -199,7 +213,7 @@ class Workspace:
                 return self._unchanged_result(tip, paths, meta)
             if plan.took_watch:
                 faults.hit("watcher_handoff")
-            scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline)
+            scanner = Scanner(self.root_bytes, self.store.config.max_file_bytes, deadline, self._objects)
             rels, same, mark = None, False, None
             if plan.strategy is Strategy.DECLARED:
                 known = self._hold_tip(index, tip, known)
@@ -233,6 +247,8 @@ class Workspace:
             if not commit:
                 return result
             result = self.commit_scan(result, meta, at)
+            if plan.strategy is Strategy.DECLARED:
+                self._seen = scanner.seen      # in the tree just committed (or the tip's, the same)
             if tip is not None and plan.strategy is not Strategy.BULK:
                 try:        # the checkpoint is made: a failure to judge the rules must not undo it
                     change = self._rules.change(repo, index, tip, tree, rels, report.ignore_files)

@@ -249,14 +249,18 @@ class ProtectedCalls:
         """Per declared path its pre-image (read and stored now) and post-image (stored if known)."""
         repo = self.core.store.repo()
         objects = self.core.store.root / "objects"
+        ws = self.core.store.workspace(call.workspace) if call.snapshots else None
         declared: list[dict] = []
         blobs: dict[str, str] = {}
         for i, d in enumerate(call.declared or ()):
-            pre = content_id(d.path, store_in=repo) if d.pre_id is UNSET else d.pre_id
+            if d.pre_id is not UNSET:
+                pre = d.pre_id
+            else:       # what the pre-checkpoint just read, else the file as it is now
+                pre = (ws.current_blob(d.path) if ws is not None else None) or content_id(d.path, store_in=repo)
             if d.post_id is not UNSET:
                 post = d.post_id
             else:
-                post = loose.blob(objects, d.post, repo=repo) if isinstance(d.post, bytes) else d.post
+                post = loose.blob(objects, d.post, repo=repo, relist=False) if isinstance(d.post, bytes) else d.post
             declared.append({"path": d.path, "pre": pre, "post": post})
             if is_blob_id(pre):
                 blobs[f"pre-{i:04d}"] = pre

@@ -379,7 +379,7 @@ def test_packs_are_listed_again_only_when_the_pack_folder_changed(tmp_path, monk
     monkeypatch.setattr(os, "scandir", lambda p: (listed.append(p), real_scandir(p))[1])
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1])
     durability.settle_objects(d / "objects", [first])
-    wait_for(lambda: not durability._racy(str(pd), pd.stat(), time.time_ns()), timeout=10)
+    wait_for(lambda: not durability.racy(str(pd), pd.stat(), time.time_ns()), timeout=10)
     durability.settle_objects(d / "objects", [first])          # old enough now: remembered
     listed.clear()
     durability.settle_objects(d / "objects", [first])
@@ -399,13 +399,13 @@ def test_how_long_a_folder_s_mtime_may_hide_a_change(tmp_path):
     at = lambda ago_ms, whole=False: SimpleNamespace(   # noqa: E731
         st_dev=dev, st_mtime_ns=(now - ago_ms * 1_000_000) // (10**9 if whole else 1) * (10**9 if whole else 1))
     assert durability._fine_stamps(str(tmp_path), dev)       # the test machine's disk: ext4
-    assert durability._racy(str(tmp_path), at(100), now)
-    assert not durability._racy(str(tmp_path), at(300), now)
-    assert durability._racy(str(tmp_path), at(1_500, whole=True), now)
-    assert not durability._racy(str(tmp_path), at(4_500, whole=True), now)
+    assert durability.racy(str(tmp_path), at(100), now)
+    assert not durability.racy(str(tmp_path), at(300), now)
+    assert durability.racy(str(tmp_path), at(1_500, whole=True), now)
+    assert not durability.racy(str(tmp_path), at(4_500, whole=True), now)
     assert not durability._fine_stamps("/proc", os.stat("/proc").st_dev)
     proc = SimpleNamespace(st_dev=os.stat("/proc").st_dev, st_mtime_ns=now - 1_000_000_000 + 1)
-    assert durability._racy("/proc", proc, now)
+    assert durability.racy("/proc", proc, now)
 
 
 def test_a_recent_write_is_carried_while_the_store_holds_it_loose_or_packed(tmp_path):
@@ -449,3 +449,42 @@ def test_objects_this_process_packed_durably_are_not_looked_for_until_a_pack_is_
     store.note_compacted()
     durability.settle_objects(d / "objects", [oid], store.compaction_token())
     assert any(p.endswith("pack") for p in listed)
+
+
+def test_packs_synced_under_a_token_are_not_stat_ed_again_until_it_changes(tmp_path, monkeypatch):
+    """A pre-image in an older pack (the first snapshot's): each time the folder changed, only
+    the packs new since the last listing are stat'ed while the compaction token is the same;
+    a new token (packs deleted, a name maybe written again on a reused inode) stats them all."""
+    from chronos_git.engine import durability
+    from chronos_git.engine.pack_writer import pack_entry, write_pack
+    from chronos_git.engine.store import Store
+    from support.helpers import wait_for
+    store = Store.open(tmp_path / "s")
+    pd = store.root / "objects" / "pack"
+    pd.mkdir(exist_ok=True)
+
+    def pack(data: bytes) -> str:
+        oid = str(pygit2.hash(data))
+        write_pack(str(pd), [(bytes.fromhex(oid), *pack_entry(3, data, 1))], durable=False)
+        wait_for(lambda: not durability.racy(str(pd), pd.stat(), time.time_ns()), timeout=10)
+        return oid
+    old = [pack(b"first snapshot %d\n" % i) for i in range(3)]
+    stated, synced = [], []
+    real_key, real_fsync = durability._pack_key, durability.fsync_file
+    monkeypatch.setattr(durability, "_pack_key", lambda p: (stated.append(os.path.basename(p)), real_key(p))[1])
+    monkeypatch.setattr(durability, "fsync_file",
+                        lambda p: (p.name.startswith("pack-") and synced.append(p.name), real_fsync(p))[1])
+    durability.settle_objects(store.root / "objects", [old[0]], store.compaction_token())
+    assert len(stated) == 6 and len(synced) == 6                   # every pack: synced once
+    stated.clear()
+    synced.clear()
+    pack(b"the outcome writer's sync\n")                              # the folder moves
+    durability.settle_objects(store.root / "objects", [old[1]], store.compaction_token())
+    assert len(stated) == 2 and len(synced) == 2                   # only the new pack's two files
+    stated.clear()
+    synced.clear()
+    store.note_compacted()
+    pack(b"after a compaction\n")
+    durability.settle_objects(store.root / "objects", [old[2]], store.compaction_token())
+    assert len(stated) == 10                                        # a new token: every file again
+    assert len(synced) == 2                                         # the same files are not synced twice
