@@ -101,7 +101,7 @@ def _list_files(diff, root: bytes, cap: int, report: ScanReport,
             if is_nested(prefix + p):
                 report.nested(os.fsdecode(p[:-1]))
             continue
-        st = stats.get(p) if stats else None
+        st = stats.get(p)
         mode = int(f.mode)              # pygit2 makes an enum of it: once per file, ~0.6 us
         if st is None and mode in plain:
             size = f.size

@@ -151,11 +151,12 @@ def _fine_stamps(path: str, dev: int) -> bool:
     return known
 
 
-def racy(path: str, st: os.stat_result, now_ns: int) -> bool:
+def racy(path: str, st: os.stat_result, now_ns: int, stamp_ns: int | None = None) -> bool:
     """Whether `path` (stat'ed as `st` at `now_ns`, before it was listed or read) could still
-    have changed after that without its mtime moving."""
-    fine = st.st_mtime_ns % 1_000_000_000 != 0 and _fine_stamps(path, st.st_dev)
-    return now_ns - st.st_mtime_ns <= (RACY_FINE_NS if fine else RACY_NS)
+    have changed after that without its mtime (or the stamp `stamp_ns`, its ctime) moving."""
+    t = st.st_mtime_ns if stamp_ns is None else stamp_ns
+    fine = t % 1_000_000_000 != 0 and _fine_stamps(path, st.st_dev)
+    return now_ns - t <= (RACY_FINE_NS if fine else RACY_NS)
 
 
 def changed_since_listed(memo: MutableMapping, key, path: str) -> Callable[[], None] | None:
@@ -179,45 +180,49 @@ def changed_since_listed(memo: MutableMapping, key, path: str) -> Callable[[], N
     return listed
 
 
-# pack folder -> (the compaction token, the names of its packs known durable under it): while
-# the token is the same no pack was deleted, so a name is still the file that was synced
-_durable_names: dict[str, tuple[str, set[str]]] = {}
+# pack folder -> (the compaction token, (name, inode) of its pack files known durable under it):
+# while the token is the same no pack was deleted, and a file put in place over one (a rename)
+# has another inode, which the listing gives without a stat
+_durable_names: dict[str, tuple[str, set[tuple[str, int]]]] = {}
 
 
 def _settle_packs(pack_dir: Path, token: str | None = None) -> None:
     """fsync every pack this process has not synced yet: nothing to list while the folder is
     as it was when every pack was last synced (a file call's packed pre-image asks each call).
-    With `token` (the store's compaction token, read under its shared lock) only packs new
-    since the last listing under that token are stat'ed: a pack is deleted only by compaction
-    and consolidation, which change it (a name written again may be a new file on a reused
-    inode: its stamps say so only if it is stat'ed)."""
+    With `token` (the store's compaction token, read under its shared lock) only pack files
+    new since the last listing under that token, by name and inode, are stat'ed: compaction
+    and consolidation, which delete packs, change it (a file deleted and written again may
+    get the freed inode back: then only its ctime tells, which a stat reads).  The one other
+    deleter, the first import's linking of the user's packs, removes a copy it failed to
+    finish, which never had its .idx."""
     listed = changed_since_listed(_settled_dirs, str(pack_dir), str(pack_dir))
     if listed is None:
         return
     try:
-        names = sorted(e.name for e in os.scandir(pack_dir))
+        with os.scandir(pack_dir) as it:
+            names = sorted((e.name, e.inode()) for e in it)
     except OSError:
         return
     prior = _durable_names.get(str(pack_dir))
     known = prior[1] if token is not None and prior is not None and prior[0] == token else set()
     synced, durable = [], set()
-    for name in names:
+    for name, ino in names:
         if not (name.startswith("pack-") and name.endswith((".pack", ".idx"))):
             continue
-        if name in known:
-            durable.add(name)
+        if (name, ino) in known:
+            durable.add((name, ino))
             continue
         key = _pack_key(os.path.join(pack_dir, name))
         if key is None:
             continue
         if key in _synced_packs:
-            durable.add(name)
+            durable.add((name, key[2]))
         elif fsync_file(Path(key[0])):
-            synced.append((key, name))
+            synced.append(key)
     if synced:
         fsync_dir(pack_dir)           # then they count as synced (a failure here raises: not kept)
-        _synced_packs.update(key for key, _ in synced)
-        durable.update(name for _, name in synced)
+        _synced_packs.update(synced)
+        durable.update((os.path.basename(key[0]), key[2]) for key in synced)
     if token is not None:
         _durable_names[str(pack_dir)] = (token, durable)
     listed()

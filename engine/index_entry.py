@@ -30,21 +30,22 @@ from .fsutil import read_all
 
 MAX_BYTES = 8 << 20          # larger files: libgit2's add, which streams (memory stays bounded)
 _M32 = 0xFFFFFFFF
+_S32 = 0x7FFFFFFF            # an entry's seconds, as pygit2 declares them (int32_t): up to 2038
 _O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 Stamp = tuple[int, int, int, int, int, int]
 
 
-def stamp(st: os.stat_result) -> Stamp:
+def _stamp(st: os.stat_result) -> Stamp:
     """What a change to a file moves: any write its mtime and ctime, a replacement its inode."""
     return st.st_dev, st.st_ino, st.st_size, st.st_mode, st.st_mtime_ns, st.st_ctime_ns
 
 
 class Seen(dict):
     """rel -> (stamp, blob id) of the files a snapshot read whole, each stat'ed before its read
-    and older than a change that could share its stamps (durability.racy, as git treats a
-    racily clean entry): while a file's stamp is the same, it still holds that blob."""
+    when its mtime and ctime were older than a change that could share them (durability.racy,
+    as git treats a racily clean entry): while a file's stamp is the same, it holds that blob."""
 
     def blob(self, rel: str, full: bytes) -> str | None:
         got = self.get(rel)
@@ -54,7 +55,7 @@ class Seen(dict):
             st = os.lstat(full)
         except OSError:
             return None
-        return got[1] if stamp(st) == got[0] else None
+        return got[1] if _stamp(st) == got[0] else None
 
 
 def add_file(repo: pygit2.Repository, index: pygit2.Index, rel: str, full: bytes, objects_dir,
@@ -71,8 +72,8 @@ def add_file(repo: pygit2.Repository, index: pygit2.Index, rel: str, full: bytes
         return False
     cs, cns = divmod(st.st_ctime_ns, 1_000_000_000)
     ms, mns = divmod(st.st_mtime_ns, 1_000_000_000)
-    if not (0 <= cs <= _M32 and 0 <= ms <= _M32):
-        return False
+    if not (0 <= cs <= _S32 and 0 <= ms <= _S32):
+        return False             # libgit2's add wraps such a time
     try:
         fd = os.open(full, _O_READ)
     except OSError:
@@ -90,7 +91,7 @@ def add_file(repo: pygit2.Repository, index: pygit2.Index, rel: str, full: bytes
     entry = ffi.new("git_index_entry *")
     entry.ctime.seconds, entry.ctime.nanoseconds = cs, cns
     entry.mtime.seconds, entry.mtime.nanoseconds = ms, mns
-    entry.dev, entry.ino = st.st_dev & _M32, st.st_ino & _M32
+    entry.dev, entry.ino = st.st_rdev & _M32, st.st_ino & _M32       # st_rdev, as libgit2 sets it
     entry.mode = 0o100755 if st.st_mode & stat.S_IXUSR else 0o100644     # git's two (libgit2 takes no other)
     entry.uid, entry.gid = st.st_uid & _M32, st.st_gid & _M32
     entry.file_size = st.st_size & _M32
@@ -98,9 +99,16 @@ def add_file(repo: pygit2.Repository, index: pygit2.Index, rel: str, full: bytes
     name = ffi.new("char[]", os.fsencode(rel))
     entry.path = name
     check_error(C.git_index_add(index._index, entry), io=True)       # checks the blob is there
-    if seen is not None and not racy(os.fsdecode(full), st, stat_at):
-        seen[rel] = (stamp(st), oid)
+    if seen is not None and _settled(os.fsdecode(full), st, stat_at):
+        seen[rel] = (_stamp(st), oid)
     return True
+
+
+def _settled(path: str, st: os.stat_result, at_ns: int) -> bool:
+    """Whether no later change could share `st`'s stamps: its mtime and its ctime both older
+    than the racy window at `at_ns` (a file copied with its mtime kept has a new ctime, and a
+    file system may keep ctime coarser than mtime)."""
+    return not racy(path, st, at_ns) and not racy(path, st, at_ns, st.st_ctime_ns)
 
 
 def _moved(st: os.stat_result, now: os.stat_result) -> bool:

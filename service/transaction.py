@@ -203,7 +203,7 @@ class ProtectedCalls:
         else:
             snap = {"kind": "safety" if call.pre_checkpoint else "none", "checkpoint": call.pre_checkpoint}
         try:
-            declared, blobs = self._images(call)
+            declared, blobs = self._images(call, snap)
         except (pygit2.GitError, OSError) as exc:
             raise StoreUnwritable(f"could not keep the pre- and post-images of this {call.tool} call in "
                                   f"the store {store.root}: {explain(exc, store.root)}; it was "
@@ -245,11 +245,12 @@ class ProtectedCalls:
             raise
         return ticket
 
-    def _images(self, call: Call) -> tuple[list[dict], dict[str, str]]:
-        """Per declared path its pre-image (read and stored now) and post-image (stored if known)."""
+    def _images(self, call: Call, snap: dict) -> tuple[list[dict], dict[str, str]]:
+        """Per declared path its pre-image (as this call's checkpoint read it, else read and
+        stored now) and post-image (stored if known)."""
         repo = self.core.store.repo()
         objects = self.core.store.root / "objects"
-        ws = self.core.store.workspace(call.workspace) if call.snapshots else None
+        ws = self.core.store.workspace(call.workspace) if snap.get("kind") == "declared" else None
         declared: list[dict] = []
         blobs: dict[str, str] = {}
         for i, d in enumerate(call.declared or ()):

@@ -4,11 +4,13 @@ goes to libgit2; what it read answers a pre-image only while the file is as it w
 from __future__ import annotations
 
 import os
+import time
 
 import pygit2
 import pytest
+from support.helpers import wait_for
 
-from chronos_git.engine import index_entry
+from chronos_git.engine import durability, index_entry
 from chronos_git.engine.index_entry import Seen, add_file
 
 OLD_NS = 1_700_000_000 * 10**9       # a stamp well past the racy window
@@ -33,6 +35,15 @@ def _write(wt, rel: str, data: bytes, mode: int = 0o644, old: bool = True) -> by
     return full
 
 
+def _settle(*paths) -> None:
+    """Until no later change could share the files' stamps (their ctime is always new)."""
+    def done():
+        now = time.time_ns()
+        return all(not durability.racy(os.fsdecode(p), st, now, st.st_ctime_ns)
+                   for p in paths for st in [os.lstat(p)])
+    wait_for(done, timeout=10)
+
+
 FILES = [("a.txt", b"alpha\n", 0o644), ("run.sh", b"#!/bin/sh\necho hi\n", 0o755),
          ("private", b"secret\n", 0o600), ("group.txt", b"shared\n", 0o664), ("odd-x", b"x", 0o744),
          ("empty", b"", 0o644), ("bin.dat", bytes(range(256)) * 300, 0o644),
@@ -42,8 +53,9 @@ FILES = [("a.txt", b"alpha\n", 0o644), ("run.sh", b"#!/bin/sh\necho hi\n", 0o755
 def test_the_entry_is_libgit2s_and_a_diff_finds_the_tree_clean(tree):
     wt, repo, objects = tree
     seen = Seen()
-    for rel, data, mode in FILES:
-        full = _write(wt, rel, data, mode)
+    fulls = [_write(wt, rel, data, mode) for rel, data, mode in FILES]
+    _settle(*fulls)
+    for (rel, data, _), full in zip(FILES, fulls, strict=True):
         assert add_file(repo, repo.index, rel, full, objects, seen)
         assert seen.blob(rel, full) == str(pygit2.hash(data))
     ours = {e.path: (str(e.id), e.mode) for e in repo.index}
@@ -62,7 +74,9 @@ def test_a_change_after_the_entry_shows_in_the_diff_and_in_seen(tree):
     wt, repo, objects = tree
     seen = Seen()
     full = _write(wt, "f.txt", b"one\n")
+    _settle(full)
     assert add_file(repo, repo.index, "f.txt", full, objects, seen)
+    assert seen.blob("f.txt", full) == str(pygit2.hash(b"one\n"))
     repo.index.write()
     with open(full, "r+b") as fh:                # the same size, its mtime put back: ctime moves
         fh.write(b"two\n")
@@ -72,13 +86,34 @@ def test_a_change_after_the_entry_shows_in_the_diff_and_in_seen(tree):
 
 
 def test_a_file_written_just_now_is_added_but_not_vouched_for(tree):
-    """Racily clean: a change in the same clock tick could keep its stamps."""
+    """Racily clean: a change in the same clock tick could keep its stamps.  A file whose
+    mtime was put back (a copy that keeps it) is as new: its ctime is."""
     wt, repo, objects = tree
     seen = Seen()
     full = _write(wt, "new.txt", b"fresh\n", old=False)
+    copied = _write(wt, "copied.txt", b"mtime kept\n")
     assert add_file(repo, repo.index, "new.txt", full, objects, seen)
+    assert add_file(repo, repo.index, "copied.txt", copied, objects, seen)
     assert seen == {} and seen.blob("new.txt", full) is None
     assert str(repo.index["new.txt"].id) == str(pygit2.hash(b"fresh\n"))
+    assert str(repo.index["copied.txt"].id) == str(pygit2.hash(b"mtime kept\n"))
+
+
+def test_a_time_past_2038_goes_to_libgit2_and_the_scan_still_works(tmp_path):
+    """An index entry's seconds are 32-bit signed as pygit2 declares them."""
+    from chronos_git.engine.checkpoint import CheckpointMeta
+    from chronos_git.engine.store import Store
+    wt = tmp_path / "ws"
+    wt.mkdir()
+    full = _write(wt, "future.txt", b"2040\n")
+    w = Store.open(tmp_path / "store").workspace(wt)
+    w.snapshot(CheckpointMeta(description="first"))
+    _write(wt, "future.txt", b"2040, edited\n")
+    os.utime(full, ns=(2_200_000_000 * 10**9,) * 2)
+    repo = pygit2.Repository(str(tmp_path / "store"))
+    assert not add_file(repo, pygit2.Index(), "future.txt", full, str(tmp_path / "store" / "objects"))
+    w.snapshot(CheckpointMeta(description="declared"), paths=[os.fsdecode(full)])
+    assert repo[repo[w.tip().tree_id]["future.txt"].id].data == b"2040, edited\n"
 
 
 def test_it_declines_what_libgit2_should_add(tree, monkeypatch):

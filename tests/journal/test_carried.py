@@ -483,6 +483,16 @@ def test_packs_synced_under_a_token_are_not_stat_ed_again_until_it_changes(tmp_p
     assert len(stated) == 2 and len(synced) == 2                   # only the new pack's two files
     stated.clear()
     synced.clear()
+    # the same bytes put in place over a known pack (a rename: another inode), same token
+    victim = sorted(pd.glob("pack-*.pack"))[0]
+    copy = pd / "tmp_copy"
+    copy.write_bytes(victim.read_bytes())
+    os.replace(copy, victim)
+    wait_for(lambda: not durability.racy(str(pd), pd.stat(), time.time_ns()), timeout=10)
+    durability.settle_objects(store.root / "objects", [old[1]], store.compaction_token())
+    assert stated == [victim.name] and synced == [victim.name]
+    stated.clear()
+    synced.clear()
     store.note_compacted()
     pack(b"after a compaction\n")
     durability.settle_objects(store.root / "objects", [old[2]], store.compaction_token())
