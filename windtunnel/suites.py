@@ -185,7 +185,8 @@ def run_timeop_crash(case: Case, s: Scenario, rng: random.Random) -> Findings:
     out.reached = c.killed and bool(hit)
     if not out.reached:
         acks = [a for a in s.acknowledged() if a["op"] == op]
-        out.note += f" not reached (victim exit {c.rc}: {acks[-1]['what'] if acks else 'no answer'})"
+        said = f"{acks[-1]['what']} {(acks[-1].get('error') or {}).get('error') or ''}".strip() if acks else "no answer"
+        out.note += f" not reached (victim exit {c.rc}: {said[:300]})"
         if c.rc not in (0, None):
             out.breach("unclear_errors", f"the victim failed: {c.stderr.strip()[-300:]}")
         out.merge(s.check(s.next_start()))
