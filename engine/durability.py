@@ -216,13 +216,13 @@ def _settle_packs(pack_dir: Path, token: str | None = None) -> None:
         if key is None:
             continue
         if key in _synced_packs:
-            durable.add((name, key[2]))
+            durable.add((name, ino))
         elif fsync_file(Path(key[0])):
-            synced.append(key)
+            synced.append((key, name, ino))
     if synced:
         fsync_dir(pack_dir)           # then they count as synced (a failure here raises: not kept)
-        _synced_packs.update(synced)
-        durable.update((os.path.basename(key[0]), key[2]) for key in synced)
+        _synced_packs.update(key for key, _, _ in synced)
+        durable.update((name, ino) for _, name, ino in synced)
     if token is not None:
         _durable_names[str(pack_dir)] = (token, durable)
     listed()
