@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import pygit2
 
 from . import faults, fifo_guard, packers, usergit
-from .fsutil import read_all
+from .fsutil import O_READ, read_all
 from .import_index import CachedTrees, cached_trees, packed_stat, stat_fields, write_index, write_trees
 from .pack_writer import PACK_BYTES, PackWriter, pack_entry
 from .scan import ScanReport, find_omissions, special_kind
@@ -153,7 +153,6 @@ def _note_dir_perms(perms: dict, prefix: bytes, dirs: set[bytes]) -> None:
             d = d[:cut] if cut > 0 else b""
 
 
-_O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _read(root: bytes, e: _Entry, report: ScanReport, cap: int = 0) -> bytes | None:
@@ -167,7 +166,7 @@ def _read(root: bytes, e: _Entry, report: ScanReport, cap: int = 0) -> bytes | N
                 st = os.lstat(full)    # no longer a link: no stat, the next scan takes it as it is
                 e.st = packed_stat(st) if stat.S_ISLNK(st.st_mode) else None
             return os.readlink(full)
-        fd = os.open(full, _O_READ)
+        fd = os.open(full, O_READ)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):

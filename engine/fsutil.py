@@ -59,6 +59,11 @@ def make_private_dir(path: Path) -> None:
     os.chmod(path, 0o700)
 
 
+# open a work-tree file to read it: never through a link in its last component, and never
+# waiting on a FIFO put in its place (the caller's fstat then says what it is)
+O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
 def read_all(fd: int, size_hint: int = 0) -> bytes:
     """Everything left in an open file, read in 1 MiB chunks (one allocation at the end).
     With `size_hint` (the file's size as fstat gave it) a file of up to 1 MiB takes one

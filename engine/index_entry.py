@@ -26,12 +26,11 @@ from pygit2.ffi import C, ffi
 
 from . import loose
 from .durability import racy
-from .fsutil import read_all
+from .fsutil import O_READ, read_all
 
 MAX_BYTES = 8 << 20          # larger files: libgit2's add, which streams (memory stays bounded)
 _M32 = 0xFFFFFFFF
 _S32 = 0x7FFFFFFF            # an entry's seconds, as pygit2 declares them (int32_t): up to 2038
-_O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 Stamp = tuple[int, int, int, int, int, int]
@@ -75,13 +74,12 @@ def add_file(repo: pygit2.Repository, index: pygit2.Index, rel: str, full: bytes
     if not (0 <= cs <= _S32 and 0 <= ms <= _S32):
         return False             # libgit2's add wraps such a time
     try:
-        fd = os.open(full, _O_READ)
+        fd = os.open(full, O_READ)
     except OSError:
         return False
     try:
-        now = os.fstat(fd)
-        if _moved(st, now):
-            return False
+        if _stamp(os.fstat(fd)) != _stamp(st):
+            return False                # another file, or this one changed, since the stat
         data = read_all(fd, st.st_size)
     finally:
         os.close(fd)
@@ -109,11 +107,3 @@ def _settled(path: str, st: os.stat_result, at_ns: int) -> bool:
     than the racy window at `at_ns` (a file copied with its mtime kept has a new ctime, and a
     file system may keep ctime coarser than mtime)."""
     return not racy(path, st, at_ns) and not racy(path, st, at_ns, st.st_ctime_ns)
-
-
-def _moved(st: os.stat_result, now: os.stat_result) -> bool:
-    """Another file, or this one changed, between the stat and the open."""
-    return (not stat.S_ISREG(now.st_mode) or now.st_ino != st.st_ino or now.st_dev != st.st_dev
-            or now.st_size != st.st_size or now.st_mtime_ns != st.st_mtime_ns
-            or now.st_ctime_ns != st.st_ctime_ns)
-

@@ -23,14 +23,11 @@ from typing import TypeGuard
 import pygit2
 
 from ..engine import loose
-from ..engine.fsutil import read_all
+from ..engine.fsutil import O_READ, read_all
 from ..engine.paths import same
 
 ABSENT = None          # a pre/post image of "no file"
 UNKNOWN = "unknown"    # post-image not computable before the call (e.g. fuzzy patch)
-
-
-_O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def content_id(path: str | bytes, store_in: pygit2.Repository | None = None) -> str | None:
@@ -49,7 +46,7 @@ def content_id(path: str | bytes, store_in: pygit2.Repository | None = None) -> 
     if not stat.S_ISREG(st.st_mode):
         return "special:" + ("dir" if stat.S_ISDIR(st.st_mode) else "other")
     try:
-        fd = os.open(p, _O_READ)
+        fd = os.open(p, O_READ)
     except FileNotFoundError:
         return ABSENT
     except OSError as exc:
