@@ -85,7 +85,8 @@ def add_file(repo: pygit2.Repository, index: pygit2.Index, rel: str, full: bytes
         os.close(fd)
     if len(data) != st.st_size:
         return False                    # written to while read: libgit2 reads it again
-    oid, _ = loose.write(objects_dir, pygit2.GIT_OBJECT_BLOB, data, repo=repo)   # unless the store has it
+    # unless the store has it; a new one is kept for the journal, which carries it as a pre-image
+    oid = loose.blob(objects_dir, data, repo=repo)
     entry = ffi.new("git_index_entry *")
     entry.ctime.seconds, entry.ctime.nanoseconds = cs, cns
     entry.mtime.seconds, entry.mtime.nanoseconds = ms, mns

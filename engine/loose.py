@@ -219,6 +219,22 @@ def blob(objects_dir: Path, data: bytes, *, repo: pygit2.Repository | None = Non
     return oid
 
 
+def staged_blob(objects_dir: Path, data: bytes, *, repo: pygit2.Repository, most: int) -> tuple[str, bytes | None]:
+    """(id, loose bytes) of a blob for the journal to write after its witness, which carries
+    it (a file call's post-image: journal_refs/batch.py); bytes None when the store holds it
+    already, or when it is bigger than `most` (what the journal carries): then it is written
+    here, as `blob` writes it.  Creating a 12 KB blob's loose file took 0.2-0.3 ms of a call's
+    path.  (Stored blocks instead of deflate saved 0.08 ms more there, and cost about as much
+    in every witness record that carried the bigger bytes until the next sync.)"""
+    if len(data) > most:
+        return blob(objects_dir, data, repo=repo, relist=False), None
+    raw = _framed(pygit2.GIT_OBJECT_BLOB, data)
+    oid = hashlib.sha1(raw).hexdigest()
+    if held(repo, oid, objects_dir, relist=False):
+        return oid, None
+    return oid, deflate(raw, _LEVEL)
+
+
 def flat_tree(entries: dict[str, str]) -> bytes:
     """The tree object of blobs only (name -> blob id), 100644 each, in git's order."""
     out = []

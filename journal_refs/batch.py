@@ -4,14 +4,15 @@ Every append queues a `Request`; whichever caller holds the journal's locks comm
 request queued by then (journal.Journal.append), so concurrent appends of one process share
 one witness write and one sync.  Each request is checked against the state the ones before it
 left (a refused transition fails alone), becomes a commit whose tree holds the state after it,
-and is carried by the witness.  A call's intent (`defer`) leaves its objects for the publisher
+and is carried by the witness with the blobs its caller staged (a file call's post-images:
+loose.staged_blob).  A call's intent (`defer`) leaves all of them for the publisher
 (publish.py); any other event, or any event on a nearly full disk, writes them before the witness,
 so a full disk fails the append before it counts.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pygit2
@@ -40,6 +41,7 @@ class Request:
     blobs: dict[str, str]
     while_running: bool
     defer: bool = False
+    objects: dict[str, tuple[int, bytes]] = field(default_factory=dict)   # staged blobs: id -> (size, loose bytes)
     early: bool = False          # its objects were written before the witness: published before it returns
     done: bool = False
     result: dict | None = None
@@ -115,12 +117,13 @@ def commit(journal: Journal, batch: list[Request], w: dict | None) -> None:
             cid, commit_raw = loose.prepare(pygit2.GIT_OBJECT_COMMIT, body)
             try:                         # a linked blob the store lacks fails this request alone
                 got, in_place = carried.carry(repo, [cid, tree, state_blob, *req.blobs.values()],
-                                             known={cid: (len(body), commit_raw), tree: (len(listing), tree_raw),
-                                                    state_blob: (len(text), state_raw)})
+                                             known={**req.objects, cid: (len(body), commit_raw),
+                                                    tree: (len(listing), tree_raw), state_blob: (len(text), state_raw)})
             except (KeyError, ValueError, pygit2.GitError) as exc:
                 req.error, req.done = JournalError(f"could not append to the journal: a linked object is "
                                                    f"missing or unreadable ({exc})"), True
                 continue
+            objects += [(oid, raw) for oid, (_n, raw) in req.objects.items()]
             objects += [(state_blob, state_raw), (tree, tree_raw), (cid, commit_raw)]
             new.update(got)
             settle += in_place

@@ -322,9 +322,12 @@ class Journal:
 
     # ---------------------------------------------------------------- append
     def append(self, kind: type[JournalEvent], fields: dict, *, blobs: dict[str, str] | None = None,
+               objects: dict[str, tuple[int, bytes]] | None = None,
                while_running: bool = False, defer: bool = False) -> dict:
         """Append one event of type `kind` (events.Started, ...) durably; returns the payload
-        with `id` (the event's commit) added.  `while_running`: only if its operation is still
+        with `id` (the event's commit) added.  `blobs`: name -> blob id, linked from its tree;
+        `objects`: those of them not in the store yet, id -> (size, loose bytes), written and
+        carried with the event's own objects (loose.staged_blob).  `while_running`: only if its operation is still
         running when the lock is held (else TransitionError): two processes settling the same
         crashed call must not both record it.  Appends queued meanwhile by other threads share
         this one's witness write and sync (group commit).
@@ -333,7 +336,7 @@ class Journal:
         its objects and the ref follow in the background (publish.py).  Otherwise they are
         published before this returns; a publication that fails then leaves the event durable
         and pending (`unwritable` says why), published by the next append or read."""
-        req = Request({"kind": kind.kind, **fields}, blobs or {}, while_running, defer)
+        req = Request({"kind": kind.kind, **fields}, blobs or {}, while_running, defer, objects or {})
         with self._queue_lock:
             self._queue.append(req)
         try:

@@ -52,7 +52,7 @@ import pygit2
 from ..engine import faults, locking, loose, processes
 from ..engine.errors import StoreUnwritable, explain
 from ..journal_refs import events
-from ..journal_refs.carried import SYNC_AFTER_OBJECTS
+from ..journal_refs.carried import MAX_BLOB, SYNC_AFTER_OBJECTS
 from ..journal_refs.events import call_hashes, fingerprint, sha256_hex
 from ..journal_refs.evidence import ABSENT, UNKNOWN, content_id, is_blob_id
 from . import direct_calls
@@ -203,7 +203,7 @@ class ProtectedCalls:
         else:
             snap = {"kind": "safety" if call.pre_checkpoint else "none", "checkpoint": call.pre_checkpoint}
         try:
-            declared, blobs = self._images(call, snap)
+            declared, blobs, staged = self._images(call, snap)
         except (pygit2.GitError, OSError) as exc:
             raise StoreUnwritable(f"could not keep the pre- and post-images of this {call.tool} call in "
                                   f"the store {store.root}: {explain(exc, store.root)}; it was "
@@ -230,7 +230,8 @@ class ProtectedCalls:
             fields["actor"] = call.actor
         if call.subagent:
             fields.update(call.subagent)
-        journal.append(events.Started, fields, blobs=blobs, defer=True)    # published while the call runs
+        # published while the call runs, with the post-images it carries
+        journal.append(events.Started, fields, blobs=blobs, objects=staged, defer=True)
         ticket = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
                         gate_warning=warning)
         if call.declared is None:
@@ -245,14 +246,16 @@ class ProtectedCalls:
             raise
         return ticket
 
-    def _images(self, call: Call, snap: dict) -> tuple[list[dict], dict[str, str]]:
+    def _images(self, call: Call, snap: dict) -> tuple[list[dict], dict[str, str], dict[str, tuple[int, bytes]]]:
         """Per declared path its pre-image (as this call's checkpoint read it, else read and
-        stored now) and post-image (stored if known)."""
+        stored now) and post-image (if known: staged for the journal, which carries it in the
+        intent's witness record and writes it after: loose.staged_blob)."""
         repo = self.core.store.repo()
         objects = self.core.store.root / "objects"
         ws = self.core.store.workspace(call.workspace) if snap.get("kind") == "declared" else None
         declared: list[dict] = []
         blobs: dict[str, str] = {}
+        staged: dict[str, tuple[int, bytes]] = {}
         for i, d in enumerate(call.declared or ()):
             if d.pre_id is not UNSET:
                 pre = d.pre_id
@@ -260,14 +263,18 @@ class ProtectedCalls:
                 pre = (ws.current_blob(d.path) if ws is not None else None) or content_id(d.path, store_in=repo)
             if d.post_id is not UNSET:
                 post = d.post_id
+            elif isinstance(d.post, bytes):
+                post, raw = loose.staged_blob(objects, d.post, repo=repo, most=MAX_BLOB)
+                if raw is not None:
+                    staged[post] = (len(d.post), raw)
             else:
-                post = loose.blob(objects, d.post, repo=repo, relist=False) if isinstance(d.post, bytes) else d.post
+                post = d.post
             declared.append({"path": d.path, "pre": pre, "post": post})
             if is_blob_id(pre):
                 blobs[f"pre-{i:04d}"] = pre
             if post not in (ABSENT, UNKNOWN):
                 blobs[f"post-{i:04d}"] = post   # type: ignore[assignment]  # not ABSENT/UNKNOWN: a blob id
-        return declared, blobs
+        return declared, blobs, staged
 
     # ------------------------------------------------------------ outcome
     def finish(self, ticket: Ticket, outcome: Outcome) -> CallRecord:

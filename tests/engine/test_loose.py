@@ -84,6 +84,29 @@ def test_an_object_the_repository_holds_is_not_written_again(repo, tmp_path):
     assert raw is not None and (objects(repo) / again[:2] / again[2:]).read_bytes() == raw
 
 
+def test_a_staged_blob_is_left_for_the_journal_to_write_and_reads_back_as_git_wrote_it(repo, tmp_path):
+    """A file call's post-image: deflated, as git writes it, up to what the journal carries;
+    written at once above that; nothing for a blob the store holds."""
+    import zlib
+    small, mid, big = b"small\n" * 100, bytes(range(256)) * 200, b"big\n" * 20_000
+    assert len(small) < len(mid) < carried.MAX_BLOB < len(big)
+    made = {}
+    for data in (small, mid, big):
+        oid, raw = loose.staged_blob(objects(repo), data, repo=repo, most=carried.MAX_BLOB)
+        assert oid == str(pygit2.hash(data))
+        made[data] = (oid, raw)
+    for data in (small, mid):
+        oid, raw = made[data]
+        assert not (objects(repo) / oid[:2] / oid[2:]).exists()       # the journal writes it
+        assert zlib.decompress(raw) == b"blob %d\0" % len(data) + data
+        loose.put(objects(repo), oid, raw)
+        assert repo[oid].data == data
+    assert len(made[small][1]) < len(small) // 10 and len(made[mid][1]) < len(mid) // 2   # deflated
+    oid, raw = made[big]
+    assert raw is None and repo[oid].data == big                               # written here
+    assert loose.staged_blob(objects(repo), small, repo=repo, most=carried.MAX_BLOB) == (made[small][0], None)
+
+
 @pytest.mark.fsync
 def test_objects_are_fsynced_inside_a_fsync_scope_like_libgit2s(repo, monkeypatch):
     """durable_snapshots opens a fsync scope: then the object file and its directory are

@@ -344,14 +344,24 @@ def test_after_witness_of_genesis(cli, ws, store_dir):
 
 @pytest.mark.process
 def test_after_witness_of_a_write_settles_not_applied(cli, ws, store_dir):
+    """The post-image rides in the witness record and is written after it, with the event's
+    own objects: killed in between, the store lacks it until the next open writes it back,
+    and the replay then writes what the call asked for."""
     init(cli, ws)
-    r = cli("write", "--json", "a.txt", "--content", "zzz", cwd=ws, fault="after_witness")
+    content = "zzz " * 500
+    r = cli("write", "--json", "a.txt", "--content", content, cwd=ws, fault="after_witness")
     assert r.rc == KILLED
+    post = str(pygit2.hash(content.encode()))
+    assert git(f"--git-dir={store_dir}", "cat-file", "-e", post, check=False).returncode != 0
     st = status(cli)
     assert st["healed"] and [s["result"] for s in st["settled_at_start"]] == ["not_applied"]
     assert (ws / "a.txt").read_text() == "alpha\n"
     assert st["gate"] == "open"
+    assert git(f"--git-dir={store_dir}", "cat-file", "-p", post).stdout == content
     assert_sound(cli, store_dir)
+    (op,) = st["replayable"]
+    assert cli("journal", "recover", op, "--replay", "--json").rc == 0
+    assert (ws / "a.txt").read_text() == content
 
 
 @pytest.mark.process
