@@ -8,12 +8,14 @@ itself (not only the app around it) refuses:
   rebinding): 403.  Extra names: $CHRONOS_GIT_ALLOWED_HOSTS (comma-separated);
 * a request that changes state without `Content-Type: application/json`
   (forms and text/plain bodies are sent cross-site without a CORS preflight): 415;
-  one without its Content-Length (411) or with a body over 16 MiB (413);
+  one without its Content-Length (411) or with a body over 16 MiB (413); a JSON body
+  with a key named twice in one object (400: parsers disagree on which one counts);
 * a workspace the store does not already know (`Chronos.known_workspace`):
   404, or 403 for `/`, a home, the store and system folders.
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -162,7 +164,21 @@ class Deps:
 class EnvelopeRoute(APIRoute):
     """Validation errors, the guard's refusals and anything else become the envelope
     (FastAPI answers 422 {"detail": [...]} otherwise, and a router cannot add app
-    exception handlers)."""
+    exception handlers).  HEAD is answered as GET is (without the body), as Starlette's
+    own routes do: monitors ask `HEAD /health`."""
+
+    def _as_get(self, scope):
+        """A HEAD request's scope as the GET it stands for (the server keeps its own scope,
+        by which it leaves the body out)."""
+        if scope.get("type") == "http" and scope.get("method") == "HEAD" and "GET" in self.methods:
+            return {**scope, "method": "GET"}
+        return scope
+
+    def matches(self, scope):
+        return super().matches(self._as_get(scope))
+
+    async def handle(self, scope, receive, send):
+        await super().handle(self._as_get(scope), receive, send)
 
     def get_route_handler(self):
         handler = super().get_route_handler()
@@ -174,6 +190,9 @@ class EnvelopeRoute(APIRoute):
                 return http_error(f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
                                   f"{', '.join(repr(u[:40]) for u in unknown[:5])}; this route "
                                   f"takes: {', '.join(sorted(known)) or 'none'}", 400)
+            twice = await _named_twice(request)
+            if twice is not None:   # JSON parsers disagree on which one wins: neither is guessed
+                return http_error(f"invalid request: the JSON body names {twice[:80]!r} twice", 400)
             try:
                 return await handler(request)
             except RequestValidationError as exc:
@@ -193,6 +212,39 @@ class EnvelopeRoute(APIRoute):
             except Exception as exc:
                 return fail(exc)
         return route
+
+
+class _Twice(Exception):
+    pass
+
+
+def _no_twice(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Twice(k)
+        out[k] = v
+    return out
+
+
+async def _named_twice(request) -> str | None:
+    """A key some object of the JSON body names twice, or None.  Only a body the guard will
+    read anyway (JSON, its length given and within MAX_BODY); one that is not JSON is left to
+    FastAPI's own error."""
+    if request.method in ("GET", "HEAD"):
+        return None
+    length = request.headers.get("content-length", "")
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype != "application/json" or not length.isdigit() or not 0 < int(length) <= MAX_BODY:
+        return None
+    body = await request.body()        # kept by the request: the handler reads it again
+    try:
+        json.loads(body, object_pairs_hook=_no_twice)
+    except _Twice as exc:
+        return str(exc.args[0])
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def _query_names(dependant) -> set[str]:

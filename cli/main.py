@@ -91,6 +91,7 @@ def configure(parser: argparse.ArgumentParser, table=COMMANDS) -> None:
     if not isinstance(parser, _Parser):          # Hermes' parser (`hermes chronos-git ...`)
         parser.error = _HostParser.error.__get__(parser)   # type: ignore[method-assign]
         parser.parse_known_args = _HostParser.parse_known_args.__get__(parser)   # type: ignore[method-assign]
+        parser.print_help = _HostParser.print_help.__get__(parser)   # type: ignore[method-assign]
     sub = parser.add_subparsers(dest="chronos_cmd", metavar="COMMAND",
                                 parser_class=_Parser if isinstance(parser, _Parser) else _HostParser)
     groups = table.groups()
@@ -123,9 +124,27 @@ class _ArgumentError(Exception):
     pass
 
 
+class HelpText(Result):
+    """`--help` with `--json`: the usage as one JSON document, as every other answer."""
+    command: str
+    usage: str
+
+
+def _print_help(parser: argparse.ArgumentParser, as_json: bool, file) -> None:
+    if as_json:
+        _emit(HelpText(command=parser.prog, usage=parser.format_help()), True, sys.stdout, sys.stderr, None)
+    else:
+        argparse.ArgumentParser.print_help(parser, file)
+
+
 class _Parser(argparse.ArgumentParser):
+    json_help = False          # main() sets it for a command line with --json
+
     def error(self, message):
         raise _ArgumentError(message)
+
+    def print_help(self, file=None):
+        _print_help(self, _Parser.json_help, file)
 
 
 class _HostParser(argparse.ArgumentParser):
@@ -142,6 +161,9 @@ class _HostParser(argparse.ArgumentParser):
                       sys.stdout, sys.stderr, None)
             sys.exit(EXIT_ERROR)
         argparse.ArgumentParser.error(self, message)
+
+    def print_help(self, file=None):
+        _print_help(self, "--json" in sys.argv[1:], file)
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, extras = argparse.ArgumentParser.parse_known_args(self, args, namespace)
@@ -271,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     # settings problems are logged for Hermes' log; here every command reports them itself
     # (an error naming them, or `health`), so Python's last-resort handler must not repeat them
     logging.getLogger("chronos_git").addHandler(logging.NullHandler())
+    _Parser.json_help = "--json" in argv
     try:
         args = build_parser().parse_args(argv)
     except _ArgumentError as exc:

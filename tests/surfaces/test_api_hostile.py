@@ -361,6 +361,9 @@ def test_malformed_input_is_a_400_envelope_and_changes_nothing(http, known, stor
         ("POST", "/restore", {"content": b"\xff\xfe{}", "headers": j}),
         ("POST", "/restore", {"content": b'{"checkpoint": "latest", "dry_run": ' + b"9" * 5000 + b"}", "headers": j}),
         ("POST", "/restore", {"content": b'{"checkpoint": "latest", "dry_run": 1e999}', "headers": j}),
+        ("POST", "/restore", {"content": b'{"checkpoint": "latest", "dry_run": true, "dry_run": false}',
+                              "headers": j}),     # a key twice: which one counts is the parser's guess
+        ("POST", "/journal/verify", {"content": b'{"checkpoint": {"a": 1, "a": 2}}', "headers": j}),
         ("POST", "/restore", {"json": {**ok, "checkpoint": 5}}),
         ("POST", "/restore", {"json": {**ok, "dry_run": "perhaps"}}),
         ("POST", "/restore", {"json": {**ok, "dryrun": True, "dry_run": False}}),     # unknown field
@@ -397,12 +400,25 @@ def test_malformed_input_is_a_400_envelope_and_changes_nothing(http, known, stor
     assert said.startswith("an empty path names the workspace") and "itself" in said
     said = http.post("/restore", content=b"", headers={"Content-Type": "application/json"}).json()["error"]
     assert said == "invalid request: the JSON body is missing"
+    said = http.post("/restore", content=b'{"dry_run": true, "checkpoint": "x", "dry_run": false}',
+                     headers={"Content-Type": "application/json"}).json()["error"]
+    assert said == "invalid request: the JSON body names 'dry_run' twice"
     for r in (http.get("/checkpoints/%00", params={"workspace": ws}),
               http.get("/checkpoints/" + "f" * 5000, params={"workspace": ws}),
               http.get("/diff", params={"workspace": ws, "from": "../../HEAD"})):
         assert r.status_code in (400, 404), r.text
         envelope(r, r.status_code)
     assert (store_state(store_dir), tree(known["ws"])) == before
+
+
+def test_head_is_answered_as_get_without_a_body(http, known):
+    """Monitors ask `HEAD /health`; every GET route answers HEAD the same way, bodiless."""
+    for path, params in (("/health", {}), ("/checkpoints", {"workspace": str(known["ws"])})):
+        got, head = http.get(path, params=params), http.head(path, params=params)
+        assert got.status_code == head.status_code == 200
+        assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+    assert http.head("/checkpoints", params={"limt": "1"}).status_code == 400
+    assert all("head" not in ops for ops in http.get("/openapi.json").json()["paths"].values())   # the contract is GET
 
 
 # ----------------------------------------------------- always a token

@@ -146,6 +146,16 @@ def test_json_stays_one_document_for_the_same_commands(cli, ws):
         assert r.stderr == "", (args, r.stderr)
 
 
+def test_help_with_json_is_one_document_too(cli):
+    for args in (("--help", "--json"), ("log", "--json", "--help"), ("journal", "resolve", "-h", "--json")):
+        r = cli(*args)
+        assert r.rc == 0 and r.json["status"] == "ok", (args, r.stdout, r.stderr)
+        assert r.json["usage"].startswith("usage: chronos-git") and "--json" in r.json["usage"]
+        assert r.json["command"] == " ".join(["chronos-git", *[a for a in args if not a.startswith("-")]])
+    plain = cli("log", "--help")
+    assert plain.rc == 0 and plain.stdout.startswith("usage: chronos-git log")
+
+
 # ---------------------------------------------------------------- options after subcommands
 SUBCOMMANDS = [
     ("snapshot",), ("log",), ("show", "1"), ("diff",), ("diff", "--stat"), ("restore", "1", "--dry-run"),
