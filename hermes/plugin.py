@@ -160,7 +160,7 @@ class Plugin:
             self._tell_held(svc, kwargs.get("session_id"), kwargs.get("platform"))
             if svc.settings.is_read_only(tool_name):
                 return None
-            refusal = svc.refusal()
+            refusal = svc.refusal(self._refused_call(tool_name, args, tool_call_id, kwargs))
             if refusal is not None:
                 return {"action": "block", "message": json.dumps(model_block(refusal))}
             protected = self._protected_target(tool_name, args or {}, tool_call_id, kwargs)
@@ -175,6 +175,13 @@ class Plugin:
             return {"action": "block",
                     "message": f"chronos-git could not check its recovery gate ({exc}); the call was not run"}
         return None
+
+    def _refused_call(self, tool_name: str, args, tool_call_id, kwargs):
+        """The call as the journal records it if the gate refuses it (a `refused` event)."""
+        from ..service import Call
+        return Call(tool=tool_name, args=args if isinstance(args, dict) else {}, workspace=self.cwd(),
+                    session_id=kwargs.get("session_id"), turn_id=kwargs.get("turn_id"), tool_call_id=tool_call_id,
+                    subagent=self.subagents.of(kwargs.get("session_id")))
 
     def _protected_target(self, tool_name: str, args: dict, tool_call_id, kwargs) -> dict | None:
         """A file call whose target is chronos-git's own: a block directive (journaled as refused),

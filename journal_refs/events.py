@@ -132,8 +132,9 @@ class Maintenance(JournalEvent):
 @dataclass(frozen=True)
 class Refused(JournalEvent):
     """A call refused before dispatch, nothing run and no operation opened: its target is
-    chronos-git's own (the store, the witness, the plugin's files; `code` protected_path).
-    Journals written before this kind existed never hold one; their verification is unchanged."""
+    chronos-git's own (the store, the witness, the plugin's files; `code` protected_path), or
+    the recovery gate was closed (`code` chronos_blocked, `blocked_by` the operations it waited
+    on).  Journals written before this kind existed never hold one; their verification is unchanged."""
     kind = "refused"
     required = ("operation_id", "code")
     tool: str | None = None

@@ -224,9 +224,10 @@ class Chronos:
     def finish(self, ticket: Ticket, outcome: Outcome) -> results.CallRecord:
         return self.calls.finish(ticket, outcome)
 
-    def refusal(self) -> results.Refusal | None:
-        """What a protected call gets now instead of running, or None."""
-        return self.gate.refusal()
+    def refusal(self, call: Call | None = None) -> results.Refusal | None:
+        """What a protected call gets now instead of running, or None; given the `call`, a
+        refusal is journaled."""
+        return self.gate.refusal(call)
 
     def run_command(self, workspace: str, argv: list[str], **kw) -> results.RunResult:
         return self.calls.run_command(workspace, argv, **kw)

@@ -9,6 +9,8 @@ place the rule is written; the Hermes hook and middleware ask `refusal()`.
 """
 from __future__ import annotations
 
+from . import refusals
+from .calls import Call
 from .core import Core
 from .errors import Blocked
 from .remote_anchor import gate_reason
@@ -67,18 +69,29 @@ class Gate:
     def is_open(self) -> bool:
         return self.state() is None
 
-    def refusal(self) -> Refusal | None:
-        """The refusal a protected call gets now, or None (also in warn mode with only a warning)."""
+    def refusal(self, call: Call | None = None) -> Refusal | None:
+        """The refusal a protected call gets now, or None (also in warn mode with only a warning).
+        Given the `call`, a refusal is journaled (service/refusals.py)."""
         r = self.state()
         if r is not None and (self.core.settings.gate_mode == "block" or r.integrity != "ok"):
-            return r
+            return self._journaled(r, call)
         return None
 
-    def check(self) -> str | None:
-        """Raise Blocked when closed; in warn mode return the warning to pass on."""
+    def check(self, call: Call | None = None) -> str | None:
+        """Raise Blocked when closed (journaled, given the `call`); in warn mode return the
+        warning to pass on."""
         r = self.state()
         if r is None:
             return None
         if self.core.settings.gate_mode == "block" or r.integrity != "ok":
-            raise Blocked(r)
+            raise Blocked(self._journaled(r, call))
         return r.message
+
+    def _journaled(self, r: Refusal, call: Call | None) -> Refusal:
+        if call is None:
+            return r
+        if self.core.journal.integrity != "ok":
+            return r.model_copy(update={"recorded": False})    # a journal in doubt takes no event
+        op, recorded = refusals.record(self.core, self._start, call, Blocked.code,
+                                       blocked_by=r.operation_ids)
+        return r.model_copy(update={"recorded": recorded, "refused_operation_id": op})

@@ -559,6 +559,8 @@ class Refusal(ErrorResult):
     integrity: str
     message: str
     mode: Literal["block", "warn"]
+    recorded: bool | None = None            # the refused call journaled (a `refused` event); None: not asked
+    refused_operation_id: str | None = None  # that event's own operation id
 
 
 # --------------------------------------------------------------- maintenance

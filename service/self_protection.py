@@ -13,13 +13,11 @@ import logging
 import os
 import threading
 import time
-import uuid
 
 from ..engine import store_audit
 from ..engine.state_file import StateFile
-from ..journal_refs import events
-from ..journal_refs.events import args_hash
 from ..settings import hermes_home
+from . import refusals
 from .calls import Call, Outcome, Ticket
 from .core import Core
 from .errors import ProtectedPath
@@ -59,24 +57,8 @@ class SelfProtection:
         hits = self.protected().hits(d.path for d in call.declared)
         if not hits:
             return
-        op = uuid.uuid4().hex
         paths = [{"path": h.path, "resolved": h.resolved, "what": h.what} for h in hits]
-        fields: dict[str, object] = {
-            "operation_id": op, "tool": call.tool, "code": ProtectedPath.code, "paths": paths,
-            "args_hash": args_hash(call.args), "session_id": call.session_id, "tool_call_id": call.tool_call_id,
-            "turn_id": call.turn_id, "workspace": call.workspace}
-        if call.replay_of:
-            fields["replay_of"] = call.replay_of
-        if call.actor:
-            fields["actor"] = call.actor
-        recorded = True
-        try:
-            self.start()                      # the journal opened (a CLI `write` checks before `begin`)
-            fields["owner"] = self.core.journal.me.to_dict()
-            self.core.journal.append(events.Refused, fields)
-        except Exception as exc:          # noqa: BLE001 (refused all the same)
-            recorded = False
-            log.warning("chronos-git: the refusal of a %s call could not be journaled: %s", call.tool, exc)
+        op, recorded = refusals.record(self.core, self.start, call, ProtectedPath.code, paths=paths)
         raise ProtectedPath(_refusal(call.tool, hits, op, recorded), operation_id=op, paths=paths,
                             recorded=recorded)
 

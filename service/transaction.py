@@ -195,7 +195,7 @@ class ProtectedCalls:
         self._start()
         self.settle_behind()            # the previous call's outcome first: journal order, gate
         self.check_protected(call)      # chronos-git's own files: refused (and journaled), gate or not
-        warning = self.gate.check() if gate else None
+        warning = self.gate.check(call) if gate else None
         store, journal = self.core.store, self.core.journal
         ws = store.workspace(call.workspace)
         if call.snapshots:

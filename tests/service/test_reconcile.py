@@ -312,6 +312,31 @@ def test_a_mix_settles_uncertain_with_per_path_evidence_and_closes_the_gate(stor
     assert_sound(s2)
 
 
+def test_a_call_the_gate_refuses_is_journaled_as_refused(store_dir, ws):
+    """The audit trail shows what was tried while the gate was closed: a `refused` event per
+    refused call (nothing run, no operation opened), naming the operations it waited on."""
+    op = crash(store_dir, shell_call(ws)).operation_id
+    s = process(store_dir)
+    s.start()
+    with pytest.raises(Blocked) as blocked:
+        s.write_file(str(ws), "z.txt", b"z\n", session_id="sess-2")
+    r = blocked.value.refusal
+    assert r.recorded is True and r.refused_operation_id and not (ws / "z.txt").exists()
+    (ev,) = [e for e in events_of(s) if e["kind"] == "refused"]
+    assert ev["operation_id"] == r.refused_operation_id and ev["code"] == "chronos_blocked"
+    assert ev["blocked_by"] == [op] and ev["tool"] == "write_file" and ev["session_id"] == "sess-2"
+    assert s.refusal() is not None and s.refusal().recorded is None        # asked without a call: not journaled
+    again = s.refusal(shell_call(ws, "rm -rf build"))                        # the Hermes hook's question
+    assert again.recorded is True
+    assert [e["tool"] for e in events_of(s) if e["kind"] == "refused"] == ["write_file", "terminal"]
+    assert [u.operation_id for u in s.journal_status().unresolved] == [op]  # nothing opened or closed
+    assert_sound(s)
+
+    s.core.journal.integrity = "the chain is damaged (test)"                # a journal in doubt takes nothing
+    head = s.core.journal.head
+    assert s.refusal(shell_call(ws)).recorded is False and s.core.journal.head == head
+
+
 # ====================================================== shell calls and the operator
 def test_shell_call_stays_pending_until_resolved_with_evidence(store_dir, ws):
     t = crash(store_dir, shell_call(ws), effect=lambda: (ws / "built.txt").write_text("x"))

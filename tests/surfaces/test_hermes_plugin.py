@@ -235,6 +235,11 @@ def test_gate_blocks_protected_calls_but_not_read_only_ones(plugin, tmp_path):
     ran = []
     out = json.loads(_mw(p, "write_file", {"path": str(ws / "z"), "content": "z"}, lambda a: ran.append(1)))
     assert out["error"] == "chronos_blocked" and ran == []
+    # both refusals are in the journal, each naming the call and what it waited on
+    refused = [e for e in svc.journal_log(None).wire()["events"] if e["kind"] == "refused"]
+    assert [(e["tool"], e["tool_call_id"], e["code"], e["blocked_by"]) for e in reversed(refused)] == [
+        ("write_file", "c", "chronos_blocked", [t.operation_id]),
+        ("write_file", refused[0]["tool_call_id"], "chronos_blocked", [t.operation_id])]
     alert = p.on_pre_llm_call(session_id="s1")["context"]
     assert "Waiting for the operator" in alert and t.operation_id[:12] in alert
 
