@@ -160,7 +160,9 @@ class Plugin:
             self._tell_held(svc, kwargs.get("session_id"), kwargs.get("platform"))
             if svc.settings.is_read_only(tool_name):
                 return None
-            refusal = svc.refusal(self._refused_call(tool_name, args, tool_call_id, kwargs))
+            refusal = svc.refusal()
+            if refusal is not None:         # asked again with the call, which journals the refusal
+                refusal = svc.refusal(self._refused_call(tool_name, args, tool_call_id, kwargs))
             if refusal is not None:
                 return {"action": "block", "message": json.dumps(model_block(refusal))}
             protected = self._protected_target(tool_name, args or {}, tool_call_id, kwargs)
