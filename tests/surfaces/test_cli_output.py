@@ -156,6 +156,26 @@ def test_help_with_json_is_one_document_too(cli):
     assert plain.rc == 0 and plain.stdout.startswith("usage: chronos-git log")
 
 
+def test_help_with_json_inside_hermes_parser_is_one_document(monkeypatch, capsys):
+    """`hermes chronos-git journal status --json --help`: Hermes' own parser holds ours."""
+    import argparse
+
+    from chronos_git.cli.main import configure
+    host = argparse.ArgumentParser(prog="hermes chronos-git")
+    configure(host)
+    argv = ["journal", "status", "--json", "--help"]
+    monkeypatch.setattr(sys, "argv", ["hermes", "chronos-git", *argv])
+    with pytest.raises(SystemExit) as done:
+        host.parse_args(argv)
+    assert done.value.code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "ok" and doc["usage"].startswith("usage: hermes chronos-git journal status")
+    monkeypatch.setattr(sys, "argv", ["hermes", "chronos-git", "journal", "--help"])
+    with pytest.raises(SystemExit):
+        host.parse_args(["journal", "--help"])
+    assert capsys.readouterr().out.startswith("usage: hermes chronos-git journal")
+
+
 # ---------------------------------------------------------------- options after subcommands
 SUBCOMMANDS = [
     ("snapshot",), ("log",), ("show", "1"), ("diff",), ("diff", "--stat"), ("restore", "1", "--dry-run"),
