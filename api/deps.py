@@ -24,6 +24,7 @@ from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as AnyHTTPException
 
 from ..engine.codec import dumps, from_b64
@@ -93,6 +94,9 @@ def guard(hosts: frozenset[str]):
             if int(length) > MAX_BODY:
                 raise HTTPException(413, f"the request body has {int(length):,} bytes; at most {MAX_BODY:,} "
                                          "are read (10,000 paths of 1 KiB fit: name folders instead)")
+            twice = await _named_twice(await request.body())
+            if twice is not None:   # JSON parsers disagree on which one wins: neither is guessed
+                raise HTTPException(400, f"invalid request: the JSON body names {twice[:80]!r} twice")
     return check
 
 
@@ -190,9 +194,6 @@ class EnvelopeRoute(APIRoute):
                 return http_error(f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
                                   f"{', '.join(repr(u[:40]) for u in unknown[:5])}; this route "
                                   f"takes: {', '.join(sorted(known)) or 'none'}", 400)
-            twice = await _named_twice(request)
-            if twice is not None:   # JSON parsers disagree on which one wins: neither is guessed
-                return http_error(f"invalid request: the JSON body names {twice[:80]!r} twice", 400)
             try:
                 return await handler(request)
             except RequestValidationError as exc:
@@ -227,24 +228,25 @@ def _no_twice(pairs):
     return out
 
 
-async def _named_twice(request) -> str | None:
-    """A key some object of the JSON body names twice, or None.  Only a body the guard will
-    read anyway (JSON, its length given and within MAX_BODY); one that is not JSON is left to
-    FastAPI's own error."""
-    if request.method in ("GET", "HEAD"):
-        return None
-    length = request.headers.get("content-length", "")
-    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if ctype != "application/json" or not length.isdigit() or not 0 < int(length) <= MAX_BODY:
-        return None
-    body = await request.body()        # kept by the request: the handler reads it again
+def _twice_in(body: bytes) -> str | None:
     try:
         json.loads(body, object_pairs_hook=_no_twice)
     except _Twice as exc:
         return str(exc.args[0])
     except (ValueError, RecursionError):
-        return None
+        return None          # not JSON: FastAPI's own error says so
     return None
+
+
+async def _named_twice(body: bytes) -> str | None:
+    """A key some object of the JSON body names twice, or None (the guard asks, after its own
+    checks; FastAPI has read the body already).  A large body is parsed on a worker thread,
+    not on the event loop."""
+    if not body:
+        return None
+    if len(body) <= 64 * 1024:
+        return _twice_in(body)
+    return await run_in_threadpool(_twice_in, body)
 
 
 def _query_names(dependant) -> set[str]:

@@ -131,7 +131,8 @@ class HelpText(Result):
 
 
 def _print_help(parser: argparse.ArgumentParser, as_json: bool, file) -> None:
-    if as_json:
+    """JSON only where `--json` is this parser's own flag (not `windtunnel`'s output path)."""
+    if as_json and parser.get_default("json") in (False, argparse.SUPPRESS):     # a flag of its own
         _emit(HelpText(command=parser.prog, usage=parser.format_help()), True, sys.stdout, sys.stderr, None)
     else:
         argparse.ArgumentParser.print_help(parser, file)

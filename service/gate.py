@@ -88,10 +88,12 @@ class Gate:
         return r.message
 
     def _journaled(self, r: Refusal, call: Call | None) -> Refusal:
+        """`r` with the refused call journaled, unless the journal, the store or the anchor is in
+        doubt (the gate is closed for that): nothing is added on top of such a history."""
         if call is None:
             return r
-        if self.core.journal.integrity != "ok":
-            return r.model_copy(update={"recorded": False})    # a journal in doubt takes no event
+        if r.integrity != "ok":
+            return r.model_copy(update={"recorded": False})
         op, recorded = refusals.record(self.core, self._start, call, Blocked.code,
                                        blocked_by=r.operation_ids)
-        return r.model_copy(update={"recorded": recorded, "refused_operation_id": op})
+        return r.model_copy(update={"recorded": recorded, "refused_operation_id": op if recorded else None})

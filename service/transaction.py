@@ -249,7 +249,15 @@ class ProtectedCalls:
     def _images(self, call: Call, snap: dict) -> tuple[list[dict], dict[str, str], dict[str, tuple[int, bytes]]]:
         """Per declared path its pre-image (as this call's checkpoint read it, else read and
         stored now) and post-image (if known: staged for the journal, which carries it in the
-        intent's witness record and writes it after: loose.staged_blob)."""
+        intent's witness record and writes it after: loose.staged_blob).
+
+        Written first instead while the journal's last write failed (and by the journal when
+        the disk is nearly full, or into a fan-out folder this process cannot write to), so a
+        store known to refuse new files refuses the call before it runs.  One that starts to
+        refuse them unseen (a quota statvfs does not show, an I/O error) right at this call lets
+        it run; its outcome then cannot be recorded, the gate closes in this process, and the
+        next start settles the call by evidence from the witness (docs/design.md)."""
+        stage = self.core.journal.unwritable is None
         repo = self.core.store.repo()
         objects = self.core.store.root / "objects"
         ws = self.core.store.workspace(call.workspace) if snap.get("kind") == "declared" else None
@@ -263,10 +271,12 @@ class ProtectedCalls:
                 pre = (ws.current_blob(d.path) if ws is not None else None) or content_id(d.path, store_in=repo)
             if d.post_id is not UNSET:
                 post = d.post_id
-            elif isinstance(d.post, bytes):
+            elif isinstance(d.post, bytes) and stage:
                 post, raw = loose.staged_blob(objects, d.post, repo=repo, most=MAX_BLOB)
                 if raw is not None:
                     staged[post] = (len(d.post), raw)
+            elif isinstance(d.post, bytes):
+                post = loose.blob(objects, d.post, repo=repo, relist=False)
             else:
                 post = d.post
             declared.append({"path": d.path, "pre": pre, "post": post})

@@ -332,8 +332,13 @@ def test_a_call_the_gate_refuses_is_journaled_as_refused(store_dir, ws):
     assert [u.operation_id for u in s.journal_status().unresolved] == [op]  # nothing opened or closed
     assert_sound(s)
 
-    s.core.journal.integrity = "the chain is damaged (test)"                # a journal in doubt takes nothing
+    # nothing is added on top of a history in doubt: a damaged chain, a tampered store
     head = s.core.journal.head
+    s.core.tampered = "the store holds a hook chronos-git never writes (test)"
+    r = s.refusal(shell_call(ws))
+    assert r.recorded is False and r.refused_operation_id is None and s.core.journal.head == head
+    s.core.tampered = None
+    s.core.journal.integrity = "the chain is damaged (test)"
     assert s.refusal(shell_call(ws)).recorded is False and s.core.journal.head == head
 
 

@@ -169,7 +169,9 @@ def test_foreign_host_headers_are_refused(server, http, known, store_dir, host):
               http.get("/checkpoints", params={"workspace": str(known["ws"])}, headers=h),
               http.post("/snapshot", json={"workspace": str(known["ws"])}, headers=h),
               http.post("/restore", json={"checkpoint": known["first"], "workspace": str(known["ws"]),
-                                          "dry_run": True}, headers=h)):
+                                          "dry_run": True}, headers=h),
+              http.post("/restore", content=b'{"dry_run": true, "dry_run": false}',     # the Host comes first
+                        headers={**h, "Content-Type": "application/json"})):
         assert "Host" in envelope(r, 403)["error"]
         assert "changed" not in r.text
     assert (store_state(store_dir), tree(known["ws"])) == before

@@ -154,6 +154,8 @@ def test_help_with_json_is_one_document_too(cli):
         assert r.json["command"] == " ".join(["chronos-git", *[a for a in args if not a.startswith("-")]])
     plain = cli("log", "--help")
     assert plain.rc == 0 and plain.stdout.startswith("usage: chronos-git log")
+    own = cli("windtunnel", "--help", "--json", "out.json")          # there --json names its output file
+    assert own.rc == 0 and own.stdout.startswith("usage: chronos-git windtunnel")
 
 
 def test_help_with_json_inside_hermes_parser_is_one_document(monkeypatch, capsys):
