@@ -40,6 +40,16 @@ class Call:
     snapshots: bool = True                    # and with snapshots=False none is taken before or after
     subagent: dict | None = None              # a subagent's call: what the host said of it (Subagent.fields)
 
+    def provenance(self) -> dict:
+        """Who asked for the call, as its journal events record it (each only where known)."""
+        out: dict = {}
+        if self.replay_of:
+            out["replay_of"] = self.replay_of
+        if self.actor:
+            out["actor"] = self.actor
+        out.update(self.subagent or {})
+        return out
+
 
 @dataclass
 class Ticket:

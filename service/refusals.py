@@ -26,13 +26,7 @@ def record(core: Core, start, call: Call, code: str, **extra) -> tuple[str, bool
     fields: dict[str, object] = {
         "operation_id": op, "tool": call.tool, "code": code, **extra,
         "args_hash": args_hash(call.args), "session_id": call.session_id, "tool_call_id": call.tool_call_id,
-        "turn_id": call.turn_id, "workspace": call.workspace}
-    if call.replay_of:
-        fields["replay_of"] = call.replay_of
-    if call.actor:
-        fields["actor"] = call.actor
-    if call.subagent:
-        fields.update(call.subagent)
+        "turn_id": call.turn_id, "workspace": call.workspace, **call.provenance()}
     try:
         start()
         fields["owner"] = core.journal.me.to_dict()

@@ -224,12 +224,7 @@ class ProtectedCalls:
             fields["args"] = _file_args(call.args)
         elif self.core.settings.store_args:
             fields["args"] = call.args
-        if call.replay_of:
-            fields["replay_of"] = call.replay_of
-        if call.actor:
-            fields["actor"] = call.actor
-        if call.subagent:
-            fields.update(call.subagent)
+        fields.update(call.provenance())
         # published while the call runs, with the post-images it carries
         journal.append(events.Started, fields, blobs=blobs, objects=staged, defer=True)
         ticket = Ticket(op, call, snap.get("checkpoint"), snap, time.time_ns(), fp, declared=declared,
