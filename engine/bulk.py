@@ -153,8 +153,6 @@ def _note_dir_perms(perms: dict, prefix: bytes, dirs: set[bytes]) -> None:
             d = d[:cut] if cut > 0 else b""
 
 
-
-
 def _read(root: bytes, e: _Entry, report: ScanReport, cap: int = 0) -> bytes | None:
     """The bytes to store for `e`, or None (reported in `skipped`): a file that became a
     FIFO, socket or device since it was listed is never waited on.  Where the listing took
