@@ -182,7 +182,12 @@ class EnvelopeRoute(APIRoute):
         return super().matches(self._as_get(scope))
 
     async def handle(self, scope, receive, send):
-        await super().handle(self._as_get(scope), receive, send)
+        scope = self._as_get(scope)
+        if scope.get("type") == "http" and scope.get("method") not in self.methods:
+            # Starlette's 405 names the route's own methods; HEAD is answered too
+            allow = sorted(self.methods) + (["HEAD"] if "GET" in self.methods else [])
+            raise AnyHTTPException(405, headers={"Allow": ", ".join(allow)})
+        await super().handle(scope, receive, send)
 
     def get_route_handler(self):
         handler = super().get_route_handler()

@@ -13,6 +13,7 @@ import errno
 import os
 import signal
 import threading
+import traceback
 
 POINTS = {
     # the first snapshot of a workspace (engine/bulk.py, engine/workspace.py)
@@ -95,6 +96,12 @@ def armed() -> str | None:
     return _ARMED[0] if _ARMED is not None else None
 
 
+def _where() -> str:
+    """The calls that led to the hit, innermost first, on one line (a breach's first clue)."""
+    frames = traceback.extract_stack()[:-2]     # without _where and hit
+    return " < ".join(f"{f.name}@{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames[-12:]))
+
+
 def hit(point: str) -> None:
     global _hits
     if _ARMED is None or _ARMED[0] != point:
@@ -105,10 +112,11 @@ def hit(point: str) -> None:
             return
     action = _ARMED[2]
     log = os.environ.get("CHRONOS_GIT_FAULT_LOG")
-    if log:                       # the wind tunnel's proof that the point was reached
+    if log:                       # the wind tunnel's proof that the point was reached, and from where
         try:
+            thread = threading.current_thread().name.replace(" ", "_")
             with open(log, "a") as f:
-                f.write(f"{point} {action} {os.getpid()}\n")
+                f.write(f"{point} {action} {os.getpid()} {thread} {_where()}\n")
         except OSError:
             pass
     if action == "enospc":

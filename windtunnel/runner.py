@@ -67,7 +67,7 @@ def run_isolated(ctx, case, timeout: float = CASE_TIMEOUT) -> dict:
 def _say_breach(r: dict, out) -> None:
     if r["breaches"]:
         print(f"  BREACH {r['case']['suite']} {r['case']['name']} seed {r['case']['seed']}: "
-              f"{r['breaches'][0]}", file=out, flush=True)
+              f"{r['breaches'][0]}" + (f" (kept in {r['kept']})" if r.get("kept") else ""), file=out, flush=True)
 
 
 def _unreached(case, results: dict[str, list[dict]]) -> bool:
@@ -84,7 +84,9 @@ def summarize(suite: str, results: list[dict]) -> dict:
     for r in results:
         for k, v in r["counts"].items():
             counts[k] = counts.get(k, 0) + v
-        breaches += [{"case": r["case"]["name"], "seed": r["case"]["seed"], "breach": b} for b in r["breaches"]]
+        evidence = {k: r[k] for k in ("kept", "fault_hits") if r.get(k)}
+        breaches += [{"case": r["case"]["name"], "seed": r["case"]["seed"], "breach": b, **evidence}
+                     for b in r["breaches"]]
     reached = sum(1 for r in results if r["reached"])
     if suite in ("crash", "io"):
         # a fault point that no seed reached proves nothing: that is a breach of the tunnel

@@ -115,6 +115,13 @@ class Scenario:
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def keep_if(self, breached: bool) -> str | None:
+        """A breached case's folder stays for whoever looks into it (its path); any other goes."""
+        if breached:
+            return str(self.root)
+        self.cleanup()
+        return None
+
     # ------------------------------------------------------------ the victim
     def child(self, *, fault: str | None = None, ops: int = 8, first=(), background: bool = False,
               kill_after: float | None = None, kill_at: tuple[int, float] | None = None,

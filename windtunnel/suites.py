@@ -477,7 +477,13 @@ def run_case(case: Case) -> dict:
     except Exception as exc:                 # a bug of the wind tunnel or of chronos-git: a breach either way
         out = Findings()
         out.breach("unclear_errors", f"the case raised {type(exc).__name__}: {exc}")
-    finally:
+    except BaseException:
         s.cleanup()
-    return {"case": asdict(case), "reached": out.reached, "note": out.note, "counts": out.counts,
-            "breaches": out.breaches, "seconds": round(time.monotonic() - t0, 2)}
+        raise
+    kept = s.keep_if(bool(out.breaches))
+    result = {"case": asdict(case), "reached": out.reached, "note": out.note, "counts": out.counts,
+              "breaches": out.breaches, "seconds": round(time.monotonic() - t0, 2)}
+    if kept:              # a breach's evidence: the store, the workspace, the acks, where the fault hit
+        result["kept"] = kept
+        result["fault_hits"] = s.faults_hit()[-3:]
+    return result

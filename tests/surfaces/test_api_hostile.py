@@ -423,6 +423,14 @@ def test_head_is_answered_as_get_without_a_body(http, known):
     assert all("head" not in ops for ops in http.get("/openapi.json").json()["paths"].values())   # the contract is GET
 
 
+def test_a_method_a_route_does_not_take_is_405_naming_head_beside_get(http, known):
+    for method, path in (("OPTIONS", "/health"), ("DELETE", "/checkpoints"), ("PUT", "/health")):
+        r = http.request(method, path)
+        assert r.status_code == 405, (method, path, r.text)
+        assert r.headers["allow"] == "GET, HEAD", r.headers
+        assert "error" in envelope(r, 405)
+
+
 # ----------------------------------------------------- always a token
 def test_create_app_without_a_token_generates_one(store_dir, known):
     app = create_app(store_dir, Settings())

@@ -181,3 +181,48 @@ def test_a_path_at_neither_image_after_a_time_machine_crash_is_a_breach(monkeypa
     monkeypatch.setattr(suites, "_disk", disk)
     out = _timeop_case("undo", "after_restore_files")
     assert out.reached and out.counts["torn_paths"] >= 1, (out.note, out.breaches)
+
+
+def test_a_breached_case_keeps_its_folder_and_where_the_fault_hit(monkeypatch):
+    seen = {}
+
+    def breached(case, s):
+        seen["root"] = s.root
+        s.fault_log.write_text("after_dispatch kill 1234 MainThread finish@transaction.py:290 < operate@timemachine.py:310\n")
+        out = suites.Findings()
+        out.breach("unsettled", "settled not_applied, not completed")
+        return out
+
+    def clean(case, s):
+        seen["clean"] = s.root
+        return suites.Findings()
+
+    monkeypatch.setitem(suites._RUN, "input", breached)
+    r = suites.run_case(Case("input", "breached", 1))
+    try:
+        assert r["kept"] == str(seen["root"]) and seen["root"].is_dir() and (seen["root"] / "ws").is_dir()
+        assert r["fault_hits"][0].endswith("operate@timemachine.py:310")
+        summary = runner.summarize("input", [r])
+        assert summary["breaches"][0]["kept"] == r["kept"]
+    finally:
+        import shutil
+        shutil.rmtree(seen["root"], ignore_errors=True)
+    monkeypatch.setitem(suites._RUN, "input", clean)
+    r = suites.run_case(Case("input", "clean", 1))
+    assert "kept" not in r and not seen["clean"].exists()
+
+
+def test_a_fault_hit_names_its_thread_and_the_calls_that_led_to_it(monkeypatch, tmp_path):
+    from chronos_git.engine import faults
+    log = tmp_path / "hits.log"
+    monkeypatch.setattr(faults, "_ARMED", ("somewhere", 1, "eio"))
+    monkeypatch.setattr(faults, "_hits", 0)
+    monkeypatch.setenv("CHRONOS_GIT_FAULT_LOG", str(log))
+
+    def the_callers_frame():
+        faults.hit("somewhere")
+    with pytest.raises(OSError):
+        the_callers_frame()
+    point, action, pid, thread, where = log.read_text().split(" ", 4)
+    assert (point, action, thread) == ("somewhere", "eio", "MainThread")
+    assert where.startswith("the_callers_frame@test_windtunnel.py:") and " < test_a_fault_hit" in where
