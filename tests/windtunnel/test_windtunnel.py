@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import shutil
 import subprocess
 import sys
 import time
@@ -205,7 +206,6 @@ def test_a_breached_case_keeps_its_folder_and_where_the_fault_hit(monkeypatch):
         summary = runner.summarize("input", [r])
         assert summary["breaches"][0]["kept"] == r["kept"]
     finally:
-        import shutil
         shutil.rmtree(seen["root"], ignore_errors=True)
     monkeypatch.setitem(suites._RUN, "input", clean)
     r = suites.run_case(Case("input", "clean", 1))
